@@ -1,0 +1,75 @@
+"""The Pivotal graph: all wiring lives here, and only here.
+
+START → start → recall → actor → critic ─approve→ executor ─not done→ recall …
+                           ↑         │ revise/reject (≤ max_critique_rounds)
+                           └─────────┘
+        executor ─success→ distill → gate → memory_writer → END
+        executor/critic ─attempt failed→ reflector ─retry left→ pivot → recall …
+                                                  └─give up→ distill → gate → memory_writer → END
+
+The actor/critic loop stays in this one graph (no subgraphs) so Studio shows every node
+and a user can fork from any of them.
+"""
+
+import functools
+import time
+from typing import Any
+
+from langgraph.graph import END, START, StateGraph
+
+from graphs import routes
+from nodes.actor import actor
+from nodes.critic import critic
+from nodes.distill import distill
+from nodes.executor import executor
+from nodes.gate import gate
+from nodes.memory_writer import memory_writer
+from nodes.pivot import pivot
+from nodes.recall import recall
+from nodes.reflector import reflector
+from nodes.start import start
+from pivotal.context import Context
+from pivotal.logs import logger
+from pivotal.state import InputState, State
+
+NODES = {"start": start, "recall": recall, "actor": actor, "critic": critic, "executor": executor,
+         "reflector": reflector, "pivot": pivot, "distill": distill, "gate": gate,
+         "memory_writer": memory_writer}
+
+
+def build_graph(checkpointer: Any = None, **compile_kwargs: Any):
+    """Compile the graph; pass a checkpointer to keep per-step checkpoints (resume, Studio forks)."""
+    builder = StateGraph(State, context_schema=Context, input_schema=InputState)
+    for name, node in NODES.items():
+        builder.add_node(name, _logged(name, node))
+    builder.add_edge(START, "start")
+    builder.add_edge("start", "recall")
+    builder.add_edge("recall", "actor")
+    builder.add_edge("actor", "critic")
+    builder.add_conditional_edges("critic", routes.after_critic, ["executor", "actor", "reflector"])
+    builder.add_conditional_edges("executor", routes.after_executor, ["distill", "reflector", "recall"])
+    builder.add_conditional_edges("reflector", routes.after_reflector, ["distill", "pivot"])
+    builder.add_edge("pivot", "recall")
+    builder.add_edge("distill", "gate")
+    builder.add_edge("gate", "memory_writer")
+    builder.add_edge("memory_writer", END)
+    return builder.compile(checkpointer=checkpointer, name="pivotal", **compile_kwargs)
+
+
+def _logged(name: str, node):
+    """One structured log event per node transition."""
+
+    @functools.wraps(node)
+    async def run(state: State, runtime):
+        started = time.perf_counter()
+        update = await node(state, runtime)
+        usage = (update.get("usage") or {}).values()
+        logger().info("node", node=name, run_id=state.get("run_id") or update.get("run_id"),
+                      task_id=(state.get("task") or {}).get("id") if isinstance(state.get("task"), dict) else None,
+                      step=len(update.get("trajectory", state.get("trajectory", [])) or []),
+                      verdict=(update.get("critiques") or [{}])[-1].get("decision") if name == "critic" else None,
+                      latency_ms=round((time.perf_counter() - started) * 1000, 2),
+                      tokens=sum(u.get("input_tokens", 0) + u.get("output_tokens", 0) for u in usage))
+        return update
+
+    return run

@@ -1,0 +1,1 @@
+"""Pivotal's lesson memory."""

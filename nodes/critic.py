@@ -1,0 +1,96 @@
+"""Review the proposed action before it can run: deterministic pre-check first, then the LLM critic."""
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+import prompts
+from pivotal import prompt_data as show
+from pivotal.context import Context
+from pivotal.environments import check_action
+from pivotal.environments.live import attach
+from pivotal.models.roles import ask_role
+from pivotal.schemas import Verdict
+from pivotal.state import State
+from pivotal.task import Task
+
+COUNTER = {"approve": "approved", "revise": "revised", "reject": "rejected"}
+IRREVERSIBLE_CONFIDENCE = 0.9
+"""An irreversible action runs only on an approval at least this confident."""
+
+
+async def critic(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    context = runtime.context
+    task = Task.model_validate(state["task"])
+    live, replayed = await attach(state["run_id"], task, state["trajectory"])
+    proposal = state["proposal"] or {}
+    verdict, source, updates = await _judge(state, context, task, live.env, proposal)
+    verdict = _stricter_if_irreversible(verdict, live.env, proposal)
+    critique = {**proposal, **verdict.model_dump(), "source": source}
+    critiques = [*state.get("critiques", []), critique]
+    next_step, chosen, reason = _decide(critiques, context)
+    counters = updates.setdefault("counters", {})
+    counters.update({COUNTER[verdict.decision]: 1, "replayed": replayed,
+                     "prechecked": int(source == "precheck")})
+    return {"critiques": critiques, "next": next_step, "chosen": chosen,
+            "attempt_failed": reason, **updates}
+
+
+async def _judge(state: State, context: Context, task: Task, env: Any,
+                 proposal: dict[str, Any]) -> tuple[Verdict, str, dict[str, Any]]:
+    if not proposal.get("action"):
+        return _reject(f"the actor gave no valid proposal ({proposal.get('error') or 'empty action'})"), "actor", {}
+    if context.precheck:
+        problem = check_action(env, proposal["action"], proposal.get("arguments") or {})
+        if problem:
+            return _reject(problem), "precheck", {}
+    if not context.critic:
+        return Verdict(decision="approve", confidence=1.0, diagnosis="critic disabled"), "none", {}
+    user = prompts.render(
+        "critic", task=task.goal, actions=show.actions(env.describe_actions()),
+        history=show.history(state["trajectory"]), observation=state["observation"],
+        lessons=show.lessons(state.get("lessons", [])), reflections=show.reflections(state.get("reflections", [])),
+        critiques=show.critiques(state.get("critiques", [])),
+        proposal=show.call(proposal["action"], proposal.get("arguments") or {})
+        + (f"\nreason given: {proposal['thought']}" if proposal.get("thought") else ""))
+    answer, updates = await ask_role(
+        context, state, "critic", Verdict, user=user,
+        system=prompts.render("critic_system", data_rule=prompts.template("data_rule")),
+        fallback=_reject("the critic gave no valid verdict; not executing an unreviewed action"),
+        metadata={"pivotal_proposal": {"action": proposal["action"], "arguments": proposal.get("arguments") or {}}})
+    return answer.value, "critic-fallback" if answer.fallback else "critic", updates
+
+
+def _reject(reason: str) -> Verdict:
+    return Verdict(decision="reject", confidence=1.0, diagnosis=reason,
+                   revision="choose a different, valid action")
+
+
+def _stricter_if_irreversible(verdict: Verdict, env: Any, proposal: dict[str, Any]) -> Verdict:
+    irreversible = {s.name for s in env.describe_actions() if s.irreversible}
+    if verdict.decision == "approve" and proposal.get("action") in irreversible \
+            and verdict.confidence < IRREVERSIBLE_CONFIDENCE:
+        return Verdict(decision="reject", confidence=verdict.confidence,
+                       diagnosis=f"irreversible action approved with confidence {verdict.confidence:.2f} "
+                                 f"< {IRREVERSIBLE_CONFIDENCE}: {verdict.diagnosis}",
+                       revision="propose a reversible action or gather more evidence first")
+    return verdict
+
+
+def _decide(critiques: list[dict[str, Any]], context: Context) -> tuple[str, dict[str, Any] | None, str]:
+    """(next, proposal to execute, failure reason). Bounded: at most max_critique_rounds send-backs."""
+    last = critiques[-1]
+    if last["decision"] == "approve":
+        return "execute", _proposal(last), ""
+    if len(critiques) <= context.max_critique_rounds:
+        return "propose", None, ""
+    revisable = [c for c in critiques if c["decision"] == "revise" and c["source"] == "critic"]
+    if context.on_critique_exhausted == "execute_best" and revisable:
+        return "execute", _proposal(revisable[-1]), ""
+    return "fail", None, (f"no acceptable action after {len(critiques)} proposals; "
+                          f"last verdict: {last['decision']} ({last['diagnosis']})")
+
+
+def _proposal(critique: dict[str, Any]) -> dict[str, Any]:
+    return {"action": critique["action"], "arguments": critique.get("arguments") or {},
+            "thought": critique.get("thought", "")}

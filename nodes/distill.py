@@ -1,0 +1,30 @@
+"""Collect lesson candidates from the finished run: skills from a success, guardrails from reflections."""
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+import prompts
+from pivotal import prompt_data as show
+from pivotal.context import Context
+from pivotal.models.roles import ask_role
+from pivotal.schemas import LessonDrafts
+from pivotal.state import State
+from pivotal.task import Task
+
+
+async def distill(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    context = runtime.context
+    if not context.memory or state.get("status") != "success":
+        return {}  # failure candidates already came from the reflector
+    task = Task.model_validate(state["task"])
+    user = prompts.render(
+        "distiller", task=task.goal, outcome=f"success: {state.get('reason', '')}",
+        steps=show.steps(state["trajectory"], context.max_observation_chars),
+        reflections=show.reflections(state.get("reflections", [])))
+    answer, updates = await ask_role(
+        context, state, "distiller", LessonDrafts, user=user, fallback=LessonDrafts(),
+        system=prompts.render("distiller_system", data_rule=prompts.template("data_rule")),
+        metadata={"pivotal_outcome": "success"})
+    drafts = [{**lesson.model_dump(), "outcome": "success"} for lesson in answer.value.lessons]
+    return {"candidates": [*state.get("candidates", []), *drafts], **updates}

@@ -1,0 +1,53 @@
+"""Run the chosen action in the environment and record the step."""
+
+import asyncio
+from typing import Any
+
+from langgraph.config import get_config
+from langgraph.runtime import Runtime
+
+from pivotal.context import Context
+from pivotal.environments.live import attach, run_step
+from pivotal.prompt_data import clip
+from pivotal.state import State, Step
+from pivotal.task import Task
+
+
+async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    context = runtime.context
+    task = Task.model_validate(state["task"])
+    live, replayed = await attach(state["run_id"], task, state["trajectory"])
+    chosen = state["chosen"] or {}
+    result, snapshot = await asyncio.to_thread(run_step, live, chosen["action"], chosen.get("arguments") or {})
+    observation = clip(result.observation, context.max_observation_chars)
+    step: Step = {
+        "index": len(state["trajectory"]), "action": chosen["action"],
+        "arguments": chosen.get("arguments") or {}, "thought": chosen.get("thought", ""),
+        "verdicts": [{k: c[k] for k in ("action", "decision", "confidence", "diagnosis", "source")}
+                     for c in state.get("critiques", [])],
+        "observation": observation, "done": result.done, "success": result.success,
+        "snapshot": snapshot, "checkpoint_id": _checkpoint_id(),
+        "lessons": [l["id"] for l in state.get("lessons", [])]}
+    trajectory = [*state["trajectory"], step]
+    update: dict[str, Any] = {"trajectory": trajectory, "observation": observation, "proposal": None,
+                              "chosen": None, "critiques": [],
+                              "counters": {"executed": 1, "replayed": replayed}}
+    if result.success:
+        update.update(status="success", reason=f"goal reached in {len(trajectory)} steps")
+    elif result.done:
+        update["attempt_failed"] = f"the environment ended the task at step {step['index']}: {_first_line(observation)}"
+    elif len(trajectory) >= context.max_steps:
+        update["attempt_failed"] = f"step budget of {context.max_steps} spent without reaching the goal"
+    return update
+
+
+def _checkpoint_id() -> str | None:
+    """The checkpoint this node started from: forking from it re-decides this step."""
+    try:
+        return get_config()["configurable"].get("checkpoint_map", {}).get("")
+    except RuntimeError:
+        return None
+
+
+def _first_line(text: str) -> str:
+    return text.strip().split("\n", 1)[0][:200]

@@ -1,0 +1,46 @@
+"""Approval gate for lessons: deterministic poisoning screen, then a critic-style verdict per lesson."""
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+import prompts
+from pivotal import prompt_data as show
+from pivotal.context import Context
+from pivotal.models.roles import ask_role
+from pivotal.poisoning import screen
+from pivotal.schemas import LessonVerdict
+from pivotal.state import State, add_counts
+from pivotal.task import Task
+
+
+async def gate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    context = runtime.context
+    candidates = state.get("candidates", [])
+    if not context.memory or not candidates:
+        return {}
+    task = Task.model_validate(state["task"])
+    reviewed, totals = [], {"counters": {}, "usage": {}}
+    for candidate in candidates:
+        verdict, updates = await _review(state, context, task, candidate)
+        totals = {key: add_counts(totals[key], updates.get(key)) for key in totals}
+        totals["counters"] = add_counts(totals["counters"], {("lessons_approved" if verdict.decision == "approve" else "lessons_rejected"): 1})
+        reviewed.append({**candidate, "verdict": verdict.decision, "verdict_reason": verdict.reason})
+    approved = [c for c in reviewed if c["verdict"] == "approve"]
+    return {"approved_lessons": approved, "candidates": reviewed, **totals}
+
+
+async def _review(state: State, context: Context, task: Task,
+                  candidate: dict[str, Any]) -> tuple[LessonVerdict, dict[str, Any]]:
+    problem = screen(f"{candidate['situation']}\n{candidate['text']}")
+    if problem:
+        return LessonVerdict(decision="reject", reason=f"poisoning screen: {problem}"), {}
+    user = prompts.render(
+        "gate", task=task.goal, outcome=candidate["outcome"],
+        steps=show.steps(state["trajectory"], context.max_observation_chars),
+        lesson=f"[{candidate['kind']}] when {candidate['situation']}: {candidate['text']}")
+    answer, updates = await ask_role(
+        context, state, "gate", LessonVerdict, user=user,
+        system=prompts.render("gate_system", data_rule=prompts.template("data_rule")),
+        fallback=LessonVerdict(decision="reject", reason="the gate gave no valid verdict"))
+    return answer.value, updates

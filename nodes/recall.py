@@ -1,0 +1,28 @@
+"""Put the approved lessons that fit the current situation in front of the actor and critic."""
+
+import asyncio
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from memory.store import open_store
+from pivotal.context import Context
+from pivotal.state import State
+from pivotal.task import Task
+
+
+async def recall(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    context = runtime.context
+    if not context.memory or context.recall == "off":
+        return {}
+    if context.recall == "task" and (state.get("trajectory") or state.get("retries")):
+        return {}  # task-start recall: the lessons found at the start stay for the whole run
+    task = Task.model_validate(state["task"])
+    query = state["observation"] if context.recall == "step" else f"{task.goal}\n{state['first_observation']}"
+    store = await asyncio.to_thread(open_store, context.store_path)
+    found = await asyncio.to_thread(store.search, query, family=task.family, k=context.recall_k,
+                                    min_similarity=context.recall_min_similarity)
+    lessons = [{"id": r.id, "kind": r.lesson.kind, "situation": r.lesson.situation,
+                "text": r.lesson.text, "similarity": round(r.similarity, 3)} for r in found]
+    recalled = list(dict.fromkeys([*state.get("recalled", []), *(l["id"] for l in lessons)]))
+    return {"lessons": lessons, "recalled": recalled}

@@ -1,0 +1,45 @@
+"""After a failed attempt: find the pivotal step (observer's view) and decide whether to retry."""
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+import prompts
+from pivotal import prompt_data as show
+from pivotal.context import Context
+from pivotal.environments.live import attach
+from pivotal.models.roles import ask_role
+from pivotal.schemas import Reflection
+from pivotal.state import State
+from pivotal.task import Task
+
+
+async def reflector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    context = runtime.context
+    will_retry = context.retry != "none" and state.get("retries", 0) < context.max_pivot_retries
+    if not will_retry and not context.memory:
+        return _give_up(state)  # a reflection would feed neither a retry nor a lesson
+    task = Task.model_validate(state["task"])
+    _, replayed = await attach(state["run_id"], task, state["trajectory"])
+    trajectory = state["trajectory"]
+    user = prompts.render(
+        "reflector", task=task.goal, outcome=state["attempt_failed"],
+        steps=show.steps(trajectory, context.max_observation_chars), observation=state["observation"],
+        reflections=show.reflections(state.get("reflections", [])))
+    fallback = Reflection(pivotal_step=max(len(trajectory) - 1, 0), error_type="unknown",
+                          diagnosis="the reflector gave no valid reflection", advice="try a different action")
+    answer, updates = await ask_role(
+        context, state, "reflector", Reflection, user=user, fallback=fallback,
+        system=prompts.render("reflector_system", data_rule=prompts.template("data_rule")))
+    reflection = answer.value.model_dump()
+    reflection["pivotal_step"] = min(reflection["pivotal_step"], max(len(trajectory) - 1, 0))
+    reflection.update(attempt=state.get("retries", 0), failure=state["attempt_failed"])
+    candidates = [{**c, "outcome": "failure"} for c in reflection.pop("lesson_candidates")]
+    updates["counters"]["replayed"] = replayed
+    result = {"reflections": [*state.get("reflections", []), reflection],
+              "candidates": [*state.get("candidates", []), *candidates], **updates}
+    return result if will_retry else {**result, **_give_up(state)}
+
+
+def _give_up(state: State) -> dict[str, Any]:
+    return {"status": "failure", "reason": state["attempt_failed"]}

@@ -1,0 +1,30 @@
+"""Open the run: validate the task, create and reset the environment."""
+
+import asyncio
+import uuid
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from pivotal.context import Context
+from pivotal.environments.live import open_live
+from pivotal.errors import PivotalError
+from pivotal.prompt_data import clip
+from pivotal.state import State
+from pivotal.task import parse_task
+
+
+async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    task = parse_task(state.get("task"))
+    run_id = state.get("run_id") or uuid.uuid4().hex
+    live = await asyncio.to_thread(open_live, run_id, task)
+    if not task.goal:
+        task.goal = getattr(live.env, "default_goal", "")
+    if not task.goal:
+        raise PivotalError(f"the task for {task.env} has no goal; give it one (Task(goal=...) or --goal)")
+    observation = clip(live.first_observation, runtime.context.max_observation_chars)
+    return {"task": task.model_dump(), "run_id": run_id, "status": "running", "reason": "",
+            "observation": observation, "first_observation": observation, "trajectory": [],
+            "critiques": [], "reflections": [], "retries": 0, "lessons": [], "recalled": [],
+            "candidates": [], "approved_lessons": [], "written": [], "attempt_failed": "",
+            "proposal": None, "chosen": None}

@@ -1,0 +1,1 @@
+"""Pivotal: actor-critic orchestration for LLM agents on LangGraph."""

@@ -1,0 +1,82 @@
+"""Run-time configuration passed to every node through `Runtime[Context]`.
+
+Every ablation in the benchmark is one field here, so a comparison is one switch away.
+"""
+
+from dataclasses import dataclass, field, fields
+from typing import Literal
+
+from pivotal.errors import PivotalError
+from pivotal.settings import settings
+
+RetryStrategy = Literal["pivotal", "full", "none"]
+RecallMode = Literal["step", "task", "off"]
+Role = Literal["actor", "critic", "reflector", "lesson"]
+
+
+def _setting(name: str):
+    return field(default_factory=lambda: getattr(settings(), name))
+
+
+@dataclass(kw_only=True)
+class Context:
+    """Per-run knobs: models per role, loop bounds, feature switches, store location."""
+
+    model: str = _setting("model")
+    """Model spec for every role that has no spec of its own (e.g. `local`, `sim`, `openai:gpt-4o-mini`)."""
+    actor_model: str = _setting("actor_model")
+    critic_model: str = _setting("critic_model")
+    reflector_model: str = _setting("reflector_model")
+    lesson_model: str = _setting("lesson_model")
+    """Model that distils lessons and runs the lesson approval gate."""
+
+    max_steps: int = 20
+    """Executed environment steps allowed per attempt before the attempt counts as failed."""
+    max_critique_rounds: int = 2
+    """Actor proposals the critic may send back per step before `on_critique_exhausted` applies."""
+    max_pivot_retries: int = 2
+    """Retries after a failed attempt (pivotal or full, per `retry`)."""
+    structured_retries: int = 2
+    """Re-asks after a malformed structured reply before the role's safe fallback is used."""
+    max_observation_chars: int = 4000
+    """Longer observations are cut (head and tail kept) so prompts stay within budget."""
+
+    critic: bool = True
+    precheck: bool = True
+    """Deterministic check (known action, valid arguments, legal in the current state) before the critic."""
+    on_critique_exhausted: Literal["execute_best", "fail"] = "execute_best"
+    """`execute_best`: run the last proposal the critic asked to revise (never a rejected one)."""
+    retry: RetryStrategy = "pivotal"
+    memory: bool = True
+    recall: RecallMode = "step"
+    recall_k: int = 3
+    recall_min_similarity: float = 0.35
+    store_path: str = _setting("store_path")
+    local_threads: int = _setting("local_threads")
+
+    def __post_init__(self) -> None:
+        for name in ("max_steps", "max_critique_rounds", "recall_k", "max_observation_chars",
+                     "local_threads"):
+            if getattr(self, name) <= 0:
+                raise PivotalError(f"{name} must be > 0 (got {getattr(self, name)}); set a positive limit")
+        for name in ("max_pivot_retries", "structured_retries"):
+            if getattr(self, name) < 0:
+                raise PivotalError(f"{name} must be >= 0 (got {getattr(self, name)})")
+        _check_choice("retry", self.retry, ("pivotal", "full", "none"))
+        _check_choice("recall", self.recall, ("step", "task", "off"))
+        _check_choice("on_critique_exhausted", self.on_critique_exhausted, ("execute_best", "fail"))
+        if not 0.0 <= self.recall_min_similarity <= 1.0:
+            raise PivotalError("recall_min_similarity must be between 0 and 1")
+
+    def model_for(self, role: Role) -> str:
+        """The role's own spec, else the shared `model` spec."""
+        return getattr(self, f"{role}_model") or self.model
+
+    @classmethod
+    def field_names(cls) -> set[str]:
+        return {f.name for f in fields(cls)}
+
+
+def _check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise PivotalError(f"{name} must be one of {', '.join(allowed)} (got {value!r})")

@@ -1,0 +1,42 @@
+"""Environments by name: the built-ins plus whatever an application registers."""
+
+from collections.abc import Callable
+
+from pivotal.environments.base import (ActionSpec, Environment, Oracle, Prechecked, Restorable,
+                                       StepResult, check_action)
+from pivotal.errors import PivotalError
+
+Factory = Callable[[], Environment]
+
+
+def _gridworld() -> Environment:
+    from pivotal.environments.gridworld import GridWorld
+    return GridWorld()
+
+
+def _frozenlake() -> Environment:
+    from pivotal.environments.frozenlake import FrozenLake
+    return FrozenLake()
+
+
+_FACTORIES: dict[str, Factory] = {"gridworld": _gridworld, "frozenlake": _frozenlake}
+
+
+def register_environment(name: str, factory: Factory) -> None:
+    """Make `factory` available as `Task(env=name)` and `pivotal run --env name`."""
+    _FACTORIES[name] = factory
+
+
+def environment_names() -> list[str]:
+    return sorted(_FACTORIES)
+
+
+def make_environment(name: str) -> Environment:
+    if name not in _FACTORIES:
+        raise PivotalError(f"unknown environment {name!r}; choose one of {', '.join(environment_names())} "
+                           "or register yours with register_environment()")
+    return _FACTORIES[name]()
+
+
+__all__ = ["ActionSpec", "Environment", "Oracle", "Prechecked", "Restorable", "StepResult",
+           "check_action", "environment_names", "make_environment", "register_environment"]

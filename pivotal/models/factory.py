@@ -1,0 +1,99 @@
+"""Model spec strings → LangChain chat models.
+
+Provider packages are imported only when a spec names them: importing langchain-anthropic
+and langchain-openai costs ~7 s, which every CLI call and test run would otherwise pay.
+"""
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from langchain_core.language_models import BaseChatModel
+
+from pivotal.errors import PivotalError
+
+ACCEPTED = ("sim[:error=0.3,seed=7,invalid=0.1,latency=0.05]", "local", "local:/path/to/model.gguf",
+            "openai:<model>", "anthropic:<model>", "openai-compatible:<model>@<base_url>")
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    """(provider, rest) with a clear error for anything we do not accept."""
+    spec = (spec or "").strip()
+    provider, _, rest = spec.partition(":")
+    if provider in ("sim", "local") or (provider in ("openai", "anthropic", "openai-compatible") and rest):
+        return provider, rest
+    raise PivotalError(f"unknown model spec {spec!r}; accepted forms: {', '.join(ACCEPTED)}")
+
+
+@lru_cache(maxsize=64)
+def make_model(spec: str, local_threads: int = 1) -> BaseChatModel:
+    """One shared instance per spec: chat models are stateless and safe to share across runs."""
+    provider, rest = parse_spec(spec)
+    if provider == "sim":
+        return _sim(rest)
+    if provider == "local":
+        return _local(rest, local_threads)
+    if provider == "openai":
+        return _openai(rest)
+    if provider == "anthropic":
+        return _anthropic(rest)
+    return _openai_compatible(rest)
+
+
+def _sim(options: str) -> BaseChatModel:
+    from pivotal.models.sim import SimChatModel
+
+    values: dict[str, float] = {}
+    for item in filter(None, options.split(",")):
+        key, _, value = item.partition("=")
+        if key not in ("error", "seed", "invalid", "latency"):
+            raise PivotalError(f"unknown sim option {key!r}; use error, seed, invalid, latency (e.g. sim:error=0.3,seed=7)")
+        try:
+            values[key] = float(value)
+        except ValueError:
+            raise PivotalError(f"sim option {key} needs a number (got {value!r})") from None
+    for key in ("error", "invalid"):
+        if not 0.0 <= values.get(key, 0.0) <= 1.0:
+            raise PivotalError(f"sim option {key} must be between 0 and 1")
+    return SimChatModel(error=values.get("error", 0.0), seed=int(values.get("seed", 0)),
+                        invalid=values.get("invalid", 0.0), latency=values.get("latency", 0.0))
+
+
+def _local(path: str, threads: int) -> BaseChatModel:
+    from pivotal.models.local import LocalChatModel, validate_model_file
+
+    model_path = str(validate_model_file(Path(path).expanduser())) if path else None
+    return LocalChatModel(model_path=model_path, n_threads=threads)
+
+
+def _need_key(variable: str, provider: str) -> str:
+    key = os.environ.get(variable, "")
+    if not key:
+        raise PivotalError(f"{provider} needs an API key: set {variable} (in the environment or .env), "
+                           "or use --model local to run offline")
+    return key
+
+
+def _openai(model: str) -> BaseChatModel:
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(model=model, api_key=_need_key("OPENAI_API_KEY", "openai"),
+                      base_url=os.environ.get("OPENAI_BASE_URL") or None)
+
+
+def _anthropic(model: str) -> BaseChatModel:
+    from langchain_anthropic import ChatAnthropic
+
+    return ChatAnthropic(model=model, api_key=_need_key("ANTHROPIC_API_KEY", "anthropic"),
+                         base_url=os.environ.get("ANTHROPIC_BASE_URL") or None)
+
+
+def _openai_compatible(rest: str) -> BaseChatModel:
+    from langchain_openai import ChatOpenAI
+
+    model, _, base_url = rest.partition("@")
+    if not model or not base_url.startswith(("http://", "https://")):
+        raise PivotalError(f"openai-compatible spec needs <model>@<base_url>, e.g. "
+                           f"openai-compatible:llama3@http://127.0.0.1:11434/v1 (got {rest!r})")
+    return ChatOpenAI(model=model, base_url=base_url,
+                      api_key=os.environ.get("PIVOTAL_OPENAI_COMPATIBLE_API_KEY") or "not-needed")

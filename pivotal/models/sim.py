@@ -1,0 +1,153 @@
+"""`sim` chat models: real LangChain chat models that answer from an environment's oracle.
+
+They let tests and benchmarks drive the same `with_structured_output` → tool-call → parser
+path that hosted providers use, with a configurable error rate and a seed. Each reply is a
+pure function of (seed, role, prompt), so results do not depend on scheduling.
+
+The oracle is found through the call's metadata (`pivotal_role`, `pivotal_run`), which the
+graph attaches to every model call for tracing; no prompt parsing is involved.
+"""
+
+import asyncio
+import hashlib
+import json
+import random
+import uuid
+from typing import Any
+
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from pivotal.environments import Oracle
+from pivotal.environments.live import Live, lookup
+
+
+class SimChatModel(BaseChatModel):
+    """`error`: share of wrong decisions per role; `invalid`: share of malformed replies."""
+
+    error: float = 0.0
+    seed: int = 0
+    invalid: float = 0.0
+    latency: float = 0.0
+    """Seconds each call waits (async), to model a provider's latency in benchmarks."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "pivotal-sim"
+
+    def bind_tools(self, tools, *, tool_choice=None, **kwargs):
+        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], tool_choice=tool_choice, **kwargs)
+
+    def _generate(self, messages: list[BaseMessage], stop=None,
+                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+        return self._reply(messages, getattr(run_manager, "metadata", None) or {}, kwargs.get("tools"))
+
+    async def _agenerate(self, messages: list[BaseMessage], stop=None,
+                         run_manager: AsyncCallbackManagerForLLMRun | None = None,
+                         **kwargs: Any) -> ChatResult:
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        return self._reply(messages, getattr(run_manager, "metadata", None) or {}, kwargs.get("tools"))
+
+    def _reply(self, messages: list[BaseMessage], metadata: dict[str, Any],
+               tools: list[dict[str, Any]] | None) -> ChatResult:
+        prompt = "\n".join(str(m.content) for m in messages)
+        role = str(metadata.get("pivotal_role", ""))
+        rng = random.Random(hashlib.sha256(f"{self.seed}|{role}|{prompt}".encode()).digest())
+        if not tools:
+            message = AIMessage(content="ok")
+        else:
+            function = tools[0]["function"]
+            args = _answer(role, metadata, rng, self.error, function.get("parameters", {}))
+            message = _tool_message(function["name"], args, rng.random() < self.invalid)
+        message.usage_metadata = _usage(prompt, message)
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def _tool_message(name: str, args: dict[str, Any], malformed: bool) -> AIMessage:
+    call_id = f"call_{uuid.uuid4().hex[:12]}"
+    if malformed:
+        raw = json.dumps(args)[: max(1, len(json.dumps(args)) // 2)]
+        return AIMessage(content="", invalid_tool_calls=[
+            {"name": name, "args": raw, "id": call_id, "error": "truncated JSON", "type": "invalid_tool_call"}])
+    return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": call_id, "type": "tool_call"}])
+
+
+def _usage(prompt: str, message: AIMessage) -> dict[str, int]:
+    out = json.dumps([c["args"] for c in message.tool_calls]) if message.tool_calls else str(message.content)
+    inp, outp = max(1, len(prompt) // 4), max(1, len(out) // 4)
+    return {"input_tokens": inp, "output_tokens": outp, "total_tokens": inp + outp}
+
+
+def _answer(role: str, metadata: dict[str, Any], rng: random.Random, error: float,
+            schema: dict[str, Any]) -> dict[str, Any]:
+    live = lookup(str(metadata.get("pivotal_run", "")))
+    oracle = live.env if live and isinstance(live.env, Oracle) else None
+    wrong = rng.random() < error
+    if role == "actor":
+        return _act(live, oracle, rng, wrong, schema)
+    if role == "critic":
+        return _criticise(oracle, metadata.get("pivotal_proposal") or {}, wrong)
+    if role == "reflector":
+        return _reflect(live, oracle, rng, wrong)
+    if role == "distiller":
+        return _distill(live, metadata)
+    if role == "gate":
+        return {"decision": "reject" if wrong else "approve", "reason": "sim gate"}
+    return _fill(schema)
+
+
+def _act(live: Live | None, oracle: Oracle | None, rng: random.Random, wrong: bool,
+         schema: dict[str, Any]) -> dict[str, Any]:
+    names = schema.get("properties", {}).get("action", {}).get("enum") or []
+    expert = oracle.expert_action() if oracle else None
+    if expert and not wrong:
+        return {"action": expert[0], "arguments": expert[1], "thought": "closest safe step to the goal"}
+    choices = [n for n in names if not expert or n != expert[0]] or names or ["noop"]
+    return {"action": rng.choice(choices), "arguments": {}, "thought": "exploring"}
+
+
+def _criticise(oracle: Oracle | None, proposal: dict[str, Any], wrong: bool) -> dict[str, Any]:
+    if oracle is None:
+        return {"decision": "approve", "confidence": 0.5, "diagnosis": "no oracle", "revision": ""}
+    quality, reason = oracle.judge(str(proposal.get("action", "")), proposal.get("arguments") or {})
+    decision = {"good": "approve", "poor": "revise", "fatal": "reject"}[quality]
+    if wrong:
+        decision = "revise" if decision == "approve" else "approve"
+    return {"decision": decision, "confidence": 0.9, "diagnosis": reason,
+            "revision": "" if decision == "approve" else f"Do not do that: {reason}."}
+
+
+def _reflect(live: Live | None, oracle: Oracle | None, rng: random.Random, wrong: bool) -> dict[str, Any]:
+    steps = len(live.applied) if live else 0
+    if oracle is None or live is None or steps == 0:
+        index, reason = max(steps - 1, 0), "the last step did not help"
+    else:
+        index, reason = oracle.first_mistake(live.applied)
+    if wrong and steps:
+        index = rng.randrange(steps)
+    lesson = {"kind": "guardrail", "situation": reason, "text": f"Avoid this: {reason}."}
+    return {"pivotal_step": index, "error_type": "wrong_action", "diagnosis": reason,
+            "advice": f"At step {index}, choose differently: {reason}.", "lesson_candidates": [lesson]}
+
+
+def _distill(live: Live | None, metadata: dict[str, Any]) -> dict[str, Any]:
+    if live is None or metadata.get("pivotal_outcome") != "success" or not live.applied:
+        return {"lessons": []}
+    path = ", ".join(name for name, _ in live.applied)
+    first = live.first_observation.split("\n", 1)[0]
+    return {"lessons": [{"kind": "skill", "situation": first,
+                         "text": f"This sequence of moves reached the goal: {path}."}]}
+
+
+def _fill(schema: dict[str, Any]) -> dict[str, Any]:
+    """A minimal valid object for an unknown schema."""
+    defaults = {"string": "", "number": 0.5, "integer": 0, "boolean": False, "array": [], "object": {}}
+    values: dict[str, Any] = {}
+    for key in schema.get("required", []):
+        prop = schema.get("properties", {}).get(key, {})
+        values[key] = prop["enum"][0] if "enum" in prop else defaults.get(prop.get("type", "string"), "")
+    return values

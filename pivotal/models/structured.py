@@ -1,0 +1,62 @@
+"""Every structured LLM call in the graph: bounded re-asks, then the role's safe fallback.
+
+A malformed reply or a provider that stays down after its SDK's own retries must never
+raise out of a node: the run ends with a recorded outcome instead.
+"""
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage, HumanMessage
+from pydantic import BaseModel
+
+T = TypeVar("T", bound=BaseModel)
+
+
+@dataclass
+class Answer(Generic[T]):
+    value: T
+    fallback: bool = False
+    error: str = ""
+    usage: dict[str, float] = field(default_factory=dict)
+
+
+async def ask(model: BaseChatModel, schema: type[T], messages: list[BaseMessage], *,
+              role: str, fallback: T, retries: int, metadata: dict[str, Any]) -> Answer[T]:
+    """Ask for `schema`; re-ask up to `retries` times with the parser's complaint; else `fallback`."""
+    runnable = model.with_structured_output(schema, include_raw=True)
+    config = {"metadata": {**metadata, "pivotal_role": role}, "run_name": role, "tags": [f"pivotal:{role}"]}
+    usage = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "seconds": 0.0, "fallbacks": 0}
+    conversation, error = list(messages), ""
+    for _ in range(retries + 1):
+        started = time.perf_counter()
+        try:
+            reply = await runnable.ainvoke(conversation, config=config)
+        except Exception as exc:  # noqa: BLE001 — provider down after its own retries: fall back
+            _count(usage, None, started)
+            error = _one_line(exc)
+            break
+        _count(usage, reply.get("raw"), started)
+        if reply.get("parsed") is not None and not reply.get("parsing_error"):
+            return Answer(reply["parsed"], usage=usage)
+        error = _one_line(reply.get("parsing_error") or "no structured reply")
+        conversation = [*messages, HumanMessage(
+            f"Your previous reply was not valid ({error}). Reply again with only the "
+            f"{schema.__name__} fields, as valid JSON matching the schema.")]
+    usage["fallbacks"] = 1
+    return Answer(fallback, fallback=True, error=error, usage=usage)
+
+
+def _count(usage: dict[str, float], raw: Any, started: float) -> None:
+    usage["calls"] += 1
+    usage["seconds"] += time.perf_counter() - started
+    tokens = getattr(raw, "usage_metadata", None) or {}
+    usage["input_tokens"] += tokens.get("input_tokens", 0)
+    usage["output_tokens"] += tokens.get("output_tokens", 0)
+
+
+def _one_line(error: Any) -> str:
+    text = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else str(error)
+    return " ".join(text.split())[:300]

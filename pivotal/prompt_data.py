@@ -1,0 +1,72 @@
+"""State rendered as the data blocks of the prompts (the instructions live in `prompts/`)."""
+
+import json
+from typing import Any
+
+from pivotal.environments import ActionSpec
+
+HISTORY_STEPS = 8
+PAST = {"approve": "approved", "revise": "sent back for revision", "reject": "rejected"}
+
+
+def clip(text: str, limit: int) -> str:
+    """Keep head and tail of an over-long text and say how much was cut, so nothing is cut silently."""
+    if len(text) <= limit:
+        return text
+    half = max(limit // 2 - 40, 1)
+    return (f"{text[:half]}\n[... {len(text) - 2 * half} characters cut; raise max_observation_chars "
+            f"to see more ...]\n{text[-half:]}")
+
+
+def actions(specs: list[ActionSpec]) -> str:
+    lines = []
+    for spec in specs:
+        params = spec.parameters.get("properties") if spec.parameters else None
+        line = f"- {spec.name}: {spec.description}"
+        if params:
+            line += f" arguments: {json.dumps(params)}"
+        if spec.irreversible:
+            line += " (IRREVERSIBLE)"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def history(trajectory: list[dict[str, Any]]) -> str:
+    """A short running summary (macro-action history) rather than the raw transcript."""
+    if not trajectory:
+        return "No steps taken yet."
+    recent = trajectory[-HISTORY_STEPS:]
+    done = ", ".join(f"{s['index']}:{call(s['action'], s['arguments'])}" for s in recent)
+    skipped = len(trajectory) - len(recent)
+    return f"{len(trajectory)} steps taken" + (f" ({skipped} earlier omitted)" if skipped else "") + f": {done}"
+
+
+def steps(trajectory: list[dict[str, Any]], limit: int) -> str:
+    if not trajectory:
+        return "(no steps executed)"
+    return "\n".join(f"step {s['index']}: {call(s['action'], s['arguments'])} -> "
+                     f"{clip(s['observation'], limit // 4)}" for s in trajectory)
+
+
+def call(action: str, arguments: dict[str, Any]) -> str:
+    return f"{action}({json.dumps(arguments)})" if arguments else action
+
+
+def lessons(recalled: list[dict[str, Any]]) -> str:
+    if not recalled:
+        return "(none)"
+    return "\n".join(f"- [{l['kind']}] when {l['situation']}: {l['text']}" for l in recalled)
+
+
+def reflections(items: list[dict[str, Any]]) -> str:
+    if not items:
+        return "(none)"
+    return "\n".join(f"- attempt {r['attempt']}: step {r['pivotal_step']} was the mistake "
+                     f"({r['error_type']}): {r['diagnosis']} Advice: {r['advice']}" for r in items)
+
+
+def critiques(items: list[dict[str, Any]]) -> str:
+    if not items:
+        return "(none)"
+    return "\n".join(f"- {call(c['action'], c['arguments'])} was {PAST[c['decision']]} by the "
+                     f"{c['source']}: {c['diagnosis']} {c['revision']}".rstrip() for c in items)

@@ -1,0 +1,86 @@
+"""Pydantic models for every structured LLM reply.
+
+Decision fields come first and free text is short: small local models fill fields in
+order and ramble in free text until the token limit cuts the JSON off.
+"""
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, create_model
+
+
+class Proposal(BaseModel):
+    """The actor's next action."""
+
+    action: str = Field(description="name of one available action")
+    arguments: dict[str, Any] = Field(default_factory=dict,
+                                      description="arguments of the action, as a JSON object")
+    thought: str = Field(default="", max_length=300, description="one short sentence: why this action")
+
+
+def proposal_schema(action_names: list[str], takes_arguments: bool) -> type[Proposal]:
+    """A Proposal whose `action` is an enum of the environment's actions, so constrained decoding can't invent one."""
+    fields: dict[str, Any] = {"action": (Literal[tuple(action_names)], Field(description="the action to take"))}
+    if not takes_arguments:
+        fields["arguments"] = (dict[str, Any], Field(default_factory=dict, exclude=True,
+                                                     json_schema_extra={"hidden": True}))
+    model = create_model("Proposal", __base__=Proposal, __doc__=Proposal.__doc__, **fields)
+    if not takes_arguments:
+        model.model_config["json_schema_extra"] = _drop_arguments
+    return model
+
+
+def _drop_arguments(schema: dict[str, Any]) -> None:
+    schema.get("properties", {}).pop("arguments", None)
+
+
+class Verdict(BaseModel):
+    """The critic's judgement of one proposed action, before it runs.
+
+    Judgement (`decision`, `confidence`) is kept apart from advice (`diagnosis`, `revision`)
+    so each can be measured on its own.
+    """
+
+    decision: Literal["approve", "revise", "reject"] = Field(
+        description="approve: safe and useful, execute it; revise: could be better, say how; "
+                    "reject: must not run")
+    confidence: float = Field(ge=0.0, le=1.0, description="how sure you are of the decision, 0..1")
+    diagnosis: str = Field(default="", max_length=400, description="what is right or wrong with the action")
+    revision: str = Field(default="", max_length=400,
+                          description="for revise/reject: the concrete change the actor should make")
+
+
+ErrorType = Literal["wrong_action", "bad_arguments", "unsafe_action", "premature_stop",
+                    "looping", "misread_observation", "environment", "unknown"]
+
+
+class LessonCandidate(BaseModel):
+    """A lesson worth keeping across tasks, written as a principle, not a transcript."""
+
+    kind: Literal["strategy", "guardrail", "skill"] = Field(
+        description="guardrail: a mistake to avoid; strategy or skill: something that worked")
+    situation: str = Field(max_length=300, description="when the lesson applies")
+    text: str = Field(max_length=400, description="the lesson, one or two sentences")
+
+
+class Reflection(BaseModel):
+    """An observer's account of a failed attempt, naming the first step that doomed it."""
+
+    pivotal_step: int = Field(ge=0, description="index of the first step whose change would have avoided the failure")
+    error_type: ErrorType
+    diagnosis: str = Field(max_length=500, description="what the agent did wrong at that step, and why it mattered")
+    advice: str = Field(max_length=400, description="what to do instead at that step")
+    lesson_candidates: list[LessonCandidate] = Field(default_factory=list, max_length=3)
+
+
+class LessonDrafts(BaseModel):
+    """Lessons distilled from a finished run."""
+
+    lessons: list[LessonCandidate] = Field(default_factory=list, max_length=3)
+
+
+class LessonVerdict(BaseModel):
+    """The approval gate's verdict on one lesson candidate."""
+
+    decision: Literal["approve", "reject"]
+    reason: str = Field(default="", max_length=300)

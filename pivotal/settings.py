@@ -1,0 +1,26 @@
+"""Defaults that come from the environment or `.env`, so deployments need no code change."""
+
+from functools import lru_cache
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every `PIVOTAL_*` variable the project reads; `.env.example` lists them all."""
+
+    model_config = SettingsConfigDict(env_prefix="PIVOTAL_", env_file=".env", extra="ignore")
+
+    model: str = "local"
+    actor_model: str = ""
+    critic_model: str = ""
+    reflector_model: str = ""
+    lesson_model: str = ""
+    store_path: str = ".pivotal/lessons"
+    checkpoint_path: str = ".pivotal/checkpoints.sqlite"
+    local_threads: int = 1
+    log_level: str = "WARNING"
+
+
+@lru_cache(maxsize=1)
+def settings() -> Settings:
+    return Settings()

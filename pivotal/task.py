@@ -1,0 +1,47 @@
+"""What a run is asked to do."""
+
+import uuid
+from typing import Any
+
+from pydantic import BaseModel, Field, field_validator
+
+
+class Task(BaseModel):
+    """A goal in a named environment; `params` configure the environment (seed, size, ...)."""
+
+    goal: str = ""
+    env: str = "gridworld"
+    id: str = Field(default_factory=lambda: uuid.uuid4().hex[:12])
+    family: str = ""
+    """Tasks of one family share lessons; defaults to the environment name."""
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("env")
+    @classmethod
+    def _env_named(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("env must name an environment, e.g. gridworld")
+        return value.strip()
+
+    def model_post_init(self, _context: Any) -> None:
+        if not self.family:
+            self.family = self.env
+
+
+def parse_task(value: "Task | dict[str, Any] | str | None") -> Task:
+    """Accept a Task, its dict form, or a bare goal string; one clear line when it is none of them."""
+    from pivotal.errors import PivotalError
+
+    if isinstance(value, Task):
+        return value
+    if isinstance(value, str):
+        if not value.strip():
+            raise PivotalError("the task is empty; give it a goal, e.g. --goal 'reach G'")
+        return Task(goal=value.strip())
+    if isinstance(value, dict):
+        try:
+            return Task.model_validate(value)
+        except ValueError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())  # type: ignore[attr-defined]
+            raise PivotalError(f"invalid task: {problems}") from None
+    raise PivotalError("no task given; pass {'task': {'goal': ..., 'env': ...}} or a goal string")

