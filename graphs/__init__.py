@@ -1,0 +1,13 @@
+"""The Pivotal graph and the helpers that run it.
+
+`graph` is what `langgraph.json` serves to LangGraph Studio / `langgraph dev`; the platform
+supplies its own checkpointer there. `run`, `arun` and `run_batch` add a SQLite checkpointer
+and a summary for applications and the CLI.
+"""
+
+from graphs.builder import build_graph
+from graphs.runner import RunResult, arun, run, run_batch
+
+graph = build_graph()
+
+__all__ = ["RunResult", "arun", "build_graph", "graph", "run", "run_batch"]
