@@ -58,7 +58,18 @@ async def _judge(state: State, context: Context, task: Task, env: Any,
         system=prompts.render("critic_system", data_rule=prompts.template("data_rule")),
         fallback=_reject("the critic gave no valid verdict; not executing an unreviewed action"),
         metadata={"pivotal_proposal": {"action": proposal["action"], "arguments": proposal.get("arguments") or {}}})
-    return answer.value, "critic-fallback" if answer.fallback else "critic", updates
+    if answer.fallback:
+        return answer.value, "critic-fallback", updates
+    if answer.value.decision == "reject" and not context.critic_has_veto():
+        return _advisory(answer.value), "critic-advisory", updates
+    return answer.value, "critic", updates
+
+
+def _advisory(verdict: Verdict) -> Verdict:
+    """A reject from a critic without veto power still goes back to the actor, as a revise."""
+    return verdict.model_copy(update={
+        "decision": "revise", "diagnosis": f"advisory reject: {verdict.diagnosis}".strip(),
+        "revision": verdict.revision or "choose a different action"})
 
 
 def _reject(reason: str) -> Verdict:
@@ -78,13 +89,19 @@ def _stricter_if_irreversible(verdict: Verdict, env: Any, proposal: dict[str, An
 
 
 def _decide(critiques: list[dict[str, Any]], context: Context) -> tuple[str, dict[str, Any] | None, str]:
-    """(next, proposal to execute, failure reason). Bounded: at most max_critique_rounds send-backs."""
+    """(next, proposal to execute, failure reason). Bounded: at most max_critique_rounds send-backs.
+
+    Pre-check bounces are cheap and certain, so they do not use up the critic's rounds; they
+    have an equal budget of their own, which keeps the loop bounded either way.
+    """
     last = critiques[-1]
     if last["decision"] == "approve":
         return "execute", _proposal(last), ""
-    if len(critiques) <= context.max_critique_rounds:
+    prechecked = sum(c["source"] == "precheck" for c in critiques)
+    reviewed = len(critiques) - prechecked
+    if reviewed <= context.max_critique_rounds and prechecked <= context.max_critique_rounds:
         return "propose", None, ""
-    revisable = [c for c in critiques if c["decision"] == "revise" and c["source"] == "critic"]
+    revisable = [c for c in critiques if c["decision"] == "revise" and c["source"] in ("critic", "critic-advisory")]
     if context.on_critique_exhausted == "execute_best" and revisable:
         return "execute", _proposal(revisable[-1]), ""
     return "fail", None, (f"no acceptable action after {len(critiques)} proposals; "

@@ -34,7 +34,8 @@ async def reflector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     reflection = answer.value.model_dump()
     reflection["pivotal_step"] = min(reflection["pivotal_step"], max(len(trajectory) - 1, 0))
     reflection.update(attempt=state.get("retries", 0), failure=state["attempt_failed"])
-    candidates = [{**c, "outcome": "failure"} for c in reflection.pop("lesson_candidates")]
+    drafts = reflection.pop("lesson_candidates")
+    candidates = [{**c, "outcome": "failure"} for c in drafts] if context.memory else []
     updates["counters"]["replayed"] = replayed
     result = {"reflections": [*state.get("reflections", []), reflection],
               "candidates": [*state.get("candidates", []), *candidates], **updates}

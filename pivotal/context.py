@@ -42,6 +42,10 @@ class Context:
     """Longer observations are cut (head and tail kept) so prompts stay within budget."""
 
     critic: bool = True
+    critic_veto: bool | None = None
+    """Whether an LLM critic's `reject` is final. None (auto): yes, except for the embedded
+    `local` model, whose verdicts measured uninformative (SmolLM2-135M rejected every move);
+    its rejects become `revise` and the deterministic pre-check keeps the hard veto."""
     precheck: bool = True
     """Deterministic check (known action, valid arguments, legal in the current state) before the critic."""
     on_critique_exhausted: Literal["execute_best", "fail"] = "execute_best"
@@ -67,6 +71,11 @@ class Context:
         _check_choice("on_critique_exhausted", self.on_critique_exhausted, ("execute_best", "fail"))
         if not 0.0 <= self.recall_min_similarity <= 1.0:
             raise PivotalError("recall_min_similarity must be between 0 and 1")
+
+    def critic_has_veto(self) -> bool:
+        if self.critic_veto is not None:
+            return self.critic_veto
+        return not self.model_for("critic").startswith("local")
 
     def model_for(self, role: Role) -> str:
         """The role's own spec, else the shared `model` spec."""

@@ -18,6 +18,10 @@ class Settings(BaseSettings):
     store_path: str = ".pivotal/lessons"
     checkpoint_path: str = ".pivotal/checkpoints.sqlite"
     local_threads: int = 1
+    request_timeout: float = 60.0
+    """Seconds a hosted-provider request may take before the SDK gives up (and retries)."""
+    max_retries: int = 2
+    """Retries the provider SDK makes itself (429 with retry-after, 5xx, timeouts) before a role falls back."""
     log_level: str = "WARNING"
 
 

@@ -33,7 +33,7 @@ class FrozenLake:
             options["map_name"] = str(params.get("map", "4x4"))
         self.env = gym.make("FrozenLake-v1", **options)
         self.env.reset(seed=seed)
-        self.desc = [row.decode() for row in self.env.unwrapped.desc.tolist()]
+        self.desc = ["".join(tile.decode() for tile in row) for row in self.env.unwrapped.desc.tolist()]
         return self._render("New lake.")
 
     def step(self, name: str, arguments: dict[str, Any]) -> StepResult:

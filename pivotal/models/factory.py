@@ -11,6 +11,7 @@ from pathlib import Path
 from langchain_core.language_models import BaseChatModel
 
 from pivotal.errors import PivotalError
+from pivotal.settings import settings
 
 ACCEPTED = ("sim[:error=0.3,seed=7,invalid=0.1,latency=0.05]", "local", "local:/path/to/model.gguf",
             "openai:<model>", "anthropic:<model>", "openai-compatible:<model>@<base_url>")
@@ -66,6 +67,12 @@ def _local(path: str, threads: int) -> BaseChatModel:
     return LocalChatModel(model_path=model_path, n_threads=threads)
 
 
+def _client_limits() -> dict[str, float | int]:
+    """Per-request timeout and SDK retry count for hosted providers (PIVOTAL_REQUEST_TIMEOUT/_MAX_RETRIES)."""
+    config = settings()
+    return {"timeout": config.request_timeout, "max_retries": config.max_retries}
+
+
 def _need_key(variable: str, provider: str) -> str:
     key = os.environ.get(variable, "")
     if not key:
@@ -78,14 +85,14 @@ def _openai(model: str) -> BaseChatModel:
     from langchain_openai import ChatOpenAI
 
     return ChatOpenAI(model=model, api_key=_need_key("OPENAI_API_KEY", "openai"),
-                      base_url=os.environ.get("OPENAI_BASE_URL") or None)
+                      base_url=os.environ.get("OPENAI_BASE_URL") or None, **_client_limits())
 
 
 def _anthropic(model: str) -> BaseChatModel:
     from langchain_anthropic import ChatAnthropic
 
     return ChatAnthropic(model=model, api_key=_need_key("ANTHROPIC_API_KEY", "anthropic"),
-                         base_url=os.environ.get("ANTHROPIC_BASE_URL") or None)
+                         base_url=os.environ.get("ANTHROPIC_BASE_URL") or None, **_client_limits())
 
 
 def _openai_compatible(rest: str) -> BaseChatModel:
@@ -96,4 +103,5 @@ def _openai_compatible(rest: str) -> BaseChatModel:
         raise PivotalError(f"openai-compatible spec needs <model>@<base_url>, e.g. "
                            f"openai-compatible:llama3@http://127.0.0.1:11434/v1 (got {rest!r})")
     return ChatOpenAI(model=model, base_url=base_url,
-                      api_key=os.environ.get("PIVOTAL_OPENAI_COMPATIBLE_API_KEY") or "not-needed")
+                      api_key=os.environ.get("PIVOTAL_OPENAI_COMPATIBLE_API_KEY") or "not-needed",
+                      **_client_limits())

@@ -1,0 +1,146 @@
+"""The graph end to end with `sim` models: critic before execution, pivotal retry, checkpoints."""
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+
+from graphs import arun, build_graph
+from pivotal.context import Context
+from pivotal.environments import register_environment
+from tests.helpers import ReplayOnlyGridWorld, Vault
+
+register_environment("vault", Vault)
+register_environment("vault-policy", lambda: Vault(forbid_in_precheck=True))
+replay_envs: list[ReplayOnlyGridWorld] = []
+
+
+def _replay_only() -> ReplayOnlyGridWorld:
+    env = ReplayOnlyGridWorld()
+    replay_envs.append(env)
+    return env
+
+
+register_environment("gridworld-replay", _replay_only)
+
+OFFLINE = dict(memory=False, max_pivot_retries=0)
+FAILING_SEED = dict(model="sim:error=0.35,seed=2", critic=False, memory=False, max_steps=12)
+"""Measured: on gridworld seed 2 this actor falls into a hole twice without a critic."""
+
+
+async def run(task, **context):
+    return await arun(task, Context(**context), checkpoint_path=":memory:")
+
+
+def _proposed(result, decision: str) -> set[str]:
+    return {v["action"] for s in result.trajectory for v in s["verdicts"] if v["decision"] == decision}
+
+
+async def test_llm_critic_rejection_keeps_fatal_action_from_running():
+    result = await run({"goal": "open the vault", "env": "vault"}, actor_model="sim:error=1.0,seed=4",
+                       critic_model="sim", precheck=False, max_steps=4, **OFFLINE)
+    rejected = [c for s in result.trajectory for c in s["verdicts"] if c["action"] == "wipe_disk"]
+    assert rejected and all(c["decision"] == "reject" and c["source"] == "critic" for c in rejected)
+    assert "wipe_disk" not in Vault.executed
+    assert Vault.executed == [s["action"] for s in result.trajectory]
+
+
+async def test_precheck_rejects_on_its_own_with_the_llm_critic_off():
+    sources, executed = set(), []
+    for seed in range(6):
+        result = await run({"goal": "open the vault", "env": "vault-policy"}, model=f"sim:error=1.0,seed={seed}",
+                           critic=False, max_steps=4, **OFFLINE)
+        sources |= {c["source"] for s in result.trajectory for c in s["verdicts"] if c["action"] == "wipe_disk"}
+        executed += Vault.executed
+        assert result.usage.get("critic") is None  # no LLM critic call was made
+    assert sources == {"precheck"}
+    assert "wipe_disk" not in executed
+
+
+async def test_precheck_stops_moves_into_walls_in_gridworld():
+    result = await run({"env": "gridworld", "params": {"seed": 2}}, model="sim:error=0.5,seed=1",
+                       critic=False, max_steps=12, **OFFLINE)
+    assert result.critic["prechecked"] > 0
+    for step in result.trajectory:
+        blocked = {v["action"] for v in step["verdicts"] if v["source"] == "precheck"}
+        assert step["action"] not in blocked
+
+
+async def test_critique_loop_is_bounded_and_takes_the_fail_path():
+    result = await run({"goal": "open the vault", "env": "vault"}, actor_model="sim:error=1.0,seed=3",
+                       critic_model="sim", max_critique_rounds=1, on_critique_exhausted="fail",
+                       max_steps=4, **OFFLINE)
+    assert result.status == "failure"
+    assert result.reason.startswith("no acceptable action after 2 proposals")
+    assert result.executed == 0 and Vault.executed == []
+
+
+async def test_execute_best_runs_a_revised_proposal_never_a_rejected_one():
+    result = await run({"goal": "open the vault", "env": "vault"}, actor_model="sim:error=1.0,seed=3",
+                       critic_model="sim", max_critique_rounds=1, max_steps=2, **OFFLINE)
+    assert result.executed == 2
+    for step in result.trajectory:
+        assert step["action"] == "noop"  # the revised proposal; wipe_disk was rejected
+        assert len(step["verdicts"]) <= 2 * (1 + 1)
+
+
+async def test_pivotal_retry_recovers_with_fewer_steps_than_full_retry():
+    task = {"env": "gridworld", "params": {"seed": 2}}
+    pivotal = await run(task, retry="pivotal", **FAILING_SEED)
+    full = await run(task, retry="full", **FAILING_SEED)
+    none = await run(task, retry="none", **FAILING_SEED)
+    assert none.status == "failure" and none.retries["count"] == 0
+    assert pivotal.status == "success" and pivotal.retries["count"] >= 1
+    assert pivotal.retries["kept_steps"] > 0
+    assert pivotal.executed < full.executed
+    assert all(r["pivotal_step"] <= len(pivotal.trajectory) for r in pivotal.reflections)
+
+
+async def test_pivot_without_snapshots_resets_and_replays_the_kept_steps():
+    replay_envs.clear()
+    task = {"env": "gridworld-replay", "params": {"seed": 2}}
+    result = await run(task, retry="pivotal", **FAILING_SEED)
+    assert result.status == "success"
+    assert result.replayed >= result.retries["kept_steps"] > 0
+    env = replay_envs[-1]
+    assert env.steps_run == result.executed + result.replayed  # replays ran in the env ...
+    assert result.llm_calls == sum(u["calls"] for u in result.usage.values())  # ... and cost no LLM call
+
+
+async def test_reflection_reaches_the_actor_after_a_pivot():
+    result = await run({"env": "gridworld", "params": {"seed": 2}}, retry="pivotal", **FAILING_SEED)
+    reflection = result.reflections[0]
+    assert set(reflection) >= {"pivotal_step", "error_type", "diagnosis", "advice", "attempt", "failure"}
+    assert reflection["failure"]
+
+
+async def test_every_step_records_a_checkpoint_to_fork_from():
+    saver = InMemorySaver()
+    result = await arun({"env": "gridworld", "params": {"seed": 1}}, Context(model="sim", memory=False),
+                        checkpointer=saver)
+    graph = build_graph(checkpointer=saver)
+    ids = [s["checkpoint_id"] for s in result.trajectory]
+    assert ids and all(ids)
+    for index, checkpoint_id in enumerate(ids):
+        config = {"configurable": {"thread_id": result.thread_id, "checkpoint_id": checkpoint_id}}
+        snapshot = await graph.aget_state(config)
+        assert snapshot.next == ("executor",)
+        assert len(snapshot.values["trajectory"]) == index
+
+
+async def test_sqlite_checkpointer_is_the_default(tmp_path):
+    path = tmp_path / "checkpoints.sqlite"
+    result = await arun({"env": "gridworld", "params": {"seed": 1}}, Context(model="sim", memory=False),
+                        checkpoint_path=str(path))
+    assert result.status == "success" and path.stat().st_size > 0
+
+
+async def test_graph_input_accepts_a_bare_goal_string():
+    graph = build_graph()
+    final = await graph.ainvoke({"task": "Reach G."}, context=Context(model="sim", memory=False))
+    assert final["status"] == "success" and final["task"]["env"] == "gridworld"
+
+
+@pytest.mark.parametrize("env", ["gridworld", "frozenlake"])
+async def test_perfect_models_solve_built_in_environments(env):
+    result = await run({"env": env, "params": {"seed": 3}}, model="sim", **OFFLINE)
+    assert result.status == "success"
+    assert result.critic == {"approved": result.executed, "revised": 0, "rejected": 0, "prechecked": 0}
