@@ -60,13 +60,16 @@ async def _judge(state: State, context: Context, task: Task, env: Any,
         metadata={"pivotal_proposal": {"action": proposal["action"], "arguments": proposal.get("arguments") or {}}})
     if answer.fallback:
         return answer.value, "critic-fallback", updates
-    if answer.value.decision == "reject" and not context.critic_has_veto():
+    if answer.value.decision == "reject" and not context.critic_has_veto() and not _irreversible(env, proposal):
         return _advisory(answer.value), "critic-advisory", updates
     return answer.value, "critic", updates
 
 
 def _advisory(verdict: Verdict) -> Verdict:
-    """A reject from a critic without veto power still goes back to the actor, as a revise."""
+    """A reject from a critic without veto power still goes back to the actor, as a revise.
+
+    Only for reversible actions: a reject of an irreversible one stays final whoever the critic is.
+    """
     return verdict.model_copy(update={
         "decision": "revise", "diagnosis": f"advisory reject: {verdict.diagnosis}".strip(),
         "revision": verdict.revision or "choose a different action"})
@@ -77,9 +80,12 @@ def _reject(reason: str) -> Verdict:
                    revision="choose a different, valid action")
 
 
+def _irreversible(env: Any, proposal: dict[str, Any]) -> bool:
+    return proposal.get("action") in {s.name for s in env.describe_actions() if s.irreversible}
+
+
 def _stricter_if_irreversible(verdict: Verdict, env: Any, proposal: dict[str, Any]) -> Verdict:
-    irreversible = {s.name for s in env.describe_actions() if s.irreversible}
-    if verdict.decision == "approve" and proposal.get("action") in irreversible \
+    if verdict.decision == "approve" and _irreversible(env, proposal) \
             and verdict.confidence < IRREVERSIBLE_CONFIDENCE:
         return Verdict(decision="reject", confidence=verdict.confidence,
                        diagnosis=f"irreversible action approved with confidence {verdict.confidence:.2f} "

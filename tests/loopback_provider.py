@@ -36,6 +36,7 @@ class Recorded:
     body: dict[str, Any]
     headers: dict[str, str]
     status: int = 0
+    """HTTP status sent; 0 while unanswered (or when shutdown cut a stalled request short)."""
     at: float = field(default_factory=time.monotonic)
     """When the request arrived (time.monotonic), to measure the SDK's retry delays."""
     fault: str = ""
@@ -97,10 +98,8 @@ def _resolve(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _number(schema: dict[str, Any], name: str, kind: str) -> float | int:
-    low = schema.get("minimum", schema.get("exclusiveMinimum", 0))
-    high = schema.get("maximum", schema.get("exclusiveMaximum", low))
     value = 0.95 if name == "confidence" else 0
-    value = min(max(value, low), max(high, low))
+    value = min(max(value, schema.get("minimum", value)), schema.get("maximum", value))
     return int(value) if kind == "integer" else float(value)
 
 
@@ -173,6 +172,7 @@ def _openai_rejection(body: dict[str, Any]) -> str | None:
 
 
 def _anthropic_schema(body: dict[str, Any]) -> tuple[str, dict[str, Any], str]:
+    """(name, input schema, mode): the forced tool, else the first; "text" when there are none."""
     tools = [t for t in body.get("tools") or [] if "input_schema" in t]
     if not tools:
         return "", {}, "text"
@@ -268,8 +268,12 @@ class Loopback:
         self._thread.join(timeout=5)
 
     def ok(self, path: str | None = None) -> list[Recorded]:
-        """Requests answered 200 (optionally on one path): those the client was billed for."""
-        return [r for r in self.requests if r.status == 200 and (path is None or r.path == path)]
+        """Requests answered 200 in time (optionally on one path): the replies a client received.
+
+        A "timeout" fault's late reply is left out: it is sent after the client gave up.
+        """
+        return [r for r in self.requests
+                if r.status == 200 and r.fault != "timeout" and (path is None or r.path == path)]
 
     def _next_fault(self) -> Fault | None:
         with self._lock:
@@ -282,8 +286,8 @@ class Loopback:
     def answer(self, path: str, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, dict[str, str], dict[str, Any]]:
         """(status, extra headers, JSON body) for one request; status 0: close without replying.
 
-        Called from a server thread. A stalled ("timeout") request keeps status 0 until its
-        late reply is built, so `ok()` never counts a reply the client had already abandoned.
+        Called from a server thread. OpenAI's strict-schema check comes first and consumes no
+        fault, as the real API refuses such a request before any model runs.
         """
         recorded = Recorded(path, body, headers)
         self._record(recorded)

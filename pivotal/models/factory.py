@@ -27,8 +27,13 @@ def parse_spec(spec: str) -> tuple[str, str]:
 
 
 @lru_cache(maxsize=64)
-def make_model(spec: str, local_threads: int = 1) -> BaseChatModel:
-    """One shared instance per spec: chat models are stateless and safe to share across runs."""
+def make_model(spec: str, local_threads: int = 1, loop_key: int = 0) -> BaseChatModel:
+    """One shared instance per spec and event loop.
+
+    Chat models are stateless, but hosted ones hold an HTTP connection pool bound to the
+    event loop that first used it; `loop_key` (id of the running loop) keeps a later
+    `asyncio.run` from reusing a pool whose loop is closed.
+    """
     provider, rest = parse_spec(spec)
     if provider == "sim":
         return _sim(rest)
@@ -67,6 +72,13 @@ def _local(path: str, threads: int) -> BaseChatModel:
     return LocalChatModel(model_path=model_path, n_threads=threads)
 
 
+def _own_pool():
+    """langchain-openai otherwise shares one process-wide async pool across event loops."""
+    import httpx
+
+    return httpx.AsyncClient(timeout=settings().request_timeout)
+
+
 def _client_limits() -> dict[str, float | int]:
     """Per-request timeout and SDK retry count for hosted providers (PIVOTAL_REQUEST_TIMEOUT/_MAX_RETRIES)."""
     config = settings()
@@ -85,7 +97,8 @@ def _openai(model: str) -> BaseChatModel:
     from langchain_openai import ChatOpenAI
 
     return ChatOpenAI(model=model, api_key=_need_key("OPENAI_API_KEY", "openai"),
-                      base_url=os.environ.get("OPENAI_BASE_URL") or None, **_client_limits())
+                      base_url=os.environ.get("OPENAI_BASE_URL") or None, **_client_limits(),
+                      http_async_client=_own_pool())
 
 
 def _anthropic(model: str) -> BaseChatModel:
@@ -104,4 +117,4 @@ def _openai_compatible(rest: str) -> BaseChatModel:
                            f"openai-compatible:llama3@http://127.0.0.1:11434/v1 (got {rest!r})")
     return ChatOpenAI(model=model, base_url=base_url,
                       api_key=os.environ.get("PIVOTAL_OPENAI_COMPATIBLE_API_KEY") or "not-needed",
-                      **_client_limits())
+                      **_client_limits(), http_async_client=_own_pool())

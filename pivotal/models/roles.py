@@ -21,7 +21,7 @@ async def ask_role(context: Context, state: dict[str, Any], role: str, schema: t
                    metadata: dict[str, Any] | None = None) -> tuple[Answer[T], dict[str, Any]]:
     """The answer, plus the counters/usage deltas the calling node returns."""
     spec = context.model_for(ROLE_MODEL[role])  # type: ignore[arg-type]
-    model = await asyncio.to_thread(make_model, spec, context.local_threads)
+    model = await asyncio.to_thread(make_model, spec, context.local_threads, id(asyncio.get_running_loop()))
     answer = await ask(model, schema, [SystemMessage(system), HumanMessage(user)], role=role,
                        fallback=fallback, retries=context.structured_retries,
                        metadata={"pivotal_run": state["run_id"], "pivotal_model": spec, **(metadata or {})})

@@ -26,7 +26,7 @@ class Answer(Generic[T]):
 async def ask(model: BaseChatModel, schema: type[T], messages: list[BaseMessage], *,
               role: str, fallback: T, retries: int, metadata: dict[str, Any]) -> Answer[T]:
     """Ask for `schema`; re-ask up to `retries` times with the parser's complaint; else `fallback`."""
-    runnable = model.with_structured_output(schema, include_raw=True)
+    runnable = model.with_structured_output(schema, include_raw=True, **_method(model))
     config = {"metadata": {**metadata, "pivotal_role": role}, "run_name": role, "tags": [f"pivotal:{role}"]}
     usage = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "seconds": 0.0, "fallbacks": 0}
     conversation, error = list(messages), ""
@@ -47,6 +47,12 @@ async def ask(model: BaseChatModel, schema: type[T], messages: list[BaseMessage]
             f"{schema.__name__} fields, as valid JSON matching the schema.")]
     usage["fallbacks"] = 1
     return Answer(fallback, fallback=True, error=error, usage=usage)
+
+
+def _method(model: BaseChatModel) -> dict[str, str]:
+    """Tool calling for OpenAI too: its default strict json_schema refuses free-form `arguments`
+    objects, and it parses inside the SDK, so a malformed reply would raise instead of being re-asked."""
+    return {"method": "function_calling"} if type(model).__module__.startswith("langchain_openai") else {}
 
 
 def _count(usage: dict[str, float], raw: Any, started: float) -> None:
