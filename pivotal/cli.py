@@ -8,6 +8,8 @@ import json
 import sys
 from typing import Any
 
+from dotenv import load_dotenv
+
 from pivotal.context import Context
 from pivotal.errors import PivotalError
 
@@ -15,6 +17,7 @@ EXIT_SUCCESS, EXIT_TASK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
 def main(argv: list[str] | None = None) -> int:
+    load_dotenv(override=False)  # provider keys from .env; the real environment wins
     args = _parser().parse_args(argv)
     try:
         return args.handler(args)
