@@ -1,0 +1,137 @@
+"""Bad input gets one clear line before any work starts, and loses nothing."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from langchain_core.tools import tool
+
+from graphs import arun
+from pivotal.cli import main
+from pivotal.context import Context
+from pivotal.environments import register_environment
+from pivotal.environments.tools import ToolEnvironment
+from pivotal.errors import PivotalError
+
+ROOT = Path(__file__).resolve().parents[1]
+SIM = dict(model="sim", memory=False)
+
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--env", "nope"], "unknown environment 'nope'; choose one of"),
+    (["--model", "gpt-4"], "unknown model spec 'gpt-4'; accepted forms"),
+    (["--model", "sim:error=2"], "sim option error must be between 0 and 1"),
+    (["--model", "openai-compatible:llama3"], "needs <model>@<base_url>"),
+    (["--model", "local:/no/such/model.gguf"], "local model file not found"),
+    (["--max-steps", "0"], "max_steps must be > 0"),
+    (["--param", "seed"], "--param needs KEY=VALUE"),
+])
+def test_cli_bad_input_is_one_line_and_exit_2(capsys, tmp_path, argv, needle):
+    code, out, err = cli(capsys, "run", "--store", str(tmp_path / "s"), "--checkpoints", ":memory:", *argv)
+    assert code == 2 and out == ""
+    assert needle in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("provider,variable", [("openai", "OPENAI_API_KEY"), ("anthropic", "ANTHROPIC_API_KEY")])
+def test_missing_key_names_the_variable_to_set(capsys, monkeypatch, tmp_path, provider, variable):
+    monkeypatch.delenv(variable, raising=False)
+    monkeypatch.chdir(tmp_path)  # no .env here
+    code, _, err = cli(capsys, "run", "--model", f"{provider}:some-model", "--checkpoints", ":memory:")
+    assert code == 2 and f"set {variable}" in err
+
+
+def test_a_file_that_is_not_gguf_is_refused(capsys, tmp_path):
+    fake = tmp_path / "model.gguf"
+    fake.write_text("not a model")
+    code, _, err = cli(capsys, "run", "--model", f"local:{fake}", "--no-memory", "--checkpoints", ":memory:")
+    assert code == 2 and "not a GGUF file" in err
+
+
+def test_unusable_store_directory_is_refused_before_any_step(capsys, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code, _, err = cli(capsys, "run", "--model", "sim", "--store", str(blocker / "store"), "--checkpoints", ":memory:")
+    assert code == 2 and "lesson store" in err and str(blocker) in err
+
+
+def test_empty_goal_is_refused():
+    with pytest.raises(PivotalError, match="the task is empty"):
+        import asyncio
+        asyncio.run(arun("   ", Context(**SIM), checkpoint_path=":memory:"))
+
+
+async def test_task_with_a_bad_field_is_refused():
+    with pytest.raises(PivotalError, match="invalid task: env"):
+        await arun({"env": "  "}, Context(**SIM), checkpoint_path=":memory:")
+
+
+@tool
+def flaky_lookup() -> str:
+    """Look the record up."""
+    raise ConnectionError("backend down while reading the record")
+
+
+@tool
+def finish(answer: str) -> str:
+    """Give the final answer."""
+    return f"answer recorded: {answer}"
+
+
+register_environment("flaky", lambda: ToolEnvironment(
+    [flaky_lookup, finish], lambda task, calls: True if any(c["tool"] == "finish" for c in calls) else None))
+
+
+def test_a_tool_that_raises_becomes_an_observation():
+    env = ToolEnvironment([flaky_lookup, finish], lambda task, calls: None)
+    from pivotal.task import Task
+    env.reset(Task(goal="g", env="flaky"))
+    result = env.step("flaky_lookup", {})
+    assert not result.done
+    assert result.observation == "flaky_lookup raised ConnectionError: backend down while reading the record"
+
+
+async def test_a_run_through_a_raising_tool_still_ends_with_an_outcome():
+    result = await arun({"goal": "look the record up, then finish", "env": "flaky"},
+                        Context(model="sim:seed=3,error=1.0", critic=False, memory=False, max_steps=4,
+                                max_pivot_retries=0), checkpoint_path=":memory:")
+    assert result.status in ("success", "failure") and result.reason
+    raised = [s for s in result.trajectory if "raised ConnectionError" in s["observation"]]
+    assert raised, [s["observation"] for s in result.trajectory]
+
+
+def test_long_observations_are_clipped_with_head_and_tail_kept():
+    from pivotal.prompt_data import clip
+    text = "HEAD " + "x" * 10_000 + " TAIL"
+    clipped = clip(text, 200)
+    assert len(clipped) <= 200 and clipped.startswith("HEAD") and clipped.endswith("TAIL")
+
+
+def test_cli_json_has_the_documented_fields(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "pivotal.cli", "run", "--env", "gridworld", "--model", "sim",
+                           "--store", str(tmp_path / "s"), "--checkpoints", str(tmp_path / "c.sqlite"), "--json"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["status"] == "success"
+    assert {"approved", "revised", "rejected"} <= set(summary["critic"])
+    assert {"strategy", "count"} <= set(summary["retries"])
+    assert {"recalled", "written"} <= set(summary["lessons"])
+    assert summary["steps"] == len(summary["trajectory"]) and summary["thread_id"]
+    assert summary["usage"]["actor"]["input_tokens"] > 0
+
+
+def test_cli_trace_and_exit_code_of_a_failed_task(capsys, tmp_path):
+    code, out, _ = cli(capsys, "run", "--model", "sim", "--no-memory", "--max-steps", "1", "--retry", "none",
+                       "--checkpoints", ":memory:")
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[0].startswith("task ") and "0. " in lines[1]
+    assert any(line.startswith("failure: step budget of 1") for line in lines)
