@@ -24,6 +24,7 @@ from pivotal.environments import make_environment
 from pivotal.environments.live import release
 from pivotal.errors import PivotalError
 from pivotal.models.factory import make_model, parse_spec
+from pivotal.models.reachability import check_reachable
 from pivotal.models.roles import ROLE_MODEL
 from pivotal.settings import settings
 from pivotal.task import Task, parse_task
@@ -62,10 +63,11 @@ def preflight(task: Task | dict[str, Any] | str, context: Context) -> Task:
     parsed = parse_task(task)
     make_environment(parsed.env)
     roles = set(ROLE_MODEL.values()) if context.memory else {"actor", "critic", "reflector"}
-    for role in sorted(roles):
-        spec = context.model_for(role)  # type: ignore[arg-type]
+    specs = {context.model_for(role) for role in roles} | ({context.fallback_model} - {""})  # type: ignore[arg-type]
+    for spec in sorted(specs):
         parse_spec(spec)
         make_model(spec, context.local_threads)
+        check_reachable(spec)
     if context.memory:
         open_store(context.store_path)
     return parsed

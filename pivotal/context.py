@@ -29,6 +29,8 @@ class Context:
     reflector_model: str = _setting("reflector_model")
     lesson_model: str = _setting("lesson_model")
     """Model that distils lessons and runs the lesson approval gate."""
+    fallback_model: str = _setting("fallback_model")
+    """Model any role switches to when its own model's provider fails after the SDK's retries."""
 
     max_steps: int = 20
     """Executed environment steps allowed per attempt before the attempt counts as failed."""

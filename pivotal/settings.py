@@ -15,6 +15,9 @@ class Settings(BaseSettings):
     critic_model: str = ""
     reflector_model: str = ""
     lesson_model: str = ""
+    fallback_model: str = ""
+    requests_per_second: float = 0.0
+    """Client-side rate limit per hosted model (LangChain's InMemoryRateLimiter); 0 = none."""
     store_path: str = ".pivotal/lessons"
     checkpoint_path: str = ".pivotal/checkpoints.sqlite"
     local_threads: int = 1

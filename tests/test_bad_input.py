@@ -1,6 +1,7 @@
 """Bad input gets one clear line before any work starts, and loses nothing."""
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -46,6 +47,15 @@ def test_missing_key_names_the_variable_to_set(capsys, monkeypatch, tmp_path, pr
     monkeypatch.chdir(tmp_path)  # no .env here
     code, _, err = cli(capsys, "run", "--model", f"{provider}:some-model", "--checkpoints", ":memory:")
     assert code == 2 and f"set {variable}" in err
+
+
+def test_unreachable_base_url_is_refused_before_any_step(capsys):
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    code, _, err = cli(capsys, "run", "--model", f"openai-compatible:m@http://127.0.0.1:{port}/v1",
+                       "--no-memory", "--checkpoints", ":memory:")
+    assert code == 2 and f"cannot reach the model endpoint http://127.0.0.1:{port}/v1" in err
 
 
 def test_a_file_that_is_not_gguf_is_refused(capsys, tmp_path):

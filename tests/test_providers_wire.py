@@ -309,3 +309,28 @@ async def test_permanently_failing_provider_ends_the_run_with_a_reason(server: L
     assert result.usage["actor"]["input_tokens"] == 0
     assert result.llm_calls == asks  # failed asks count as calls, though none was billed
     assert time.perf_counter() - started < 10
+
+
+# --- fallback model and client-side rate limit -------------------------------------------------
+
+async def test_fallback_model_takes_over_when_the_provider_stays_down(server: Loopback) -> None:
+    server.faults.extend([("500",)] * 2)  # both SDK attempts of the first actor call fail
+
+    result = await arun(FINISH_TASK, context("openai:gpt-test", fallback_model="anthropic:claude-test"),
+                        checkpoint_path=":memory:")
+
+    assert result.status == "success", result.reason
+    assert [(r.path, r.status) for r in server.requests] == [
+        (OPENAI_PATH, 500), (OPENAI_PATH, 500), (ANTHROPIC_PATH, 200), (OPENAI_PATH, 200)]
+    assert result.usage["actor"]["fallbacks"] == 0  # the backup answered; no safe-default verdict
+
+
+async def test_requests_per_second_spaces_out_hosted_calls(server: Loopback, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PIVOTAL_REQUESTS_PER_SECOND", "4")
+    _clear_client_caches()
+
+    result = await arun(FINISH_TASK, context("anthropic:claude-test"), checkpoint_path=":memory:")
+
+    assert result.status == "success", result.reason
+    first, second = server.requests[:2]
+    assert second.at - first.at >= 0.2  # 4 per second → at least 0.25 s apart, with scheduling slack

@@ -6,6 +6,7 @@ and langchain-openai costs ~7 s, which every CLI call and test run would otherwi
 
 import os
 from functools import lru_cache
+from typing import Any
 from pathlib import Path
 
 from langchain_core.language_models import BaseChatModel
@@ -79,10 +80,22 @@ def _own_pool():
     return httpx.AsyncClient(timeout=settings().request_timeout)
 
 
-def _client_limits() -> dict[str, float | int]:
+def _client_limits() -> dict[str, Any]:
     """Per-request timeout and SDK retry count for hosted providers (PIVOTAL_REQUEST_TIMEOUT/_MAX_RETRIES)."""
     config = settings()
-    return {"timeout": config.request_timeout, "max_retries": config.max_retries}
+    limits: dict[str, Any] = {"timeout": config.request_timeout, "max_retries": config.max_retries}
+    if config.requests_per_second > 0:
+        limits["rate_limiter"] = _rate_limiter(config.requests_per_second)
+    return limits
+
+
+@lru_cache(maxsize=8)
+def _rate_limiter(per_second: float):
+    """One limiter per rate, shared by every hosted model, so the cap holds process-wide."""
+    from langchain_core.rate_limiters import InMemoryRateLimiter
+
+    return InMemoryRateLimiter(requests_per_second=per_second, check_every_n_seconds=0.05,
+                               max_bucket_size=max(1.0, per_second))
 
 
 def _need_key(variable: str, provider: str) -> str:

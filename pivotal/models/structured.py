@@ -24,9 +24,16 @@ class Answer(Generic[T]):
 
 
 async def ask(model: BaseChatModel, schema: type[T], messages: list[BaseMessage], *,
-              role: str, fallback: T, retries: int, metadata: dict[str, Any]) -> Answer[T]:
-    """Ask for `schema`; re-ask up to `retries` times with the parser's complaint; else `fallback`."""
-    runnable = model.with_structured_output(schema, include_raw=True, **_method(model))
+              role: str, fallback: T, retries: int, metadata: dict[str, Any],
+              backup: BaseChatModel | None = None) -> Answer[T]:
+    """Ask for `schema`; re-ask up to `retries` times with the parser's complaint; else `fallback`.
+
+    `backup` is a second model LangChain switches to when the first raises (provider down
+    after its SDK's own retries); a malformed reply is re-asked, not handed to the backup.
+    """
+    runnable = _structured(model, schema)
+    if backup is not None:
+        runnable = runnable.with_fallbacks([_structured(backup, schema)])
     config = {"metadata": {**metadata, "pivotal_role": role}, "run_name": role, "tags": [f"pivotal:{role}"]}
     usage = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "seconds": 0.0, "fallbacks": 0}
     conversation, error = list(messages), ""
@@ -47,6 +54,10 @@ async def ask(model: BaseChatModel, schema: type[T], messages: list[BaseMessage]
             f"{schema.__name__} fields, as valid JSON matching the schema.")]
     usage["fallbacks"] = 1
     return Answer(fallback, fallback=True, error=error, usage=usage)
+
+
+def _structured(model: BaseChatModel, schema: type[BaseModel]):
+    return model.with_structured_output(schema, include_raw=True, **_method(model))
 
 
 def _method(model: BaseChatModel) -> dict[str, str]:
