@@ -19,7 +19,8 @@ async def actor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     task = Task.model_validate(state["task"])
     live, replayed = await attach(state["run_id"], task, state["trajectory"])
     specs = live.env.describe_actions()
-    names = _still_open([s.name for s in specs], state.get("critiques", []))
+    names = _still_open([s.name for s in specs], state.get("critiques", []),
+                        _pivotal_mistakes(state["trajectory"], state.get("reflections", [])))
     schema = proposal_schema(names, any(s.parameters.get("properties") for s in specs))
     user = prompts.render(
         "actor", task=task.goal, actions=show.actions(specs), history=show.history(state["trajectory"]),
@@ -35,11 +36,24 @@ async def actor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     return {"proposal": proposal, **updates}
 
 
-def _still_open(names: list[str], critiques: list[dict[str, Any]]) -> list[str]:
-    """Drop argument-free actions already rejected for this step from the schema's choices.
+def _still_open(names: list[str], critiques: list[dict[str, Any]], mistakes: set[str]) -> list[str]:
+    """Drop argument-free actions already ruled out here from the schema's choices.
 
-    Small models re-propose the same action even after reading the rejection; taking it
-    out of the JSON-schema enum makes the re-proposal pick something else.
+    Ruled out: rejected for this step, or the action a reflection named as the pivotal
+    mistake from this very state. Small models re-propose the same action even after reading
+    why it was wrong (greedy decoding makes a retry repeat the failed attempt); taking it out
+    of the JSON-schema enum makes them pick something else.
     """
     rejected = {c["action"] for c in critiques if c["decision"] == "reject" and not c.get("arguments")}
-    return [name for name in names if name not in rejected] or names
+    return [name for name in names if name not in rejected | mistakes] or names
+
+
+def _pivotal_mistakes(trajectory: list[dict[str, Any]], reflections: list[dict[str, Any]]) -> set[str]:
+    """Argument-free actions that were the pivotal mistake after exactly the current path."""
+    path = [[step["action"], step["arguments"]] for step in trajectory]
+    mistakes = set()
+    for reflection in reflections:
+        failed = reflection.get("failed_path") or []
+        if len(failed) == len(path) + 1 and failed[:-1] == path and not failed[-1][1]:
+            mistakes.add(failed[-1][0])
+    return mistakes

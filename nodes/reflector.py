@@ -33,7 +33,8 @@ async def reflector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         system=prompts.render("reflector_system", data_rule=prompts.template("data_rule")))
     reflection = answer.value.model_dump()
     reflection["pivotal_step"] = min(reflection["pivotal_step"], max(len(trajectory) - 1, 0))
-    reflection.update(attempt=state.get("retries", 0), failure=state["attempt_failed"])
+    reflection.update(attempt=state.get("retries", 0), failure=state["attempt_failed"],
+                      failed_path=[[s["action"], s["arguments"]] for s in trajectory[:reflection["pivotal_step"] + 1]])
     drafts = reflection.pop("lesson_candidates")
     candidates = [{**c, "outcome": "failure"} for c in drafts] if context.memory else []
     updates["counters"]["replayed"] = replayed

@@ -129,10 +129,26 @@ def _chosen_name(tool_choice: Any) -> str | None:
     return None
 
 
-def _response_format(tool: dict[str, Any]) -> dict[str, Any]:
+def _response_format(tool: dict[str, Any], max_text_chars: int) -> dict[str, Any]:
     function = tool["function"]
-    schema = function.get("parameters") or {"type": "object", "properties": {}}
+    schema = _cap_strings(function.get("parameters") or {"type": "object", "properties": {}}, max_text_chars)
     return {"type": "json_schema", "json_schema": {"name": function["name"], "schema": schema}}
+
+
+def _cap_strings(schema: Any, limit: int) -> Any:
+    """Tighten every free-text field's maxLength, which the grammar enforces.
+
+    Small models ramble in free text ("no, no, no, ...") until the token limit; at ~50 tok/s
+    that costs seconds per call and can cut the JSON off. Enums are left alone.
+    """
+    if isinstance(schema, list):
+        return [_cap_strings(item, limit) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    capped = {key: _cap_strings(value, limit) for key, value in schema.items()}
+    if capped.get("type") == "string" and "enum" not in capped and "const" not in capped:
+        capped["maxLength"] = min(int(capped.get("maxLength", limit)), limit)
+    return capped
 
 
 def _checked(response: dict[str, Any]) -> dict[str, Any]:
@@ -189,6 +205,8 @@ class LocalChatModel(BaseChatModel):
     n_threads: int = 1
     n_ctx: int = 2048
     max_tokens: int = 256
+    max_text_chars: int = 160
+    """Cap on each free-text field of a structured reply (see `_cap_strings`)."""
     temperature: float = 0.0
     seed: int = 0
 
@@ -284,7 +302,7 @@ class LocalChatModel(BaseChatModel):
         if stop:
             request["stop"] = stop
         if tool:
-            request["response_format"] = _response_format(tool)
+            request["response_format"] = _response_format(tool, self.max_text_chars)
         return request
 
     def _complete(self, request: dict[str, Any]) -> dict[str, Any]:
