@@ -38,9 +38,10 @@ class RunResult(BaseModel):
     task: dict[str, Any]
     thread_id: str
     run_id: str
-    steps: int = Field(description="steps in the final trajectory (kept prefix plus new steps)")
+    steps: int = Field(description="environment steps run, all attempts: executed + replayed")
     executed: int = Field(description="environment steps run on the actor's decision, all attempts")
     replayed: int = Field(description="steps re-applied without any LLM call to restore state")
+    trajectory_length: int = Field(description="steps in the final trajectory (kept prefix plus new steps)")
     llm_calls: int
     critic: dict[str, int]
     retries: dict[str, Any]
@@ -144,12 +145,15 @@ def summarise(final: dict[str, Any], context: Context, thread_id: str, wall_s: f
     trajectory = final.get("trajectory") or []
     return RunResult(
         status=final.get("status", "failure"), reason=final.get("reason", ""), task=final["task"],
-        thread_id=thread_id, run_id=final["run_id"], steps=len(trajectory),
+        thread_id=thread_id, run_id=final["run_id"],
+        steps=int(counters.get("executed", 0)) + int(counters.get("replayed", 0)),
         executed=int(counters.get("executed", 0)), replayed=int(counters.get("replayed", 0)),
+        trajectory_length=len(trajectory),
         llm_calls=int(counters.get("llm_calls", 0)),
         critic={k: int(counters.get(k, 0)) for k in ("approved", "revised", "rejected", "prechecked")},
         retries={"strategy": context.retry, "count": int(final.get("retries", 0)),
-                 "kept_steps": int(counters.get("kept_steps", 0))},
+                 "kept_steps": int(counters.get("kept_steps", 0)),
+                 "replayed_steps": int(counters.get("replayed", 0))},
         lessons={"recalled": len(final.get("recalled") or []), "candidates": len(final.get("candidates") or []),
                  "approved": len(final.get("approved_lessons") or []), "written": len(final.get("written") or [])},
         usage=final.get("usage") or {}, trajectory=trajectory, reflections=final.get("reflections") or [],

@@ -119,7 +119,8 @@ def _print_trace(result) -> None:
               f"{reflection['error_type']}: {reflection['advice']}")
     critic, retries, lessons = result.critic, result.retries, result.lessons
     print(f"{result.status}: {result.reason}")
-    print(f"steps {result.steps} (executed {result.executed}, replayed {result.replayed}), "
+    print(f"final path {result.trajectory_length} steps; env steps {result.steps} "
+          f"(executed {result.executed}, replayed {result.replayed}), "
           f"llm calls {result.llm_calls}, critic approved {critic['approved']} / revised {critic['revised']} "
           f"/ rejected {critic['rejected']}, retries {retries['count']} ({retries['strategy']}), "
           f"lessons recalled {lessons['recalled']} / written {lessons['written']}, {result.wall_s:.1f} s, "

@@ -134,7 +134,9 @@ def test_cli_json_has_the_documented_fields(tmp_path):
     assert {"approved", "revised", "rejected"} <= set(summary["critic"])
     assert {"strategy", "count"} <= set(summary["retries"])
     assert {"recalled", "written"} <= set(summary["lessons"])
-    assert summary["steps"] == len(summary["trajectory"]) and summary["thread_id"]
+    assert summary["trajectory_length"] == len(summary["trajectory"]) and summary["thread_id"]
+    assert summary["steps"] == summary["executed"] + summary["replayed"]
+    assert summary["retries"]["replayed_steps"] == summary["replayed"]
     assert summary["usage"]["actor"]["input_tokens"] > 0
 
 
