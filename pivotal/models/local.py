@@ -203,7 +203,7 @@ class LocalChatModel(BaseChatModel):
 
     model_path: str | None = None
     n_threads: int = 1
-    n_ctx: int = 2048
+    n_ctx: int = 4096
     max_tokens: int = 256
     max_text_chars: int = 160
     """Cap on each free-text field of a structured reply (see `_cap_strings`)."""
