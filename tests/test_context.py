@@ -86,6 +86,10 @@ async def test_recall_off_and_task_mode(tmp_path):
     once = await run(memory=True, store_path=store, recall="task", model="sim")
     assert once.lessons["recalled"] >= 1
     assert len({tuple(step["lessons"]) for step in once.trajectory}) == 1  # found at the start, kept
+    one = await run(memory=True, store_path=store, recall_k=1, model="sim")
+    assert all(len(step["lessons"]) <= 1 for step in one.trajectory) and one.lessons["recalled"] >= 1
+    strict = await run(memory=True, store_path=store, recall_min_similarity=0.99, model="sim")
+    assert strict.lessons["recalled"] == 0
 
 
 async def test_per_role_models_are_used_for_their_roles():
