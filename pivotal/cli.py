@@ -1,6 +1,7 @@
 """`pivotal` command line: a thin layer over `graphs.run`.
 
-Exit codes: 0 the task succeeded, 1 the task failed, 2 bad input (one line on stderr).
+Exit codes: 0 the run finished (its outcome is in the output), 1 the task failed and `--check`
+was given, 2 bad input (one line on stderr).
 """
 
 import argparse
@@ -40,6 +41,7 @@ def _parser() -> argparse.ArgumentParser:
                      "(default: PIVOTAL_CHECKPOINT_PATH or .pivotal/checkpoints.sqlite)")
     run.add_argument("--thread-id", help="LangGraph thread id (default: a new one per run)")
     run.add_argument("--json", action="store_true", help="print the full result as JSON")
+    run.add_argument("--check", action="store_true", help="exit 1 when the task fails (for scripts and CI)")
     run.set_defaults(handler=_run)
     envs = commands.add_parser("envs", help="list the environments a task can name")
     envs.set_defaults(handler=_envs)
@@ -104,7 +106,7 @@ def _run(args: argparse.Namespace) -> int:
         print(result.model_dump_json(indent=2))
     else:
         _print_trace(result)
-    return EXIT_SUCCESS if result.status == "success" else EXIT_TASK_FAILED
+    return EXIT_TASK_FAILED if args.check and result.status != "success" else EXIT_SUCCESS
 
 
 def _print_trace(result) -> None:

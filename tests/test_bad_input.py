@@ -141,8 +141,9 @@ def test_cli_json_has_the_documented_fields(tmp_path):
 
 
 def test_cli_trace_and_exit_code_of_a_failed_task(capsys, tmp_path):
-    code, out, _ = cli(capsys, "run", "--model", "sim", "--no-memory", "--max-steps", "1", "--retry", "none",
-                       "--checkpoints", ":memory:")
+    argv = ["run", "--model", "sim", "--no-memory", "--max-steps", "1", "--retry", "none", "--checkpoints", ":memory:"]
+    assert cli(capsys, *argv)[0] == 0  # the run finished; its outcome is in the output
+    code, out, _ = cli(capsys, *argv, "--check")
     assert code == 1
     lines = out.splitlines()
     assert lines[0].startswith("task ") and "0. " in lines[1]
