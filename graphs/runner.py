@@ -61,8 +61,12 @@ def recursion_limit(context: Context) -> int:
 
 def preflight(task: Task | dict[str, Any] | str, context: Context) -> Task:
     """Fail before any work on a bad task, model spec, missing key or unusable store."""
-    parsed = parse_task(task)
-    make_environment(parsed.env)
+    check_context(context)
+    return check_task(task)
+
+
+def check_context(context: Context) -> None:
+    """Model specs, keys, endpoints and the store: shared by every task of a batch, so checked once."""
     roles = set(ROLE_MODEL.values()) if context.memory else {"actor", "critic", "reflector"}
     specs = {context.model_for(role) for role in roles} | ({context.fallback_model} - {""})  # type: ignore[arg-type]
     for spec in sorted(specs):
@@ -71,6 +75,11 @@ def preflight(task: Task | dict[str, Any] | str, context: Context) -> Task:
         check_reachable(spec)
     if context.memory:
         open_store(context.store_path)
+
+
+def check_task(task: Task | dict[str, Any] | str) -> Task:
+    parsed = parse_task(task)
+    make_environment(parsed.env)
     return parsed
 
 
@@ -100,8 +109,8 @@ async def arun(task: Task | dict[str, Any] | str, context: Context | None = None
     parsed = preflight(task, context)
     if checkpointer is None:
         async with open_checkpointer(checkpoint_path) as saver:
-            return await _run(parsed, context, saver, thread_id)
-    return await _run(parsed, context, checkpointer, thread_id)
+            return await _run(build_graph(checkpointer=saver), parsed, context, thread_id)
+    return await _run(build_graph(checkpointer=checkpointer), parsed, context, thread_id)
 
 
 def run(task: Task | dict[str, Any] | str, context: Context | None = None, **kwargs: Any) -> RunResult:
@@ -113,20 +122,20 @@ async def run_batch(tasks: Iterable[Task | dict[str, Any] | str], context: Conte
                     concurrency: int = 4, checkpoint_path: str | None = None) -> list[RunResult]:
     """Run many tasks concurrently over one checkpointer; results keep the input order."""
     context = context or Context()
-    parsed = [preflight(task, context) for task in tasks]
+    check_context(context)
+    parsed = [check_task(task) for task in tasks]
     limit = asyncio.Semaphore(concurrency)
 
-    async def one(task: Task, saver: BaseCheckpointSaver) -> RunResult:
+    async def one(task: Task, graph: Any) -> RunResult:
         async with limit:
-            return await _run(task, context, saver, None)
+            return await _run(graph, task, context, None)
 
     async with open_checkpointer(checkpoint_path) as saver:
-        return list(await asyncio.gather(*(one(task, saver) for task in parsed)))
+        graph = build_graph(checkpointer=saver)  # compiled once for the whole batch
+        return list(await asyncio.gather(*(one(task, graph) for task in parsed)))
 
 
-async def _run(task: Task, context: Context, checkpointer: BaseCheckpointSaver,
-               thread_id: str | None) -> RunResult:
-    graph = build_graph(checkpointer=checkpointer)
+async def _run(graph: Any, task: Task, context: Context, thread_id: str | None) -> RunResult:
     thread_id = thread_id or uuid.uuid4().hex
     run_id = uuid.uuid4().hex
     config = {"configurable": {"thread_id": thread_id}, "recursion_limit": recursion_limit(context),
