@@ -3,9 +3,9 @@
 START → start → recall → actor → critic ─approve→ executor ─not done→ recall …
                            ↑         │ revise/reject (≤ max_critique_rounds)
                            └─────────┘
-        executor ─success→ distill → gate → memory_writer → END
+        executor ─success→ distill → dedup → gate → memory_writer → END
         executor/critic ─attempt failed→ reflector ─retry left→ pivot → recall …
-                                                  └─give up→ distill → gate → memory_writer → END
+                                                  └─give up→ distill → dedup → gate → memory_writer → END
 
 The actor/critic loop stays in this one graph (no subgraphs) so Studio shows every node
 and a user can fork from any of them.
@@ -20,6 +20,7 @@ from langgraph.graph import END, START, StateGraph
 from graphs import routes
 from nodes.actor import actor
 from nodes.critic import critic
+from nodes.dedup import dedup
 from nodes.distill import distill
 from nodes.executor import executor
 from nodes.gate import gate
@@ -33,7 +34,7 @@ from pivotal.logs import logger
 from pivotal.state import InputState, State
 
 NODES = {"start": start, "recall": recall, "actor": actor, "critic": critic, "executor": executor,
-         "reflector": reflector, "pivot": pivot, "distill": distill, "gate": gate,
+         "reflector": reflector, "pivot": pivot, "distill": distill, "dedup": dedup, "gate": gate,
          "memory_writer": memory_writer}
 
 
@@ -50,7 +51,8 @@ def build_graph(checkpointer: Any = None, **compile_kwargs: Any):
     builder.add_conditional_edges("executor", routes.after_executor, ["distill", "reflector", "recall"])
     builder.add_conditional_edges("reflector", routes.after_reflector, ["distill", "pivot"])
     builder.add_edge("pivot", "recall")
-    builder.add_edge("distill", "gate")
+    builder.add_edge("distill", "dedup")
+    builder.add_edge("dedup", "gate")
     builder.add_edge("gate", "memory_writer")
     builder.add_edge("memory_writer", END)
     return builder.compile(checkpointer=checkpointer, name="pivotal", **compile_kwargs)

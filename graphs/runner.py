@@ -74,7 +74,7 @@ def check_context(context: Context) -> None:
         make_model(spec, context.local_threads)
         check_reachable(spec)
     if context.memory:
-        open_store(context.store_path)
+        open_store(context.store_path, context.store_url)
 
 
 def check_task(task: Task | dict[str, Any] | str) -> Task:
@@ -164,6 +164,7 @@ def summarise(final: dict[str, Any], context: Context, thread_id: str, wall_s: f
                  "kept_steps": int(counters.get("kept_steps", 0)),
                  "replayed_steps": int(counters.get("replayed", 0))},
         lessons={"recalled": len(final.get("recalled") or []), "candidates": len(final.get("candidates") or []),
-                 "approved": len(final.get("approved_lessons") or []), "written": len(final.get("written") or [])},
+                 "approved": len(final.get("approved_lessons") or []),
+                 **{k: int(counters.get(f"lessons_{k}", 0)) for k in ("written", "merged", "scored", "retired")}},
         usage=final.get("usage") or {}, trajectory=trajectory, reflections=final.get("reflections") or [],
         wall_s=round(wall_s, 3))

@@ -4,10 +4,15 @@ import hashlib
 import time
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
+
+RECENT_RUNS = 32
+"""Run ids a lesson remembers, so a resumed run that writes or scores it again counts once."""
 
 
 class Lesson(BaseModel):
+    id: str = ""
+    """Chroma id; fixed at creation (a hash of kind, family and first text), kept through merges."""
     kind: Literal["strategy", "guardrail", "skill"]
     situation: str
     text: str
@@ -18,17 +23,29 @@ class Lesson(BaseModel):
     model: str = ""
     created_at: float = Field(default_factory=time.time)
     evidence: int = 1
+    """Distinct runs that produced this lesson (or a near-duplicate merged into it)."""
     retrievals: int = 0
+    """Runs that recalled it."""
     successes: int = 0
-    """Runs that succeeded after recalling this lesson."""
+    """Of those runs, the ones that ended in success."""
+    step_retrievals: int = 0
+    step_approvals: int = 0
+    """Steps it was shown for whose action the critic approved."""
     utility: float = 0.5
     status: Literal["approved", "retired"] = "approved"
+    retired_reason: str = ""
+    source_runs: str = ""
+    """Recent runs that contributed evidence (space separated, newest last)."""
+    scored_runs: str = ""
+    """Recent runs whose outcome is already counted in retrievals/successes."""
 
-    @property
-    def id(self) -> str:
-        """Same kind, family and text → same id, so a repeated lesson merges instead of duplicating."""
-        key = f"{self.kind}|{self.family}|{' '.join(self.text.lower().split())}"
-        return hashlib.sha256(key.encode()).hexdigest()[:24]
+    @model_validator(mode="after")
+    def _fix_id(self) -> "Lesson":
+        if not self.id:
+            self.id = lesson_id(self.kind, self.family, self.text)
+        if not self.source_runs and self.run_id:
+            self.source_runs = self.run_id
+        return self
 
     @property
     def document(self) -> str:
@@ -36,8 +53,53 @@ class Lesson(BaseModel):
         return f"{self.situation}\n{self.text}"
 
     def metadata(self) -> dict[str, Any]:
-        return self.model_dump()
+        return self.model_dump(exclude={"id"})
 
     @classmethod
-    def from_metadata(cls, metadata: dict[str, Any]) -> "Lesson":
-        return cls.model_validate(metadata)
+    def from_record(cls, lesson_id: str, metadata: dict[str, Any]) -> "Lesson":
+        return cls.model_validate({**metadata, "id": lesson_id})
+
+    def merged_with(self, other: "Lesson", *, keep_text: bool = False) -> "Lesson":
+        """One more piece of evidence from `other`'s run; the more specific text wins."""
+        if other.run_id and other.run_id in self.source_runs.split():
+            return self  # the same run written twice (e.g. after a resume): no new evidence
+        replace = not keep_text and better_text(other.text, self.text)
+        text, situation = (other.text, other.situation) if replace else (self.text, self.situation)
+        return self.model_copy(update={
+            "text": text, "situation": situation, "evidence": self.evidence + other.evidence,
+            "source_runs": _recent(self.source_runs, other.run_id)})
+
+    def scored(self, run_id: str, *, success: bool, steps: int, approved_steps: int) -> "Lesson":
+        """Count one run that recalled this lesson; a run already counted changes nothing."""
+        if run_id in self.scored_runs.split():
+            return self
+        update = {"retrievals": self.retrievals + 1, "successes": self.successes + int(success),
+                  "step_retrievals": self.step_retrievals + steps,
+                  "step_approvals": self.step_approvals + approved_steps,
+                  "scored_runs": _recent(self.scored_runs, run_id)}
+        return self.model_copy(update={**update, "utility": utility(**{k: update[k] for k in (
+            "retrievals", "successes", "step_retrievals", "step_approvals")})})
+
+
+def lesson_id(kind: str, family: str, text: str) -> str:
+    key = f"{kind}|{family}|{' '.join(text.lower().split())}"
+    return hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+def utility(*, retrievals: int, successes: int, step_retrievals: int, step_approvals: int) -> float:
+    """Mean of two Laplace-smoothed rates: runs that succeeded after recalling the lesson, and
+    steps it was shown for that the critic approved. A new lesson starts at 0.5 and needs
+    several bad runs before it can fall below a floor."""
+    run_rate = (successes + 1) / (retrievals + 2)
+    step_rate = (step_approvals + 1) / (step_retrievals + 2)
+    return round((run_rate + step_rate) / 2, 4)
+
+
+def better_text(candidate: str, current: str) -> bool:
+    """The more specific text (more distinct words) wins; a tie keeps the current one."""
+    return len(set(candidate.lower().split())) > len(set(current.lower().split()))
+
+
+def _recent(runs: str, run_id: str) -> str:
+    ids = [r for r in runs.split() if r != run_id] + ([run_id] if run_id else [])
+    return " ".join(ids[-RECENT_RUNS:])

@@ -1,19 +1,33 @@
-"""The experience store: approved lessons in a Chroma collection on disk.
+"""The experience store: lessons in Chroma, one collection per task family.
 
-One client per store directory per process (a second client on the same directory can hang
-on SQLite's busy timeout), with writes serialised, so concurrent runs share it safely.
+Why a collection per family: recall always filters by family, and a Chroma metadata filter
+costs ~35 ms at 10k lessons while an unfiltered nearest-neighbour query costs ~3 ms
+(benchmarks/bench_store.py). Recall over-fetches from the family's collection and drops
+retired lessons itself.
+
+One client per store per process, with every read-modify-write under one lock, so
+concurrent runs neither lose nor duplicate lessons. A store folder is locked to the process
+that opened it (a second Chroma client on the same folder can hang on SQLite's busy
+timeout); several processes share a store through Chroma's server (`store_url`).
 Chroma calls block: async callers go through `asyncio.to_thread`.
 """
 
+import hashlib
+import re
 import threading
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator
+
+from memory.connection import connect_folder, connect_server, one_line, usable_directory
+from pydantic import ValidationError
 
 from memory.lesson import Lesson
 from pivotal.errors import PivotalError
 
-COLLECTION = "pivotal_lessons"
+PREFIX = "pivotal-lessons-"
+OVERFETCH = 4
+"""Recall asks Chroma for k × this many neighbours, so retired ones can be dropped unfiltered."""
+BATCH = 500
 
 
 @dataclass
@@ -23,89 +37,239 @@ class Recalled:
     similarity: float
 
 
+@dataclass
+class Written:
+    id: str
+    merged: bool
+    """True when the lesson joined an existing near-duplicate instead of being inserted."""
+
+
 class ExperienceStore:
-    def __init__(self, path: str) -> None:
-        import chromadb
-        from memory.embeddings import default_embedding
+    def __init__(self, location: str, client: Any, release: Any = None) -> None:
+        self.location = location
+        self.client = client
+        self._release = release
+        self._lock = threading.RLock()
+        self._collections: dict[str, Any] = {}
 
-        self.path = path
-        self._write_lock = threading.Lock()
-        try:
-            self.client = chromadb.PersistentClient(path=path)
-            self.collection = self.client.get_or_create_collection(
-                COLLECTION, embedding_function=default_embedding(),
-                configuration={"hnsw": {"space": "cosine"}})
-        except Exception as exc:  # noqa: BLE001 — chroma raises many types; the user needs one line
-            raise PivotalError(f"cannot open the lesson store at {path}: {_one_line(exc)}; "
-                               "check the path is a writable directory (--store / PIVOTAL_STORE_PATH)") from exc
+    # ---- write path -------------------------------------------------------------------------
+    def nearest(self, lesson: Lesson) -> tuple[Lesson, float] | None:
+        """The stored lesson of the same kind and family most similar to `lesson` (any status)."""
+        collection = self._collection(lesson.family, create=False)
+        if collection is None or collection.count() == 0:
+            return None
+        exact = self._get(collection, [lesson.id])
+        if exact:
+            return exact[0], 1.0
+        result = collection.query(query_texts=[lesson.document], n_results=1,
+                                  where={"kind": lesson.kind}, include=["metadatas", "distances"])
+        if not result["ids"][0]:
+            return None
+        found = self._lesson(result["ids"][0][0], result["metadatas"][0][0])
+        return found, 1.0 - float(result["distances"][0][0])
 
-    def add(self, lessons: list[Lesson]) -> list[str]:
-        """Insert lessons; one already stored (same id) gains evidence instead of a duplicate."""
-        if not lessons:
-            return []
-        with self._write_lock:
-            merged = {lesson.id: lesson for lesson in lessons}
-            existing = self.collection.get(ids=list(merged), include=["metadatas"])
-            for lesson_id, metadata in zip(existing["ids"], existing["metadatas"] or []):
-                old = Lesson.from_metadata(dict(metadata))
-                merged[lesson_id] = old.model_copy(update={"evidence": old.evidence + merged[lesson_id].evidence})
-            self.collection.upsert(ids=list(merged), documents=[l.document for l in merged.values()],
-                                   metadatas=[l.metadata() for l in merged.values()])
-        return list(merged)
+    def add(self, lessons: Iterable[Lesson], *, dedup_similarity: float, keep_text: bool = False) -> list[Written]:
+        """Insert each lesson, or merge it into a stored one of the same kind and family at least
+        `dedup_similarity` alike (evidence +1, the more specific text kept unless `keep_text`,
+        used for candidates the gate did not read). Nothing is deleted."""
+        written = []
+        with self._lock:
+            for lesson in lessons:
+                match = self.nearest(lesson)
+                if match and match[1] >= dedup_similarity:
+                    merged = match[0].merged_with(lesson, keep_text=keep_text)
+                    if merged is not match[0]:  # the same run again adds nothing (resume-safe)
+                        self._put([merged])
+                        written.append(Written(match[0].id, merged=True))
+                else:
+                    self._put([lesson])
+                    written.append(Written(lesson.id, merged=False))
+        return written
 
+    def put(self, lessons: list[Lesson]) -> None:
+        """Store lessons exactly as given (import, retire): no dedup, ids and counts kept."""
+        with self._lock:
+            for start in range(0, len(lessons), BATCH):
+                self._put(lessons[start:start + BATCH])
+
+    # ---- read path --------------------------------------------------------------------------
     def search(self, text: str, *, family: str, k: int, min_similarity: float) -> list[Recalled]:
         """Approved lessons of this family closest to `text`, best first, above the floor."""
-        if not text.strip() or self.collection.count() == 0:
+        collection = self._collection(family, create=False)
+        if not text.strip() or collection is None:
             return []
-        result = self.collection.query(
-            query_texts=[text], n_results=k, include=["metadatas", "distances"],
-            where={"$and": [{"status": "approved"}, {"family": family}]})
-        found = []
-        for lesson_id, metadata, distance in zip(result["ids"][0], result["metadatas"][0], result["distances"][0]):
-            similarity = 1.0 - float(distance)
-            if similarity >= min_similarity:
-                found.append(Recalled(lesson_id, Lesson.from_metadata(dict(metadata)), similarity))
+        size = collection.count()
+        if size == 0:
+            return []
+        found, retired_seen = self._query(collection, text, min(size, k * OVERFETCH), where=None)
+        if len(found) < k and retired_seen:
+            found, _ = self._query(collection, text, k, where={"status": "approved"})
+        return [r for r in found if r.similarity >= min_similarity][:k]
+
+    def get(self, ids: list[str] | None = None, *, family: str | None = None) -> dict[str, Lesson]:
+        found: dict[str, Lesson] = {}
+        for collection in self._family_collections(family):
+            found.update({l.id: l for l in self._get(collection, ids)})
         return found
 
-    def get(self, ids: list[str] | None = None) -> dict[str, Lesson]:
-        result = self.collection.get(ids=ids, include=["metadatas"])
-        return {i: Lesson.from_metadata(dict(m)) for i, m in zip(result["ids"], result["metadatas"] or [])}
+    def lessons(self, *, family: str | None = None) -> Iterator[Lesson]:
+        for collection in self._family_collections(family):
+            yield from self._get(collection, None)
 
-    def count(self) -> int:
-        return self.collection.count()
+    def count(self, *, status: str | None = None) -> int:
+        if status is None:
+            return sum(c.count() for c in self._family_collections(None))
+        return sum(len(c.get(where={"status": status}, include=[])["ids"])
+                   for c in self._family_collections(None))
+
+    def families(self) -> list[str]:
+        return [c.metadata["family"] for c in self._family_collections(None)]
+
+    # ---- utility and eviction ---------------------------------------------------------------
+    def record_outcome(self, run_id: str, family: str, usage: dict[str, tuple[int, int]],
+                       *, success: bool) -> list[Lesson]:
+        """Score every lesson a run recalled: usage maps id → (steps shown, steps approved)."""
+        if not usage:
+            return []
+        with self._lock:
+            current = self.get(list(usage), family=family)
+            scored = [lesson.scored(run_id, success=success, steps=usage[i][0], approved_steps=usage[i][1])
+                      for i, lesson in current.items()]
+            self._put(scored)
+        return scored
+
+    def enforce_limits(self, *, floor: float, min_retrievals: int, cap: int) -> list[str]:
+        """Retire lessons whose utility fell below `floor` after enough recalls, then the lowest
+        utility (oldest first on ties) until at most `cap` stay approved. Retired ones are kept."""
+        with self._lock:
+            approved = [l for l in self.lessons() if l.status == "approved"]
+            weak = [l for l in approved if l.retrievals >= min_retrievals and l.utility < floor]
+            for lesson in weak:
+                lesson.retired_reason = f"utility {lesson.utility:.2f} below floor {floor:.2f}"
+            weak_ids = {l.id for l in weak}
+            keep = sorted((l for l in approved if l.id not in weak_ids), key=lambda l: (l.utility, l.created_at))
+            over = keep[:max(0, len(keep) - cap)]
+            for lesson in over:
+                lesson.retired_reason = f"store over its cap of {cap} approved lessons (lowest utility)"
+            retired = [l.model_copy(update={"status": "retired"}) for l in [*weak, *over]]
+            self._put(retired)
+        return [l.id for l in retired]
+
+    def retire(self, ids: list[str], reason: str) -> list[str]:
+        with self._lock:
+            found = self.get(ids)
+            self._put([l.model_copy(update={"status": "retired", "retired_reason": reason}) for l in found.values()])
+        return list(found)
+
+    def close(self) -> None:
+        if self._release:
+            self._release()
+            self._release = None
+
+    # ---- Chroma -----------------------------------------------------------------------------
+    def _collection(self, family: str, *, create: bool) -> Any:
+        if family in self._collections:
+            return self._collections[family]
+        from memory.embeddings import default_embedding
+
+        name = collection_name(family)
+        try:
+            if create:
+                collection = self.client.get_or_create_collection(
+                    name, embedding_function=default_embedding(), metadata={"family": family},
+                    configuration={"hnsw": {"space": "cosine"}})
+            elif name in {c.name for c in self.client.list_collections()}:
+                collection = self.client.get_collection(name, embedding_function=default_embedding())
+            else:
+                return None
+        except Exception as exc:  # noqa: BLE001 — Chroma raises many types; the user needs one line
+            raise self._unusable(family, one_line(exc)) from exc
+        self._check_compatible(collection, family)
+        self._collections[family] = collection
+        return collection
+
+    def _check_compatible(self, collection: Any, family: str) -> None:
+        """A collection made with another embedding model or distance would give wrong neighbours."""
+        from memory.embeddings import MiniLMEmbedding
+
+        config = collection.configuration_json or {}
+        embedder = (config.get("embedding_function") or {}).get("name")
+        space = (config.get("hnsw") or {}).get("space")
+        if embedder != MiniLMEmbedding.name() or space != "cosine":
+            raise self._unusable(family, f"its embedding function is {embedder!r} with {space!r} distance, "
+                                         f"Pivotal needs {MiniLMEmbedding.name()!r} (384 dimensions, cosine)")
+
+    def _unusable(self, family: str, why: str) -> PivotalError:
+        return PivotalError(f"lesson store {self.location}: the collection for family {family!r} cannot be "
+                            f"used ({why}); nothing was changed — point --store at another folder, or move "
+                            "the old one aside")
+
+    def _family_collections(self, family: str | None) -> list[Any]:
+        if family is not None:
+            collection = self._collection(family, create=False)
+            return [collection] if collection is not None else []
+        families = [c.metadata.get("family") for c in self.client.list_collections()
+                    if c.name.startswith(PREFIX) and c.metadata]
+        return [self._collection(f, create=False) for f in sorted(families)]
+
+    def _put(self, lessons: list[Lesson]) -> None:
+        by_family: dict[str, dict[str, Lesson]] = {}
+        for lesson in lessons:  # Chroma refuses a batch that repeats an id: the last one wins
+            by_family.setdefault(lesson.family, {})[lesson.id] = lesson
+        for family, unique in by_family.items():
+            group = list(unique.values())
+            self._collection(family, create=True).upsert(
+                ids=[l.id for l in group], documents=[l.document for l in group],
+                metadatas=[l.metadata() for l in group])
+
+    def _get(self, collection: Any, ids: list[str] | None) -> list[Lesson]:
+        result = collection.get(ids=ids, include=["metadatas"])
+        return [self._lesson(i, m) for i, m in zip(result["ids"], result["metadatas"] or [])]
+
+    def _lesson(self, lesson_id: str, metadata: Any) -> Lesson:
+        try:
+            return Lesson.from_record(lesson_id, dict(metadata or {}))
+        except ValidationError as exc:
+            raise PivotalError(f"lesson store {self.location}: record {lesson_id!r} is not a Pivotal lesson "
+                               f"({exc.error_count()} invalid fields, first: {exc.errors()[0]['loc']}); "
+                               "was this collection written by another tool?") from None
+
+    def _query(self, collection: Any, text: str, n: int, where: dict[str, Any] | None) -> tuple[list[Recalled], bool]:
+        result = collection.query(query_texts=[text], n_results=n, where=where,
+                                  include=["metadatas", "distances"])
+        found, retired_seen = [], False
+        for lesson_id, metadata, distance in zip(result["ids"][0], result["metadatas"][0], result["distances"][0]):
+            lesson = self._lesson(lesson_id, metadata)
+            if lesson.status != "approved":
+                retired_seen = True
+                continue
+            found.append(Recalled(lesson_id, lesson, 1.0 - float(distance)))
+        return found, retired_seen
+
+
+def collection_name(family: str) -> str:
+    """Chroma allows 3–512 chars of [a-zA-Z0-9._-]; the hash keeps distinct families apart."""
+    slug = re.sub(r"[^a-zA-Z0-9_-]+", "-", family).strip("-_")[:48] or "default"
+    return f"{PREFIX}{slug}-{hashlib.sha256(family.encode()).hexdigest()[:8]}"
 
 
 _stores: dict[str, ExperienceStore] = {}
 _stores_lock = threading.Lock()
 
 
-def open_store(path: str) -> ExperienceStore:
-    """The process's one store for `path` (created on first use)."""
-    resolved = _usable_directory(path)
+def open_store(path: str, url: str = "") -> ExperienceStore:
+    """The process's one store for this folder (or server URL), opened on first use."""
+    key = url.rstrip("/") if url else usable_directory(path)
     with _stores_lock:
-        if resolved not in _stores:
-            _stores[resolved] = ExperienceStore(resolved)
-        return _stores[resolved]
+        if key not in _stores:
+            client, release = connect_server(key) if url else connect_folder(key)
+            _stores[key] = ExperienceStore(key, client, release)
+        return _stores[key]
 
 
-def _usable_directory(path: str) -> str:
-    directory = Path(path).expanduser().resolve()
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise PivotalError(f"cannot create the lesson store directory {directory}: {exc.strerror}; "
-                           "choose another --store / PIVOTAL_STORE_PATH") from None
-    if not directory.is_dir():
-        raise PivotalError(f"lesson store path {directory} is not a directory; choose another --store")
-    probe = directory / ".pivotal-write-check"
-    try:
-        probe.touch()
-        probe.unlink()
-    except OSError as exc:
-        raise PivotalError(f"lesson store directory {directory} is not writable ({exc.strerror}); "
-                           "fix its permissions or choose another --store") from None
-    return str(directory)
-
-
-def _one_line(error: BaseException) -> str:
-    return " ".join(f"{type(error).__name__}: {error}".split())[:300]
+def close_stores() -> None:
+    """Release every store this process opened (their folder locks too)."""
+    with _stores_lock:
+        for store in _stores.values():
+            store.close()
+        _stores.clear()

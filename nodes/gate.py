@@ -1,4 +1,4 @@
-"""Approval gate for lessons: deterministic poisoning screen, then a critic-style verdict per lesson."""
+"""Approval gate for lessons: deterministic poisoning screen, then a critic-style verdict per new lesson."""
 
 from typing import Any
 
@@ -35,6 +35,10 @@ async def _review(state: State, context: Context, task: Task,
     problem = screen(f"{candidate['situation']}\n{candidate['text']}")
     if problem:
         return LessonVerdict(decision="reject", reason=f"poisoning screen: {problem}"), {}
+    if candidate.get("duplicate_of"):
+        return LessonVerdict(decision="approve", reason=(
+            f"duplicate of stored lesson {candidate['duplicate_of']} (similarity {candidate['similarity']}): "
+            "adds evidence, its gated text stays")), {}
     user = prompts.render(
         "gate", task=task.goal, outcome=candidate["outcome"],
         steps=show.steps(state["trajectory"], context.max_observation_chars),

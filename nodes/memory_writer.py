@@ -1,12 +1,12 @@
-"""Store the lessons the gate approved."""
+"""Write the approved lessons, score the lessons this run recalled, and keep the store bounded."""
 
 import asyncio
 from typing import Any
 
 from langgraph.runtime import Runtime
 
-from memory.lesson import Lesson
 from memory.store import open_store
+from nodes.dedup import as_lesson
 from pivotal.context import Context
 from pivotal.state import State
 from pivotal.task import Task
@@ -14,13 +14,35 @@ from pivotal.task import Task
 
 async def memory_writer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     context = runtime.context
-    approved = state.get("approved_lessons", [])
-    if not context.memory or not approved:
+    if not context.memory:
         return {}
     task = Task.model_validate(state["task"])
-    lessons = [Lesson(kind=c["kind"], situation=c["situation"], text=c["text"], outcome=c["outcome"],
-                      family=task.family, run_id=state["run_id"], model=context.model_for("lesson"))
-               for c in approved]
-    store = await asyncio.to_thread(open_store, context.store_path)
-    written = await asyncio.to_thread(store.add, lessons)
-    return {"written": written, "counters": {"lessons_written": len(written)}}
+    store = await asyncio.to_thread(open_store, context.store_path, context.store_url)
+    model = context.model_for("lesson")
+    approved = state.get("approved_lessons", [])
+    new = [as_lesson(c, task.family, state["run_id"], model) for c in approved if not c.get("duplicate_of")]
+    known = [as_lesson(c, task.family, state["run_id"], model) for c in approved if c.get("duplicate_of")]
+    written = await asyncio.to_thread(store.add, new, dedup_similarity=context.dedup_similarity)
+    written += await asyncio.to_thread(store.add, known, dedup_similarity=context.dedup_similarity,
+                                       keep_text=True)
+    scored = await asyncio.to_thread(store.record_outcome, state["run_id"], task.family,
+                                     recall_usage(state), success=state.get("status") == "success")
+    retired = await asyncio.to_thread(store.enforce_limits, floor=context.utility_floor,
+                                      min_retrievals=context.min_recalls_to_retire, cap=context.max_lessons)
+    return {"written": [w.id for w in written], "retired": retired,
+            "counters": {"lessons_written": sum(not w.merged for w in written),
+                         "lessons_merged": sum(w.merged for w in written),
+                         "lessons_scored": len(scored), "lessons_retired": len(retired)}}
+
+
+def recall_usage(state: State) -> dict[str, tuple[int, int]]:
+    """Per recalled lesson: steps of the final path it was shown for, and how many of those the
+    critic approved. Lessons recalled only on steps a pivot cut away still count as recalled."""
+    usage = {lesson_id: (0, 0) for lesson_id in state.get("recalled", [])}
+    for step in state.get("trajectory", []):
+        verdicts = step.get("verdicts") or []
+        approved = int(bool(verdicts) and verdicts[-1]["decision"] == "approve")
+        for lesson_id in step.get("lessons") or []:
+            shown, ok = usage.get(lesson_id, (0, 0))
+            usage[lesson_id] = (shown + 1, ok + approved)
+    return usage

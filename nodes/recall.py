@@ -19,7 +19,7 @@ async def recall(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         return {}  # task-start recall: the lessons found at the start stay for the whole run
     task = Task.model_validate(state["task"])
     query = state["observation"] if context.recall == "step" else f"{task.goal}\n{state['first_observation']}"
-    store = await asyncio.to_thread(open_store, context.store_path)
+    store = await asyncio.to_thread(open_store, context.store_path, context.store_url)
     found = await asyncio.to_thread(store.search, query, family=task.family, k=context.recall_k,
                                     min_similarity=context.recall_min_similarity)
     lessons = [{"id": r.id, "kind": r.lesson.kind, "situation": r.lesson.situation,

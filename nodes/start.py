@@ -26,5 +26,5 @@ async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     return {"task": task.model_dump(), "run_id": run_id, "status": "running", "reason": "",
             "observation": observation, "first_observation": observation, "trajectory": [],
             "critiques": [], "reflections": [], "retries": 0, "lessons": [], "recalled": [],
-            "candidates": [], "approved_lessons": [], "written": [], "attempt_failed": "",
+            "candidates": [], "approved_lessons": [], "written": [], "retired": [], "attempt_failed": "",
             "proposal": None, "chosen": None}

@@ -11,6 +11,7 @@ from typing import Any
 
 from dotenv import load_dotenv
 
+from pivotal import lessons_cli
 from pivotal.context import Context
 from pivotal.errors import PivotalError
 
@@ -45,6 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=_run)
     envs = commands.add_parser("envs", help="list the environments a task can name")
     envs.set_defaults(handler=_envs)
+    lessons_cli.add_commands(commands)
     return parser
 
 
@@ -69,6 +71,7 @@ def _context_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--no-memory", dest="memory", action="store_false", default=None)
     group.add_argument("--on-critique-exhausted", choices=["execute_best", "fail"])
     group.add_argument("--store", dest="store_path", metavar="DIR", help="Chroma experience store folder")
+    group.add_argument("--store-url", metavar="URL", help="Chroma server shared by several processes")
     for name in ("max-steps", "max-critique-rounds", "max-pivot-retries", "local-threads"):
         group.add_argument(f"--{name}", type=int)
 

@@ -58,11 +58,22 @@ class Context:
     recall_k: int = 3
     recall_min_similarity: float = 0.35
     store_path: str = _setting("store_path")
+    store_url: str = _setting("store_url")
+    """A Chroma server (`chroma run`) shared by several processes; when set, `store_path` is unused."""
+    dedup_similarity: float = 0.9
+    """A new lesson at least this similar (cosine) to a stored one of the same kind and family
+    merges into it. Measured with the embedded MiniLM: paraphrases 0.91–0.94, lessons that differ
+    in one key word ("left"/"up") 0.81."""
+    utility_floor: float = 0.3
+    """Lessons whose utility falls below this, once recalled `min_recalls_to_retire` times, retire."""
+    min_recalls_to_retire: int = 3
+    max_lessons: int = _setting("max_lessons")
+    """Cap on approved lessons in the store; the lowest utility ones retire first."""
     local_threads: int = _setting("local_threads")
 
     def __post_init__(self) -> None:
         for name in ("max_steps", "max_critique_rounds", "recall_k", "max_observation_chars",
-                     "local_threads"):
+                     "local_threads", "max_lessons", "min_recalls_to_retire"):
             if getattr(self, name) <= 0:
                 raise PivotalError(f"{name} must be > 0 (got {getattr(self, name)}); set a positive limit")
         for name in ("max_pivot_retries", "structured_retries"):
@@ -71,8 +82,9 @@ class Context:
         _check_choice("retry", self.retry, ("pivotal", "full", "none"))
         _check_choice("recall", self.recall, ("step", "task", "off"))
         _check_choice("on_critique_exhausted", self.on_critique_exhausted, ("execute_best", "fail"))
-        if not 0.0 <= self.recall_min_similarity <= 1.0:
-            raise PivotalError("recall_min_similarity must be between 0 and 1")
+        for name in ("recall_min_similarity", "dedup_similarity", "utility_floor"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise PivotalError(f"{name} must be between 0 and 1 (got {getattr(self, name)})")
 
     def critic_has_veto(self) -> bool:
         if self.critic_veto is not None:

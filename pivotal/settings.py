@@ -19,6 +19,9 @@ class Settings(BaseSettings):
     requests_per_second: float = 0.0
     """Client-side rate limit per hosted model (LangChain's InMemoryRateLimiter); 0 = none."""
     store_path: str = ".pivotal/lessons"
+    store_url: str = ""
+    """Chroma server URL (e.g. http://127.0.0.1:8000) for stores shared by several processes."""
+    max_lessons: int = 1000
     checkpoint_path: str = ".pivotal/checkpoints.sqlite"
     local_threads: int = 1
     request_timeout: float = 60.0

@@ -66,6 +66,7 @@ class State(InputState, total=False):
     candidates: list[dict[str, Any]]
     approved_lessons: list[dict[str, Any]]
     written: list[str]
+    retired: list[str]
     counters: Annotated[dict[str, Any], add_counts]
     """executed, replayed, llm_calls, approved, revised, rejected, prechecked, fallbacks."""
     usage: Annotated[dict[str, Any], add_counts]

@@ -17,6 +17,8 @@ import pytest
 from langchain_core.tools import tool
 
 from graphs import arun, run
+from memory.lesson import Lesson
+from memory.store import open_store
 from loopback_provider import ANTHROPIC_PATH, OPENAI_PATH, Loopback, generic_responder, loopback
 from pivotal.context import Context
 from pivotal.environments import register_environment
@@ -149,6 +151,25 @@ async def test_openai_task_runs_end_to_end(server: Loopback) -> None:
     assert all(r.body["model"] == "gpt-test" for r in server.requests)
     assert result.llm_calls == len(server.ok()) == 2
     assert_usage_matches_server(result, server)
+
+
+async def test_recalled_guardrails_reach_the_critic_as_rules_over_the_wire(server: Loopback, tmp_path) -> None:
+    """What a hosted critic receives: the guardrail inside <lessons> (data) and the system rule to enforce it."""
+    store = open_store(str(tmp_path / "store"))
+    guardrail = Lesson(kind="guardrail", situation="asked to call finish", outcome="failure",
+                       family="wire-finish", text="Never call finish twice in one task.")
+    store.add([guardrail], dedup_similarity=0.9)
+
+    result = await arun(FINISH_TASK, context("openai:gpt-test", memory=True, lesson_model="sim",
+                                             store_path=str(tmp_path / "store"), recall_min_similarity=0.0),
+                        checkpoint_path=":memory:")
+
+    assert result.status == "success" and result.lessons["recalled"] == 1
+    [critic] = requests_for(server, "Verdict")
+    system, user = (message["content"] for message in critic.body["messages"][:2])
+    assert "Guardrail lessons are rules you must enforce" in system
+    lessons_block = user.split("<lessons>", 1)[1].split("</lessons>", 1)[0]
+    assert "[guardrail] when asked to call finish: Never call finish twice in one task." in lessons_block
 
 
 async def test_anthropic_task_runs_end_to_end(server: Loopback) -> None:
@@ -332,5 +353,7 @@ async def test_requests_per_second_spaces_out_hosted_calls(server: Loopback, mon
     result = await arun(FINISH_TASK, context("anthropic:claude-test"), checkpoint_path=":memory:")
 
     assert result.status == "success", result.reason
-    first, second = server.requests[:2]
-    assert second.at - first.at >= 0.2  # 4 per second → at least 0.25 s apart, with scheduling slack
+    times = [request.at for request in server.requests]
+    assert len(times) >= 2
+    # 4 per second → 0.25 s apart on average; one gap alone can be shorter by the limiter's 0.1 s poll
+    assert times[-1] - times[0] >= 0.15 * (len(times) - 1)  # unthrottled calls land ~0.01 s apart

@@ -102,7 +102,8 @@ def _answer(role: str, metadata: dict[str, Any], rng: random.Random, error: floa
 
 def _act(live: Live | None, oracle: Oracle | None, rng: random.Random, wrong: bool,
          schema: dict[str, Any]) -> dict[str, Any]:
-    names = schema.get("properties", {}).get("action", {}).get("enum") or []
+    action = schema.get("properties", {}).get("action", {})
+    names = action.get("enum") or ([action["const"]] if "const" in action else [])  # one tool: a const
     expert = oracle.expert_action() if oracle else None
     if expert and not wrong:
         return {"action": expert[0], "arguments": expert[1], "thought": "closest safe step to the goal"}

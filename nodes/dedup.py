@@ -1,0 +1,36 @@
+"""Match each lesson candidate against the store before the gate, so a lesson already known
+costs no gate call: it only adds evidence to the stored one, whose text was gated already."""
+
+import asyncio
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from memory.lesson import Lesson, better_text
+from memory.store import open_store
+from pivotal.context import Context
+from pivotal.state import State
+from pivotal.task import Task
+
+
+async def dedup(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    context = runtime.context
+    candidates = state.get("candidates", [])
+    if not context.memory or not candidates:
+        return {}
+    task = Task.model_validate(state["task"])
+    store = await asyncio.to_thread(open_store, context.store_path, context.store_url)
+    marked = []
+    for candidate in candidates:
+        lesson = as_lesson(candidate, task.family, state["run_id"], context.model_for("lesson"))
+        match = await asyncio.to_thread(store.nearest, lesson)
+        duplicate = (match is not None and match[1] >= context.dedup_similarity
+                     and not better_text(lesson.text, match[0].text))
+        marked.append({**candidate, "duplicate_of": match[0].id if duplicate else "",
+                       "similarity": round(match[1], 3) if match else 0.0})
+    return {"candidates": marked}
+
+
+def as_lesson(candidate: dict[str, Any], family: str, run_id: str, model: str) -> Lesson:
+    return Lesson(kind=candidate["kind"], situation=candidate["situation"], text=candidate["text"],
+                  outcome=candidate["outcome"], family=family, run_id=run_id, model=model)

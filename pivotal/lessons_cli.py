@@ -1,0 +1,127 @@
+"""`pivotal lessons …`: inspect and curate the experience store from the shell."""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pivotal.errors import PivotalError
+
+EXIT_OK, EXIT_BAD_INPUT = 0, 2
+
+
+def add_commands(commands: Any) -> None:
+    lessons = commands.add_parser("lessons", help="list, show, export, import, retire lessons; store stats")
+    actions = lessons.add_subparsers(required=True, metavar="action")
+    listing = _action(actions, "list", "one line per lesson", _list)
+    listing.add_argument("--family")
+    listing.add_argument("--status", choices=["approved", "retired", "all"], default="approved")
+    listing.add_argument("--kind", choices=["strategy", "guardrail", "skill"])
+    listing.add_argument("--json", action="store_true", help="one JSON object per line")
+    show = _action(actions, "show", "one lesson, every field", _show)
+    show.add_argument("id")
+    export = _action(actions, "export", "write every lesson (retired too) as JSONL", _export)
+    export.add_argument("file", help="output file, or - for stdout")
+    export.add_argument("--family")
+    imported = _action(actions, "import", "add lessons from a JSONL export (bad rows are reported and skipped)", _import)
+    imported.add_argument("file")
+    retire = _action(actions, "retire", "stop recalling lessons (they stay for audit)", _retire)
+    retire.add_argument("ids", nargs="+")
+    retire.add_argument("--reason", default="retired by hand")
+    _action(actions, "stats", "counts, utility and size per family", _stats)
+
+
+def _action(actions: Any, name: str, help_text: str, handler: Any) -> argparse.ArgumentParser:
+    parser = actions.add_parser(name, help=help_text)
+    parser.add_argument("--store", dest="store_path", metavar="DIR", help="store folder (default: PIVOTAL_STORE_PATH)")
+    parser.add_argument("--store-url", metavar="URL", help="Chroma server (default: PIVOTAL_STORE_URL)")
+    parser.set_defaults(handler=handler)
+    return parser
+
+
+def _store(args: argparse.Namespace):
+    from memory.store import open_store
+    from pivotal.settings import settings
+
+    return open_store(args.store_path or settings().store_path, args.store_url or settings().store_url)
+
+
+def _list(args: argparse.Namespace) -> int:
+    for lesson in sorted(_store(args).lessons(family=args.family), key=lambda l: (l.family, -l.utility, l.id)):
+        if (args.status != "all" and lesson.status != args.status) or (args.kind and lesson.kind != args.kind):
+            continue
+        if args.json:
+            print(json.dumps(lesson.model_dump(), ensure_ascii=False))
+        else:
+            print(f"{lesson.id}  {lesson.family:<12} {lesson.kind:<9} {lesson.status:<8} "
+                  f"u={lesson.utility:.2f} ev={lesson.evidence:<3} {lesson.text[:70]}")
+    return EXIT_OK
+
+
+def _show(args: argparse.Namespace) -> int:
+    found = _store(args).get([args.id])
+    if not found:
+        raise PivotalError(f"no lesson with id {args.id!r}; see `pivotal lessons list --status all`")
+    print(json.dumps(found[args.id].model_dump(), ensure_ascii=False, indent=2))
+    return EXIT_OK
+
+
+def _export(args: argparse.Namespace) -> int:
+    from memory.transfer import export_lessons
+
+    store = _store(args)
+    if args.file == "-":
+        count = export_lessons(store, sys.stdout, family=args.family)
+    else:
+        with open(args.file, "w", encoding="utf-8") as out:
+            count = export_lessons(store, out, family=args.family)
+    print(f"exported {count} lessons", file=sys.stderr)
+    return EXIT_OK
+
+
+def _import(args: argparse.Namespace) -> int:
+    from memory.transfer import import_lessons
+
+    path = Path(args.file)
+    if not path.is_file():
+        raise PivotalError(f"import file {path} does not exist")
+    with path.open(encoding="utf-8", errors="replace") as lines:
+        report = import_lessons(_store(args), lines)
+    for number, why in report.bad_rows:
+        print(f"{path}:{number}: skipped: {why}", file=sys.stderr)
+    print(f"imported {report.imported} lessons, skipped {len(report.bad_rows)} bad rows", file=sys.stderr)
+    return EXIT_BAD_INPUT if report.bad_rows else EXIT_OK
+
+
+def _retire(args: argparse.Namespace) -> int:
+    retired = _store(args).retire(args.ids, args.reason)
+    missing = sorted(set(args.ids) - set(retired))
+    print(f"retired {len(retired)} lessons", file=sys.stderr)
+    if missing:
+        raise PivotalError(f"no lesson with id {', '.join(missing)}")
+    return EXIT_OK
+
+
+def _stats(args: argparse.Namespace) -> int:
+    store = _store(args)
+    rows = {}
+    for lesson in store.lessons():
+        row = rows.setdefault(lesson.family, {"approved": 0, "retired": 0, "utility": [], "kinds": {}})
+        row[lesson.status] += 1
+        row["kinds"][lesson.kind] = row["kinds"].get(lesson.kind, 0) + 1
+        if lesson.status == "approved":
+            row["utility"].append(lesson.utility)
+    stats = {"store": store.location, "disk_bytes": _disk_bytes(store.location), "families": {
+        family: {"approved": r["approved"], "retired": r["retired"], "kinds": r["kinds"],
+                 "mean_utility": round(sum(r["utility"]) / len(r["utility"]), 3) if r["utility"] else None}
+        for family, r in sorted(rows.items())}}
+    print(json.dumps(stats, indent=2))
+    return EXIT_OK
+
+
+def _disk_bytes(location: str) -> int | None:
+    folder = Path(location)
+    if not folder.is_dir():
+        return None  # a server: its disk is not ours to measure
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())

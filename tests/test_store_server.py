@@ -1,0 +1,97 @@
+"""Server mode: a real `chroma run` on 127.0.0.1, started by the test, shared by several processes."""
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from graphs import arun
+from memory.lesson import Lesson
+from memory.store import open_store
+from pivotal.context import Context
+from pivotal.errors import PivotalError
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMA = Path(sys.executable).parent / "chroma"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server_url(tmp_path_factory):
+    port, folder = _free_port(), tmp_path_factory.mktemp("chroma-server")
+    log = (folder / "server.log").open("w")
+    server = subprocess.Popen([str(CHROMA), "run", "--path", str(folder / "data"), "--host", "127.0.0.1",
+                               "--port", str(port)], stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=1)
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"chroma run did not start: {(folder / 'server.log').read_text()[-2000:]}")
+                time.sleep(0.2)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        log.close()
+
+
+def test_the_store_works_against_a_chroma_server(server_url):
+    store = open_store("", server_url)
+    first, paraphrase = (Lesson(kind="guardrail", situation="reading files", text=text, outcome="failure",
+                                family="server-unit", run_id=run)
+                         for text, run in (("Check the file exists before reading it.", "r1"),
+                                           ("Before reading a file, make sure that it exists.", "r2")))
+    store.add([first], dedup_similarity=0.9)
+    assert store.add([paraphrase], dedup_similarity=0.9)[0].merged
+    [found] = store.search("about to read a file", family="server-unit", k=3, min_similarity=0.2)
+    assert found.id == first.id and found.lesson.evidence == 2
+    assert found.lesson.text == paraphrase.text  # more distinct words: the more specific text wins
+
+
+async def test_a_run_writes_and_a_later_run_recalls_through_the_server(server_url):
+    context = Context(model="sim:error=0.35,seed=7", lesson_model="sim", critic=False, max_steps=12,
+                      store_url=server_url, store_path="/nonexistent/never-used")
+    first = await arun({"env": "gridworld", "params": {"seed": 7}, "family": "server-run"}, context,
+                       checkpoint_path=":memory:")
+    assert first.lessons["written"] >= 1
+    later = await arun({"env": "gridworld", "params": {"seed": 2}, "family": "server-run"}, context,
+                       checkpoint_path=":memory:")
+    assert later.lessons["recalled"] >= 1
+    assert not Path("/nonexistent/never-used").exists()
+
+
+def test_several_processes_share_one_server_and_lose_no_lesson(server_url):
+    """A store folder admits one process; a server admits many."""
+    runs = [subprocess.Popen(
+        [sys.executable, "-m", "pivotal.cli", "run", "--env", "gridworld", "--seed", str(seed), "--family",
+         "server-procs", "--model", f"sim:error=0.35,seed={seed}", "--lesson-model", "sim", "--no-critic",
+         "--max-steps", "12", "--store-url", server_url, "--checkpoints", ":memory:", "--json"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for seed in range(4)]
+    results = []
+    for process in runs:
+        out, err = process.communicate(timeout=180)
+        assert process.returncode == 0, err
+        results.append(json.loads(out))
+    stored = open_store("", server_url).get(family="server-procs")
+    assert sum(l.evidence for l in stored.values()) == sum(
+        r["lessons"]["written"] + r["lessons"]["merged"] for r in results) > 0
+
+
+def test_a_server_that_is_down_is_refused_with_what_to_do():
+    with pytest.raises(PivotalError, match=r"not reachable.*chroma run --path"):
+        open_store("", f"http://127.0.0.1:{_free_port()}")
