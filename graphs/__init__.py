@@ -6,8 +6,8 @@ and a summary for applications and the CLI.
 """
 
 from graphs.builder import build_graph
-from graphs.runner import RunResult, arun, run, run_batch
+from graphs.runner import RunResult, aresume, arun, resume, run, run_batch
 
 graph = build_graph()
 
-__all__ = ["RunResult", "arun", "build_graph", "graph", "run", "run_batch"]
+__all__ = ["RunResult", "aresume", "arun", "build_graph", "graph", "resume", "run", "run_batch"]

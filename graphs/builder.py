@@ -1,6 +1,6 @@
 """The Pivotal graph: all wiring lives here, and only here.
 
-START → start → recall → actor → critic ─approve→ executor ─not done→ recall …
+START → start → recall → actor → critic ─approve→ [human_approval] → executor ─not done→ recall …
                            ↑         │ revise/reject (≤ max_critique_rounds)
                            └─────────┘
         executor ─success→ distill → dedup → gate → memory_writer → END
@@ -24,6 +24,7 @@ from nodes.dedup import dedup
 from nodes.distill import distill
 from nodes.executor import executor
 from nodes.gate import gate
+from nodes.human_approval import human_approval
 from nodes.memory_writer import memory_writer
 from nodes.pivot import pivot
 from nodes.recall import recall
@@ -33,7 +34,7 @@ from pivotal.context import Context
 from pivotal.logs import logger
 from pivotal.state import InputState, State
 
-NODES = {"start": start, "recall": recall, "actor": actor, "critic": critic, "executor": executor,
+NODES = {"start": start, "recall": recall, "actor": actor, "critic": critic, "human_approval": human_approval, "executor": executor,
          "reflector": reflector, "pivot": pivot, "distill": distill, "dedup": dedup, "gate": gate,
          "memory_writer": memory_writer}
 
@@ -47,7 +48,8 @@ def build_graph(checkpointer: Any = None, **compile_kwargs: Any):
     builder.add_edge("start", "recall")
     builder.add_edge("recall", "actor")
     builder.add_edge("actor", "critic")
-    builder.add_conditional_edges("critic", routes.after_critic, ["executor", "actor", "reflector"])
+    builder.add_conditional_edges("critic", routes.after_critic, ["executor", "human_approval", "actor", "reflector"])
+    builder.add_conditional_edges("human_approval", routes.after_human, ["executor", "actor", "reflector"])
     builder.add_conditional_edges("executor", routes.after_executor, ["distill", "reflector", "recall"])
     builder.add_conditional_edges("reflector", routes.after_reflector, ["distill", "pivot"])
     builder.add_edge("pivot", "recall")

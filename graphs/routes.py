@@ -4,6 +4,10 @@ from pivotal.state import State
 
 
 def after_critic(state: State) -> str:
+    return {"execute": "executor", "ask_human": "human_approval", "propose": "actor", "fail": "reflector"}[state["next"]]
+
+
+def after_human(state: State) -> str:
     return {"execute": "executor", "propose": "actor", "fail": "reflector"}[state["next"]]
 
 

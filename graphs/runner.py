@@ -6,15 +6,17 @@ half-finished run.
 """
 
 import asyncio
+import inspect
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
 from pydantic import BaseModel, Field
 
 from graphs.builder import build_graph
@@ -26,6 +28,7 @@ from pivotal.errors import PivotalError
 from pivotal.models.factory import make_model, parse_spec
 from pivotal.models.reachability import check_reachable
 from pivotal.models.roles import ROLE_MODEL
+from pivotal.secrets import redact, redact_tree
 from pivotal.settings import settings
 from pivotal.task import Task, parse_task
 
@@ -50,6 +53,19 @@ class RunResult(BaseModel):
     trajectory: list[dict[str, Any]]
     reflections: list[dict[str, Any]]
     wall_s: float
+    started_at: float = Field(0.0, description="Unix time this process started (or resumed) the run")
+    finished_at: float = Field(0.0, description="Unix time it ended")
+    error: str = Field("", description="status 'error': what raised, in one line; the batch went on")
+    interrupt: dict[str, Any] | None = Field(None, description="status 'interrupted': the action awaiting a "
+                                             "person; continue with resume(thread_id, reply)")
+
+    @classmethod
+    def from_error(cls, task: Task, thread_id: str, exc: BaseException, started_at: float) -> "RunResult":
+        reason = redact(" ".join(f"{type(exc).__name__}: {exc}".split())[:500])
+        return cls(status="error", reason=reason, error=reason, task=task.model_dump(), thread_id=thread_id,
+                   run_id="", steps=0, executed=0, replayed=0, trajectory_length=0, llm_calls=0, critic={},
+                   retries={}, lessons={}, usage={}, trajectory=[], reflections=[],
+                   wall_s=round(time.time() - started_at, 3), started_at=started_at, finished_at=time.time())
 
 
 def recursion_limit(context: Context) -> int:
@@ -113,53 +129,125 @@ async def arun(task: Task | dict[str, Any] | str, context: Context | None = None
     return await _run(build_graph(checkpointer=checkpointer), parsed, context, thread_id)
 
 
+async def aresume(thread_id: str, reply: Any, context: Context | None = None, *,
+                  checkpoint_path: str | None = None, checkpointer: BaseCheckpointSaver | None = None) -> RunResult:
+    """Continue a run paused for approval: `reply` is {"decision": "approve"|"reject", "reason": ...}."""
+    context = context or Context()
+    check_context(context)
+    if checkpointer is None:
+        async with open_checkpointer(checkpoint_path) as saver:
+            return await _resume(build_graph(checkpointer=saver), thread_id, reply, context)
+    return await _resume(build_graph(checkpointer=checkpointer), thread_id, reply, context)
+
+
+async def _resume(graph: Any, thread_id: str, reply: Any, context: Context) -> RunResult:
+    config = {"configurable": {"thread_id": thread_id}, "recursion_limit": recursion_limit(context)}
+    saved = await graph.aget_state(config)
+    if not any(task.interrupts for task in saved.tasks):
+        raise PivotalError(f"thread {thread_id!r} is not waiting for approval; nothing to resume "
+                           "(check --thread-id and --checkpoints)")
+    started, started_at = time.perf_counter(), time.time()
+    try:
+        final = await graph.ainvoke(Command(resume=reply), config=config, context=context, durability="sync")
+    finally:
+        release(saved.values.get("run_id", ""))
+    return summarise(final, context, thread_id, time.perf_counter() - started, started_at)
+
+
+def resume(thread_id: str, reply: Any, context: Context | None = None, **kwargs: Any) -> RunResult:
+    """Blocking `aresume`."""
+    return asyncio.run(aresume(thread_id, reply, context, **kwargs))
+
+
 def run(task: Task | dict[str, Any] | str, context: Context | None = None, **kwargs: Any) -> RunResult:
     """Blocking `arun`, for scripts and the CLI."""
     return asyncio.run(arun(task, context, **kwargs))
 
 
 async def run_batch(tasks: Iterable[Task | dict[str, Any] | str], context: Context | None = None, *,
-                    concurrency: int = 4, checkpoint_path: str | None = None) -> list[RunResult]:
-    """Run many tasks concurrently over one checkpointer; results keep the input order."""
+                    concurrency: int = 4, checkpoint_path: str | None = None, thread_prefix: str | None = None,
+                    on_result: Callable[[int, RunResult], Any] | None = None,
+                    thread_keys: list[str] | None = None) -> list[RunResult]:
+    """Run many tasks, at most `concurrency` at once, over one checkpointer; results keep input order.
+
+    Task i runs on LangGraph thread `{thread_prefix}:{thread_keys[i]}` (default key: i). Give the same prefix and checkpoint file
+    again after a crash and finished tasks are read back from their checkpoints, unfinished ones
+    continue from their last one. A task that raises becomes a result with status "error";
+    the others go on. `on_result(i, result)` (sync or async) is called as each task finishes.
+    """
+    if concurrency <= 0:
+        raise PivotalError(f"concurrency must be > 0 (got {concurrency})")
     context = context or Context()
     check_context(context)
     parsed = [check_task(task) for task in tasks]
+    prefix = thread_prefix or uuid.uuid4().hex[:12]
+    keys = thread_keys or [str(i) for i in range(len(parsed))]
+    if len(keys) != len(parsed):
+        raise PivotalError(f"thread_keys has {len(keys)} keys for {len(parsed)} tasks")
     limit = asyncio.Semaphore(concurrency)
 
-    async def one(task: Task, graph: Any) -> RunResult:
+    async def one(index: int, task: Task, graph: Any) -> RunResult:
         async with limit:
-            return await _run(graph, task, context, None)
+            result = await run_or_report(graph, task, context, f"{prefix}:{keys[index]}")
+        if on_result is not None and inspect.isawaitable(done := on_result(index, result)):
+            await done
+        return result
 
     async with open_checkpointer(checkpoint_path) as saver:
         graph = build_graph(checkpointer=saver)  # compiled once for the whole batch
-        return list(await asyncio.gather(*(one(task, graph) for task in parsed)))
+        return list(await asyncio.gather(*(one(i, task, graph) for i, task in enumerate(parsed))))
+
+
+async def run_or_report(graph: Any, task: Task, context: Context, thread_id: str) -> RunResult:
+    """One batch task: whatever it raises is recorded in its result, never raised into the batch."""
+    started = time.time()
+    try:
+        return await _run(graph, task, context, thread_id)
+    except Exception as exc:  # noqa: BLE001 — one task's failure must not stop the batch
+        return RunResult.from_error(task, thread_id, exc, started)
 
 
 async def _run(graph: Any, task: Task, context: Context, thread_id: str | None) -> RunResult:
+    """Start the task on its thread, or continue it from the thread's last checkpoint."""
     thread_id = thread_id or uuid.uuid4().hex
-    run_id = uuid.uuid4().hex
     config = {"configurable": {"thread_id": thread_id}, "recursion_limit": recursion_limit(context),
               "metadata": {"pivotal_task": task.id}}
-    started = time.perf_counter()
-    try:
-        final = await graph.ainvoke({"task": task.model_dump(), "run_id": run_id}, config=config,
-                                    context=context)
-    finally:
-        release(run_id)
-    return summarise(final, context, thread_id, time.perf_counter() - started)
+    started, started_at = time.perf_counter(), time.time()
+    saved = await graph.aget_state(config) if graph.checkpointer is not None else None
+    # A node that finished just before a crash has its writes saved but no checkpoint after it:
+    # `next` is then empty while `tasks` still holds it, so only no next *and* no tasks means done.
+    if saved is not None and saved.values and not saved.next and not saved.tasks:
+        final = saved.values  # finished before a crash: read back, never re-run
+    else:
+        resume = saved is not None and bool(saved.values)
+        run_id = saved.values.get("run_id", "") if resume else uuid.uuid4().hex
+        run_input = None if resume else {"task": task.model_dump(), "run_id": run_id}
+        try:
+            # "sync": each step's checkpoint is on disk before the next step starts, so a
+            # killed process resumes after the last executed action, not before it.
+            final = await graph.ainvoke(run_input, config=config, context=context, durability="sync")
+        finally:
+            release(run_id)
+    return summarise(final, context, thread_id, time.perf_counter() - started, started_at)
 
 
-def summarise(final: dict[str, Any], context: Context, thread_id: str, wall_s: float) -> RunResult:
+def summarise(final: dict[str, Any], context: Context, thread_id: str, wall_s: float,
+              started_at: float = 0.0) -> RunResult:
+    paused = [item.value for item in final.get("__interrupt__") or []]
+    final = redact_tree({k: v for k, v in final.items() if k != "__interrupt__"})  # keys echoed by tools stay out
     counters = final.get("counters") or {}
     trajectory = final.get("trajectory") or []
     return RunResult(
-        status=final.get("status", "failure"), reason=final.get("reason", ""), task=final["task"],
+        status="interrupted" if paused else final.get("status", "failure"),
+        reason="waiting for a person to approve an action" if paused else final.get("reason", ""),
+        interrupt=redact_tree(paused[0]) if paused else None, task=final["task"],
         thread_id=thread_id, run_id=final["run_id"],
         steps=int(counters.get("executed", 0)) + int(counters.get("replayed", 0)),
         executed=int(counters.get("executed", 0)), replayed=int(counters.get("replayed", 0)),
         trajectory_length=len(trajectory),
         llm_calls=int(counters.get("llm_calls", 0)),
-        critic={k: int(counters.get(k, 0)) for k in ("approved", "revised", "rejected", "prechecked")},
+        critic={k: int(counters.get(k, 0)) for k in ("approved", "revised", "rejected", "prechecked",
+                                                      "human_approved", "human_rejected")},
         retries={"strategy": context.retry, "count": int(final.get("retries", 0)),
                  "kept_steps": int(counters.get("kept_steps", 0)),
                  "replayed_steps": int(counters.get("replayed", 0))},
@@ -167,4 +255,4 @@ def summarise(final: dict[str, Any], context: Context, thread_id: str, wall_s: f
                  "approved": len(final.get("approved_lessons") or []),
                  **{k: int(counters.get(f"lessons_{k}", 0)) for k in ("written", "merged", "scored", "retired")}},
         usage=final.get("usage") or {}, trajectory=trajectory, reflections=final.get("reflections") or [],
-        wall_s=round(wall_s, 3))
+        wall_s=round(wall_s, 3), started_at=started_at, finished_at=time.time())

@@ -29,6 +29,8 @@ async def critic(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     critique = {**proposal, **verdict.model_dump(), "source": source}
     critiques = [*state.get("critiques", []), critique]
     next_step, chosen, reason = _decide(critiques, context)
+    if next_step == "execute" and _needs_human(context, live.env, chosen or {}):
+        next_step = "ask_human"
     counters = updates.setdefault("counters", {})
     counters.update({COUNTER[verdict.decision]: 1, "replayed": replayed,
                      "prechecked": int(source == "precheck")})
@@ -82,6 +84,12 @@ def _reject(reason: str) -> Verdict:
 
 def _irreversible(env: Any, proposal: dict[str, Any]) -> bool:
     return proposal.get("action") in {s.name for s in env.describe_actions() if s.irreversible}
+
+
+def _needs_human(context: Context, env: Any, chosen: dict[str, Any]) -> bool:
+    wanted = set(context.require_approval_for)
+    return bool(wanted) and ("*" in wanted or chosen.get("action") in wanted
+                             or ("irreversible" in wanted and _irreversible(env, chosen)))
 
 
 def _stricter_if_irreversible(verdict: Verdict, env: Any, proposal: dict[str, Any]) -> Verdict:

@@ -18,7 +18,8 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     task = Task.model_validate(state["task"])
     live, replayed = await attach(state["run_id"], task, state["trajectory"])
     chosen = state["chosen"] or {}
-    result, snapshot = await asyncio.to_thread(run_step, live, chosen["action"], chosen.get("arguments") or {})
+    key = f"{state['run_id']}:{state.get('retries', 0)}:{len(state['trajectory'])}"
+    result, snapshot = await asyncio.to_thread(run_step, live, chosen["action"], chosen.get("arguments") or {}, key)
     observation = clip(result.observation, context.max_observation_chars)
     step: Step = {
         "index": len(state["trajectory"]), "action": chosen["action"],

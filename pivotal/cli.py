@@ -5,14 +5,11 @@ was given, 2 bad input (one line on stderr).
 """
 
 import argparse
-import json
 import sys
-from typing import Any
 
 from dotenv import load_dotenv
 
-from pivotal import lessons_cli
-from pivotal.context import Context
+from pivotal import batch_cli, lessons_cli, options, studio_cli
 from pivotal.errors import PivotalError
 
 EXIT_SUCCESS, EXIT_TASK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -36,79 +33,71 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pivotal", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(required=True, metavar="command")
     run = commands.add_parser("run", help="run one task through the actor-critic graph")
-    _task_options(run)
-    _context_options(run)
+    options.task_options(run)
+    options.context_options(run)
+    options.plugin_option(run)
     run.add_argument("--checkpoints", metavar="PATH", help="SQLite checkpoint file, or :memory: "
                      "(default: PIVOTAL_CHECKPOINT_PATH or .pivotal/checkpoints.sqlite)")
     run.add_argument("--thread-id", help="LangGraph thread id (default: a new one per run)")
     run.add_argument("--json", action="store_true", help="print the full result as JSON")
     run.add_argument("--check", action="store_true", help="exit 1 when the task fails (for scripts and CI)")
     run.set_defaults(handler=_run)
+    paused = commands.add_parser("resume", help="answer a run paused for approval and let it go on")
+    paused.add_argument("thread_id")
+    paused.add_argument("--decision", choices=["approve", "reject"], required=True)
+    paused.add_argument("--reason", default="")
+    paused.add_argument("--checkpoints", metavar="PATH", help="the paused run's checkpoint file")
+    paused.add_argument("--json", action="store_true")
+    paused.add_argument("--check", action="store_true")
+    options.context_options(paused)
+    options.plugin_option(paused)
+    paused.set_defaults(handler=_resume)
     envs = commands.add_parser("envs", help="list the environments a task can name")
     envs.set_defaults(handler=_envs)
+    batch_cli.add_commands(commands)
     lessons_cli.add_commands(commands)
+    studio_cli.add_commands(commands)
     return parser
 
 
-def _task_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("task")
-    group.add_argument("--env", default="gridworld", help="environment name (see `pivotal envs`)")
-    group.add_argument("--goal", default="", help="task goal (default: the environment's own goal)")
-    group.add_argument("--seed", type=int, help="environment seed (same as --param seed=N)")
-    group.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
-                       help="environment parameter; VALUE is read as JSON when it parses (repeatable)")
-    group.add_argument("--family", default="", help="lesson family (default: the environment name)")
-
-
-def _context_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("models and switches (defaults come from PIVOTAL_* / .env)")
-    for role in ("", "actor-", "critic-", "reflector-", "lesson-"):
-        group.add_argument(f"--{role}model", help=f"model spec for {role.rstrip('-') or 'every role'}")
-    group.add_argument("--retry", choices=["pivotal", "full", "none"], help="after a failed attempt")
-    group.add_argument("--recall", choices=["step", "task", "off"], help="when lessons are retrieved")
-    group.add_argument("--no-critic", dest="critic", action="store_false", default=None)
-    group.add_argument("--no-precheck", dest="precheck", action="store_false", default=None)
-    group.add_argument("--no-memory", dest="memory", action="store_false", default=None)
-    group.add_argument("--on-critique-exhausted", choices=["execute_best", "fail"])
-    group.add_argument("--store", dest="store_path", metavar="DIR", help="Chroma experience store folder")
-    group.add_argument("--store-url", metavar="URL", help="Chroma server shared by several processes")
-    for name in ("max-steps", "max-critique-rounds", "max-pivot-retries", "local-threads"):
-        group.add_argument(f"--{name}", type=int)
-
-
-def context_from(args: argparse.Namespace) -> Context:
-    """Only the flags given override Context's defaults (which read PIVOTAL_* settings)."""
-    values = {name: value for name, value in vars(args).items()
-              if name in Context.field_names() and value not in (None, "")}
-    return Context(**values)
-
-
-def task_from(args: argparse.Namespace) -> dict[str, Any]:
-    params = dict(_param(item) for item in args.param)
-    if args.seed is not None:
-        params["seed"] = args.seed
-    return {"goal": args.goal, "env": args.env, "family": args.family, "params": params}
-
-
-def _param(item: str) -> tuple[str, Any]:
-    key, sep, raw = item.partition("=")
-    if not sep or not key:
-        raise PivotalError(f"--param needs KEY=VALUE (got {item!r})")
-    try:
-        return key, json.loads(raw)
-    except json.JSONDecodeError:
-        return key, raw
-
-
 def _run(args: argparse.Namespace) -> int:
-    from graphs.runner import run
+    from graphs.runner import resume, run
 
-    result = run(task_from(args), context_from(args), checkpoint_path=args.checkpoints,
-                 thread_id=args.thread_id)
+    options.load_plugins(args.plugin)
+    context = options.context_from(args)
+    result = run(options.task_from(args), context, checkpoint_path=args.checkpoints, thread_id=args.thread_id)
+    while result.status == "interrupted" and sys.stdin.isatty():
+        result = resume(result.thread_id, _ask(result.interrupt or {}), context, checkpoint_path=args.checkpoints)
+    return _report(result, args)
+
+
+def _resume(args: argparse.Namespace) -> int:
+    from graphs.runner import resume
+
+    options.load_plugins(args.plugin)
+    reply = {"decision": args.decision, "reason": args.reason}
+    return _report(resume(args.thread_id, reply, options.context_from(args), checkpoint_path=args.checkpoints), args)
+
+
+def _ask(pending: dict) -> dict:
+    """The terminal's way to answer an approval pause; anything but y/yes rejects."""
+    print(f"\napproval needed at step {pending.get('step')}: {pending.get('action')} {pending.get('arguments') or ''}",
+          file=sys.stderr)
+    if pending.get("critic"):
+        print(f"  critic: {pending['critic']}", file=sys.stderr)
+    answer = input("  approve? [y/N] ").strip().lower()
+    reason = input("  reason (optional): ").strip()
+    return {"decision": "approve" if answer in ("y", "yes") else "reject", "reason": reason}
+
+
+def _report(result, args: argparse.Namespace) -> int:
     if args.json:
         print(result.model_dump_json(indent=2))
     else:
         _print_trace(result)
+    if result.status == "interrupted" and not args.json:
+        print(f"paused for approval of {result.interrupt['action']}: continue with `pivotal resume "
+              f"{result.thread_id} --decision approve|reject` (same --checkpoints and model flags)")
     return EXIT_TASK_FAILED if args.check and result.status != "success" else EXIT_SUCCESS
 
 

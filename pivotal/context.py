@@ -52,6 +52,9 @@ class Context:
     """Deterministic check (known action, valid arguments, legal in the current state) before the critic."""
     on_critique_exhausted: Literal["execute_best", "fail"] = "execute_best"
     """`execute_best`: run the last proposal the critic asked to revise (never a rejected one)."""
+    require_approval_for: list[str] = field(default_factory=list)
+    """Actions a human must approve before they execute (the graph pauses with `interrupt()`):
+    action names, "irreversible" (those the environment marks so) or "*" (every action)."""
     retry: RetryStrategy = "pivotal"
     memory: bool = True
     recall: RecallMode = "step"

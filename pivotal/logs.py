@@ -5,6 +5,8 @@ import sys
 
 import structlog
 
+from pivotal.secrets import redact_event
+
 _configured = False
 
 
@@ -14,7 +16,7 @@ def configure(level: str = "WARNING") -> None:
                 else structlog.processors.JSONRenderer())
     structlog.configure(
         processors=[structlog.contextvars.merge_contextvars, structlog.processors.add_log_level,
-                    structlog.processors.TimeStamper(fmt="iso"), renderer],
+                    structlog.processors.TimeStamper(fmt="iso"), redact_event, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper(), logging.WARNING)),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr), cache_logger_on_first_use=False)
     _configured = True

@@ -56,7 +56,7 @@ class State(InputState, total=False):
     """Verdicts for the step being decided (cleared when a step executes)."""
     chosen: dict[str, Any] | None
     """The proposal the executor will run (approved, or the best one when critique rounds ran out)."""
-    next: Literal["execute", "propose", "fail"]
+    next: Literal["execute", "ask_human", "propose", "fail"]
     attempt_failed: str
     reflections: list[dict[str, Any]]
     retries: int

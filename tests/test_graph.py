@@ -155,4 +155,5 @@ async def test_graph_input_accepts_a_bare_goal_string():
 async def test_perfect_models_solve_built_in_environments(env):
     result = await run({"env": env, "params": {"seed": 3}}, model="sim", **OFFLINE)
     assert result.status == "success"
-    assert result.critic == {"approved": result.executed, "revised": 0, "rejected": 0, "prechecked": 0}
+    assert result.critic == {"approved": result.executed, "revised": 0, "rejected": 0, "prechecked": 0,
+                             "human_approved": 0, "human_rejected": 0}

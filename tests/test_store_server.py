@@ -1,11 +1,8 @@
 """Server mode: a real `chroma run` on 127.0.0.1, started by the test, shared by several processes."""
 
 import json
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -15,34 +12,21 @@ from memory.lesson import Lesson
 from memory.store import open_store
 from pivotal.context import Context
 from pivotal.errors import PivotalError
+from servers import free_port, wait_until_up
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMA = Path(sys.executable).parent / "chroma"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server_url(tmp_path_factory):
-    port, folder = _free_port(), tmp_path_factory.mktemp("chroma-server")
+    port, folder = free_port(), tmp_path_factory.mktemp("chroma-server")
     log = (folder / "server.log").open("w")
     server = subprocess.Popen([str(CHROMA), "run", "--path", str(folder / "data"), "--host", "127.0.0.1",
                                "--port", str(port)], stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=1)
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"chroma run did not start: {(folder / 'server.log').read_text()[-2000:]}")
-                time.sleep(0.2)
+        wait_until_up(f"{url}/api/v2/heartbeat", server, folder / "server.log")
         yield url
     finally:
         server.terminate()
@@ -94,4 +78,4 @@ def test_several_processes_share_one_server_and_lose_no_lesson(server_url):
 
 def test_a_server_that_is_down_is_refused_with_what_to_do():
     with pytest.raises(PivotalError, match=r"not reachable.*chroma run --path"):
-        open_store("", f"http://127.0.0.1:{_free_port()}")
+        open_store("", f"http://127.0.0.1:{free_port()}")

@@ -2,7 +2,7 @@
 
 from collections.abc import Callable
 
-from pivotal.environments.base import (ActionSpec, Environment, Oracle, Prechecked, Restorable,
+from pivotal.environments.base import (ActionSpec, Environment, Idempotent, Oracle, Prechecked, Restorable,
                                        StepResult, check_action)
 from pivotal.errors import PivotalError
 
@@ -38,5 +38,5 @@ def make_environment(name: str) -> Environment:
     return _FACTORIES[name]()
 
 
-__all__ = ["ActionSpec", "Environment", "Oracle", "Prechecked", "Restorable", "StepResult",
+__all__ = ["ActionSpec", "Environment", "Idempotent", "Oracle", "Prechecked", "Restorable", "StepResult",
            "check_action", "environment_names", "make_environment", "register_environment"]

@@ -49,6 +49,16 @@ class Restorable(Protocol):
 
 
 @runtime_checkable
+class Idempotent(Protocol):
+    """Environments whose actions reach the outside world (payments, files, tickets) and can
+    recognise a repeat. A run killed after an action ran but before its checkpoint was written
+    executes that step again on resume, with the same key: `step_once` must not act twice for
+    one key (return the first result instead). Without it that one step is at-least-once."""
+
+    def step_once(self, key: str, name: str, arguments: dict[str, Any]) -> StepResult: ...
+
+
+@runtime_checkable
 class Prechecked(Protocol):
     """Environments that can tell, without side effects, that an action is illegal right now."""
 

@@ -13,7 +13,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from pivotal.environments import Environment, Restorable, make_environment
+from pivotal.environments import Environment, Idempotent, Restorable, make_environment
 from pivotal.task import Task
 
 Action = tuple[str, dict[str, Any]]
@@ -90,10 +90,16 @@ def _replay(live: Live, wanted: list[Action], start: int) -> int:
     return len(wanted) - start
 
 
-def run_step(live: Live, name: str, arguments: dict[str, Any]):
-    """Execute one new action (blocking: call from a thread); tracked so later syncs know it ran."""
+def run_step(live: Live, name: str, arguments: dict[str, Any], key: str):
+    """Execute one new action (blocking: call from a thread); tracked so later syncs know it ran.
+
+    `key` names this step of this attempt of this run; it is the same when a resumed run
+    executes the step again, so an `Idempotent` environment can refuse to act twice."""
     with live.lock:
-        result = live.env.step(name, arguments)
+        if isinstance(live.env, Idempotent):
+            result = live.env.step_once(key, name, arguments)
+        else:
+            result = live.env.step(name, arguments)
         live.applied.append((name, arguments))
         snapshot = live.env.snapshot() if isinstance(live.env, Restorable) else None
         return result, snapshot

@@ -57,7 +57,17 @@ async def ask(model: BaseChatModel, schema: type[T], messages: list[BaseMessage]
 
 
 def _structured(model: BaseChatModel, schema: type[BaseModel]):
-    return model.with_structured_output(schema, include_raw=True, **_method(model))
+    """Cached per model and schema: `with_structured_output` converts the schema each time (~1 ms)."""
+    key = (id(model), schema)
+    if key not in _runnables:
+        if len(_runnables) > 4096:
+            _runnables.clear()
+        _runnables[key] = (model, model.with_structured_output(schema, include_raw=True, **_method(model)))
+    return _runnables[key][1]
+
+
+_runnables: dict[tuple[int, type[BaseModel]], tuple[BaseChatModel, Any]] = {}
+"""The model is kept in the value so its id cannot be reused by another model while cached."""
 
 
 def _method(model: BaseChatModel) -> dict[str, str]:

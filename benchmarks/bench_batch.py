@@ -1,0 +1,206 @@
+"""Batch throughput and per-step framework overhead.
+
+1. Efficiency: N gridworld tasks through `run_batch` with `sim` models that sleep 50 ms per
+   call, at concurrency C, SQLite checkpoints on disk. Ideal wall time = total model latency / C;
+   efficiency = ideal / measured. Peak RSS of this process is reported too.
+2. Overhead per step against two baselines measured in the same run, same AsyncSqliteSaver,
+   same durability, same seeds, latency 0:
+   - an empty 4-node LangGraph loop (recall → actor → critic → executor, nodes do nothing);
+   - a bare 4-node agent loop whose actor and critic make the same structured `sim` calls and
+     whose executor steps the same gridworld — a plain LangGraph agent without Pivotal.
+
+Run: python benchmarks/bench_batch.py [--tasks 500] [--concurrency 64 8] [--latency 0.05] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any, TypedDict
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from langchain_core.messages import HumanMessage, SystemMessage  # noqa: E402
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver  # noqa: E402
+from langgraph.graph import END, START, StateGraph  # noqa: E402
+
+from graphs import run_batch  # noqa: E402
+from pivotal.context import Context  # noqa: E402
+from pivotal.environments.live import open_live, release  # noqa: E402
+from pivotal.models.factory import make_model  # noqa: E402
+from pivotal.models.structured import ask  # noqa: E402
+from pivotal.schemas import Verdict, proposal_schema  # noqa: E402
+from pivotal.task import Task  # noqa: E402
+
+MAX_STEPS = 20
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+async def efficiency(tasks: int, concurrency: int, latency: float, folder: str) -> dict[str, Any]:
+    context = Context(model=f"sim:latency={latency}", memory=False, max_pivot_retries=0)
+    batch = [{"env": "gridworld", "params": {"seed": seed}} for seed in range(tasks)]
+    before = peak_rss_mb()
+    started = time.perf_counter()
+    results = await run_batch(batch, context, concurrency=concurrency, checkpoint_path=f"{folder}/batch.sqlite")
+    wall = time.perf_counter() - started
+    calls = sum(r.llm_calls for r in results)
+    ideal = calls * latency / concurrency
+    return {"tasks": tasks, "concurrency": concurrency, "latency_s": latency, "llm_calls": calls,
+            "succeeded": sum(r.status == "success" for r in results), "wall_s": round(wall, 2),
+            "ideal_s": round(ideal, 2), "efficiency": round(ideal / wall, 3),
+            "rss_before_mb": round(before, 1), "peak_rss_mb": round(peak_rss_mb(), 1)}
+
+
+class LoopState(TypedDict, total=False):
+    run_id: str
+    observation: str
+    proposal: dict[str, Any]
+    steps: int
+    done: bool
+    target: int
+
+
+def empty_loop(saver: Any):
+    async def noop(state: LoopState) -> dict[str, Any]:
+        return {}
+
+    async def executor(state: LoopState) -> dict[str, Any]:
+        return {"steps": state.get("steps", 0) + 1, "done": state.get("steps", 0) + 1 >= state["target"]}
+
+    return _loop(saver, noop, noop, noop, executor)
+
+
+def agent_loop(saver: Any):
+    """What an application would write without Pivotal: propose, review, execute, repeat."""
+    model = make_model("sim")
+
+    async def recall(state: LoopState) -> dict[str, Any]:
+        return {}
+
+    async def actor(state: LoopState) -> dict[str, Any]:
+        live = _live(state)
+        schema = proposal_schema([a.name for a in live.env.describe_actions()], False)
+        answer = await ask(model, schema, [SystemMessage("Choose the next move."), HumanMessage(state["observation"])],
+                           role="actor", fallback=None, retries=0, metadata={"pivotal_run": state["run_id"]})
+        return {"proposal": answer.value.model_dump()}
+
+    async def critic(state: LoopState) -> dict[str, Any]:
+        await ask(model, Verdict, [SystemMessage("Review the move."), HumanMessage(str(state["proposal"]))],
+                  role="critic", fallback=Verdict(decision="approve", confidence=0.5), retries=0,
+                  metadata={"pivotal_run": state["run_id"], "pivotal_proposal": state["proposal"]})
+        return {}
+
+    async def executor(state: LoopState) -> dict[str, Any]:
+        live = _live(state)
+        result = await asyncio.to_thread(live.env.step, state["proposal"]["action"], {})
+        live.applied.append((state["proposal"]["action"], {}))
+        steps = state.get("steps", 0) + 1
+        return {"observation": result.observation, "steps": steps, "done": result.done or steps >= MAX_STEPS}
+
+    return _loop(saver, recall, actor, critic, executor)
+
+
+_lives: dict[str, Any] = {}
+
+
+def _live(state: LoopState) -> Any:
+    return _lives[state["run_id"]]
+
+
+def _loop(saver: Any, recall: Any, actor: Any, critic: Any, executor: Any):
+    builder = StateGraph(LoopState)
+    for name, node in (("recall", recall), ("actor", actor), ("critic", critic), ("executor", executor)):
+        builder.add_node(name, node)
+    builder.add_edge(START, "recall")
+    builder.add_edge("recall", "actor")
+    builder.add_edge("actor", "critic")
+    builder.add_edge("critic", "executor")
+    builder.add_conditional_edges("executor", lambda s: END if s.get("done") else "recall", ["recall", END])
+    return builder.compile(checkpointer=saver)
+
+
+async def overhead(seeds: int, runs: int, folder: str) -> dict[str, Any]:
+    context = Context(model="sim", memory=False, max_pivot_retries=0, max_steps=MAX_STEPS)
+    tasks = [{"env": "gridworld", "params": {"seed": s}} for s in range(seeds)]
+    pivotal, agent, empty = [], [], []
+    for run in range(runs + 1):  # the first pass warms imports and caches; it is not counted
+        started = time.perf_counter()
+        results = await run_batch(tasks, context, concurrency=1, checkpoint_path=f"{folder}/p{run}.sqlite")
+        steps = sum(r.executed for r in results)
+        pivotal_ms = 1000 * (time.perf_counter() - started) / steps
+        agent_ms, agent_steps = await _agent_pass(f"{folder}/a{run}.sqlite", seeds)
+        empty_ms = await _empty_pass(f"{folder}/e{run}.sqlite", steps)
+        if run:
+            pivotal.append(pivotal_ms), agent.append(agent_ms), empty.append(empty_ms)
+    median = statistics.median
+    return {"seeds": seeds, "runs": runs, "pivotal_ms_per_step": round(median(pivotal), 2),
+            "agent_loop_ms_per_step": round(median(agent), 2), "empty_loop_ms_per_step": round(median(empty), 2),
+            "pivotal_over_agent_loop": round(median(pivotal) / median(agent), 2),
+            "pivotal_over_empty_loop": round(median(pivotal) / median(empty), 2)}
+
+
+async def _agent_pass(path: str, seeds: int) -> tuple[float, int]:
+    steps, started = 0, time.perf_counter()
+    async with AsyncSqliteSaver.from_conn_string(path) as saver:
+        graph = agent_loop(saver)
+        for seed in range(seeds):
+            run_id = uuid.uuid4().hex
+            live = await asyncio.to_thread(open_live, run_id, Task(env="gridworld", params={"seed": seed}))
+            _lives[run_id] = live
+            final = await graph.ainvoke({"run_id": run_id, "observation": live.first_observation},
+                                        {"configurable": {"thread_id": run_id}, "recursion_limit": 1000},
+                                        durability="sync")
+            steps += final["steps"]
+            release(run_id), _lives.pop(run_id)
+    return 1000 * (time.perf_counter() - started) / steps, steps
+
+
+async def _empty_pass(path: str, steps: int) -> float:
+    started = time.perf_counter()
+    async with AsyncSqliteSaver.from_conn_string(path) as saver:
+        await empty_loop(saver).ainvoke({"target": steps}, {"configurable": {"thread_id": "e"},
+                                                            "recursion_limit": 10 * steps}, durability="sync")
+    return 1000 * (time.perf_counter() - started) / steps
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as folder:
+        report = {"overhead": await overhead(args.seeds, args.runs, folder)}
+        report["efficiency"] = [await efficiency(args.tasks, concurrency, args.latency, folder)
+                                for concurrency in args.concurrency]
+    return report
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=500)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[64, 8],
+                        help="one batch per value (CPU per step caps useful concurrency; see the note)")
+    parser.add_argument("--latency", type=float, default=0.05)
+    parser.add_argument("--seeds", type=int, default=10, help="tasks per overhead pass")
+    parser.add_argument("--runs", type=int, default=3, help="overhead passes (median)")
+    parser.add_argument("--json", action="store_true")
+    arguments = parser.parse_args()
+    report = asyncio.run(main(arguments))
+    if arguments.json:
+        print(json.dumps(report, indent=2))
+    else:
+        o = report["overhead"]
+        print(f"per step: pivotal {o['pivotal_ms_per_step']} ms, bare agent loop {o['agent_loop_ms_per_step']} ms "
+              f"({o['pivotal_over_agent_loop']}x), empty 4-node loop {o['empty_loop_ms_per_step']} ms "
+              f"({o['pivotal_over_empty_loop']}x); median of {o['runs']} passes x {o['seeds']} tasks")
+        for e in report["efficiency"]:
+            print(f"batch: {e['tasks']} tasks at concurrency {e['concurrency']}, {e['latency_s']} s/call: "
+                  f"{e['wall_s']} s vs ideal {e['ideal_s']} s -> efficiency {e['efficiency']:.0%}; "
+                  f"{e['succeeded']} succeeded; peak RSS {e['peak_rss_mb']} MB (before {e['rss_before_mb']} MB)")

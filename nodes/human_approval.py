@@ -1,0 +1,50 @@
+"""Pause for a person before an action the context says needs one (`require_approval_for`).
+
+A node of its own, after the critic, because `interrupt()` re-runs its node from the top on
+resume: here that repeats nothing but the question, never a paid critic call.
+"""
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+from langgraph.types import interrupt
+
+from pivotal.context import Context
+from pivotal.state import State
+
+QUESTION = 'Approve this action? Resume with {"decision": "approve" | "reject", "reason": "..."}.'
+
+
+async def human_approval(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    chosen = state["chosen"] or {}
+    critiques = state.get("critiques", [])
+    reply = interrupt({"question": QUESTION, "action": chosen.get("action"),
+                       "arguments": chosen.get("arguments") or {}, "thought": chosen.get("thought", ""),
+                       "critic": (critiques[-1].get("diagnosis", "") if critiques else ""),
+                       "step": len(state.get("trajectory", []))})
+    decision, reason = read_reply(reply)
+    verdict = {"action": chosen.get("action"), "arguments": chosen.get("arguments") or {},
+               "thought": chosen.get("thought", ""), "decision": decision, "confidence": 1.0,
+               "diagnosis": f"human: {reason}" if reason else "human", "revision": "" if decision == "approve"
+               else (reason or "a person rejected this action; propose another"), "source": "human"}
+    if decision == "approve":
+        return {"critiques": [*critiques, verdict], "next": "execute", "counters": {"human_approved": 1}}
+    rejected = sum(c["source"] == "human" for c in critiques) + 1
+    if rejected <= runtime.context.max_critique_rounds:
+        return {"critiques": [*critiques, verdict], "next": "propose", "chosen": None,
+                "counters": {"human_rejected": 1}}
+    return {"critiques": [*critiques, verdict], "next": "fail", "chosen": None, "counters": {"human_rejected": 1},
+            "attempt_failed": f"a person rejected {rejected} proposed actions at this step ({reason or 'no reason'})"}
+
+
+def read_reply(reply: Any) -> tuple[str, str]:
+    """Anything but a clear approval is a rejection: a pause must never fail open."""
+    if isinstance(reply, str):
+        reply = {"decision": reply}
+    if not isinstance(reply, dict):
+        return "reject", f"unreadable reply {reply!r}"
+    decision = str(reply.get("decision", "")).strip().lower()
+    reason = str(reply.get("reason", "")).strip()
+    if decision in ("approve", "approved", "yes", "y"):
+        return "approve", reason
+    return "reject", reason if decision in ("reject", "rejected", "no", "n") else f"unreadable decision {decision!r}"

@@ -1,0 +1,187 @@
+"""`pivotal batch TASKS.jsonl --out RESULTS.jsonl`: many tasks, streamed results, resumable.
+
+RESULTS.jsonl gets one line per task as it finishes (the fields of `pivotal run --json` plus
+`line`, the task's line in TASKS.jsonl). RESULTS.jsonl.batch remembers the batch's LangGraph
+thread prefix and checkpoint file, so `--resume` after a crash skips the finished tasks and
+continues the others from their last checkpoint.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from pivotal import options
+from pivotal.errors import PivotalError
+
+EXIT_OK, EXIT_TASK_FAILED = 0, 1
+
+
+def add_commands(commands: Any) -> None:
+    batch = commands.add_parser("batch", help="run every task of a JSONL file concurrently; resumable")
+    batch.add_argument("tasks", help="JSONL file, one task per line: {\"env\": ..., \"goal\": ..., \"params\": {...}}")
+    batch.add_argument("--out", required=True, help="results JSONL, one line per task as it finishes")
+    batch.add_argument("--concurrency", type=int, default=4, help="tasks in flight at once (default 4)")
+    mode = batch.add_mutually_exclusive_group()
+    mode.add_argument("--resume", action="store_true", help="continue the batch that wrote --out")
+    mode.add_argument("--overwrite", action="store_true", help="replace an existing --out and start afresh")
+    batch.add_argument("--checkpoints", metavar="PATH", help="SQLite checkpoint file (default: PIVOTAL_CHECKPOINT_PATH)")
+    batch.add_argument("--check", action="store_true", help="exit 1 when any task did not succeed")
+    options.context_options(batch)
+    options.plugin_option(batch)
+    batch.set_defaults(handler=_batch)
+
+
+def _batch(args: argparse.Namespace) -> int:
+    if args.concurrency <= 0:
+        raise PivotalError(f"--concurrency must be > 0 (got {args.concurrency})")
+    options.load_plugins(args.plugin)
+    out, marker = Path(args.out), Path(f"{args.out}.batch")
+    state = _batch_state(args, out, marker)
+    lines, bad = read_tasks(Path(args.tasks))
+    done = load_done(out) if args.resume else set()
+    context = options.context_from(args)
+    with out.open("a", encoding="utf-8") as results:
+        for number, why in bad:
+            print(f"{args.tasks}:{number}: skipped: {why}", file=sys.stderr)
+            if number not in done:
+                _write(results, {"line": number, "status": "error", "reason": f"bad task line: {why}",
+                                 "error": f"bad task line: {why}"})
+        pending = [(number, task) for number, task in lines if number not in done]
+        started = time.perf_counter()
+        finished = asyncio.run(_run(pending, context, args.concurrency, state, results))
+    summary = summarise(_read_results(out), time.perf_counter() - started, resumed=len(done))
+    print(format_summary(summary))
+    failed = summary["tasks"] - summary["success"]
+    return EXIT_TASK_FAILED if args.check and failed else EXIT_OK
+
+
+async def _run(pending: list[tuple[int, dict[str, Any]]], context: Any, concurrency: int,
+               state: dict[str, str], results: Any) -> int:
+    from graphs.runner import run_batch
+
+    progress = _progress(len(pending))
+
+    def record(index: int, result: Any) -> None:
+        _write(results, {"line": pending[index][0], **result.model_dump()})
+        progress.update(1)
+
+    try:
+        await run_batch([task for _, task in pending], context, concurrency=concurrency,
+                        checkpoint_path=state["checkpoints"], thread_prefix=state["thread_prefix"],
+                        on_result=record, thread_keys=[str(number) for number, _ in pending])
+    finally:
+        progress.close()
+    return len(pending)
+
+
+def read_tasks(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, str]]]:
+    """Good task lines and (line number, why) for the bad ones; blank lines are skipped."""
+    from pivotal.task import parse_task
+
+    if not path.is_file():
+        raise PivotalError(f"tasks file {path} does not exist")
+    good, bad = [], []
+    with path.open(encoding="utf-8", errors="replace") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                raw = json.loads(line)
+                task = parse_task(raw if isinstance(raw, (dict, str)) else None)
+                from pivotal.environments import make_environment
+
+                make_environment(task.env)
+                good.append((number, raw if isinstance(raw, dict) else {"goal": raw}))
+            except json.JSONDecodeError as exc:
+                bad.append((number, f"not JSON ({exc.msg} at column {exc.colno})"))
+            except PivotalError as exc:
+                bad.append((number, str(exc)))
+    return good, bad
+
+
+def load_done(out: Path) -> set[int]:
+    """Lines already answered. A line cut short by a kill is dropped, so the file stays valid JSONL."""
+    kept, done = [], set()
+    for line in out.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("line"), int) and row["line"] not in done:
+            done.add(row["line"])
+            kept.append(line)
+    temporary = out.with_name(out.name + ".tmp")
+    temporary.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
+    os.replace(temporary, out)
+    return done
+
+
+def _batch_state(args: argparse.Namespace, out: Path, marker: Path) -> dict[str, str]:
+    from pivotal.settings import settings
+
+    if args.resume:
+        if not marker.is_file() or not out.is_file():
+            raise PivotalError(f"nothing to resume: {out} or {marker} is missing; run without --resume")
+        state = json.loads(marker.read_text(encoding="utf-8"))
+        if args.checkpoints:
+            state["checkpoints"] = args.checkpoints
+        return state
+    if out.exists() and not args.overwrite:
+        raise PivotalError(f"{out} exists; pass --resume to continue that batch or --overwrite to replace it")
+    if (args.checkpoints or settings().checkpoint_path) == ":memory:":
+        print("pivotal: warning: in-memory checkpoints: this batch cannot be resumed", file=sys.stderr)
+    state = {"thread_prefix": f"batch-{uuid.uuid4().hex[:12]}",
+             "checkpoints": args.checkpoints or settings().checkpoint_path, "tasks": str(Path(args.tasks).resolve())}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("", encoding="utf-8")
+    marker.write_text(json.dumps(state), encoding="utf-8")
+    return state
+
+
+def _write(results: Any, row: dict[str, Any]) -> None:
+    results.write(json.dumps(row, ensure_ascii=False) + "\n")
+    results.flush()
+
+
+def _read_results(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _progress(total: int) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="task", file=sys.stderr, disable=not sys.stderr.isatty(), dynamic_ncols=True)
+
+
+def summarise(rows: list[dict[str, Any]], wall_s: float, *, resumed: int = 0) -> dict[str, Any]:
+    def total(*path: str) -> int:
+        found = 0
+        for row in rows:
+            value: Any = row
+            for key in path:
+                value = (value or {}).get(key, 0) if isinstance(value, dict) else 0
+            found += int(value or 0)
+        return found
+
+    count = {status: sum(row.get("status") == status for row in rows) for status in ("success", "failure", "error")}
+    tokens = sum(int(u.get("input_tokens", 0)) + int(u.get("output_tokens", 0))
+                 for row in rows for u in (row.get("usage") or {}).values())
+    return {"tasks": len(rows), **count, "success_rate": round(count["success"] / len(rows), 3) if rows else 0.0,
+            "executed_steps": total("executed"), "replayed_steps": total("replayed"),
+            "llm_calls": total("llm_calls"), "tokens": tokens, "retries": total("retries", "count"),
+            "lessons_written": total("lessons", "written"), "lessons_merged": total("lessons", "merged"),
+            "lessons_retired": total("lessons", "retired"), "resumed_from": resumed, "wall_s": round(wall_s, 1)}
+
+
+def format_summary(s: dict[str, Any]) -> str:
+    return (f"{s['tasks']} tasks: {s['success']} succeeded, {s['failure']} failed, {s['error']} errors "
+            f"(success rate {s['success_rate']:.1%}); steps {s['executed_steps']} executed + {s['replayed_steps']} "
+            f"replayed; {s['llm_calls']} LLM calls, {s['tokens']} tokens; {s['retries']} retries; lessons "
+            f"{s['lessons_written']} written, {s['lessons_merged']} merged, {s['lessons_retired']} retired; "
+            f"{s['wall_s']} s" + (f" (resumed; {s['resumed_from']} tasks were already done)" if s["resumed_from"] else ""))

@@ -1,0 +1,79 @@
+"""Command-line options shared by `pivotal run` and `pivotal batch`."""
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from typing import Any
+
+from pivotal.context import Context
+from pivotal.errors import PivotalError
+
+
+def task_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("task")
+    group.add_argument("--env", default="gridworld", help="environment name (see `pivotal envs`)")
+    group.add_argument("--goal", default="", help="task goal (default: the environment's own goal)")
+    group.add_argument("--seed", type=int, help="environment seed (same as --param seed=N)")
+    group.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                       help="environment parameter; VALUE is read as JSON when it parses (repeatable)")
+    group.add_argument("--family", default="", help="lesson family (default: the environment name)")
+
+
+def context_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("models and switches (defaults come from PIVOTAL_* / .env)")
+    for role in ("", "actor-", "critic-", "reflector-", "lesson-"):
+        group.add_argument(f"--{role}model", help=f"model spec for {role.rstrip('-') or 'every role'}")
+    group.add_argument("--retry", choices=["pivotal", "full", "none"], help="after a failed attempt")
+    group.add_argument("--recall", choices=["step", "task", "off"], help="when lessons are retrieved")
+    group.add_argument("--no-critic", dest="critic", action="store_false", default=None)
+    group.add_argument("--no-precheck", dest="precheck", action="store_false", default=None)
+    group.add_argument("--no-memory", dest="memory", action="store_false", default=None)
+    group.add_argument("--on-critique-exhausted", choices=["execute_best", "fail"])
+    group.add_argument("--store", dest="store_path", metavar="DIR", help="Chroma experience store folder")
+    group.add_argument("--store-url", metavar="URL", help="Chroma server shared by several processes")
+    group.add_argument("--require-approval-for", action="append", metavar="ACTION",
+                       help="pause for a person before ACTION runs; 'irreversible' or '*' for classes (repeatable)")
+    for name in ("max-steps", "max-critique-rounds", "max-pivot-retries", "local-threads"):
+        group.add_argument(f"--{name}", type=int)
+
+
+def context_from(args: argparse.Namespace) -> Context:
+    """Only the flags given override Context's defaults (which read PIVOTAL_* settings)."""
+    values = {name: value for name, value in vars(args).items()
+              if name in Context.field_names() and value not in (None, "", [])}
+    return Context(**values)
+
+
+def task_from(args: argparse.Namespace) -> dict[str, Any]:
+    params = dict(_param(item) for item in args.param)
+    if args.seed is not None:
+        params["seed"] = args.seed
+    return {"goal": args.goal, "env": args.env, "family": args.family, "params": params}
+
+
+def _param(item: str) -> tuple[str, Any]:
+    key, sep, raw = item.partition("=")
+    if not sep or not key:
+        raise PivotalError(f"--param needs KEY=VALUE (got {item!r})")
+    try:
+        return key, json.loads(raw)
+    except json.JSONDecodeError:
+        return key, raw
+
+
+def plugin_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--plugin", action="append", default=[], metavar="MODULE",
+                        help="import MODULE first (it registers your environments); repeatable")
+
+
+def load_plugins(modules: list[str]) -> None:
+    """Environments an application registers live in its own module; the CLI imports it by name."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # noqa: BLE001 — whatever the plugin raised, say which plugin
+            raise PivotalError(f"cannot import plugin {module!r}: {type(exc).__name__}: {exc}") from None

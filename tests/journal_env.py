@@ -1,0 +1,38 @@
+"""A gridworld whose moves are "real" actions: each is written to an outside journal
+($JOURNAL), which is how tests prove from the environment's side that no action ran twice.
+Like a payment API with idempotency keys, it acts once per key (pivotal's `Idempotent`).
+Loaded by the CLI as a plugin (`--plugin journal_env`)."""
+
+import json
+import os
+from typing import Any
+
+from pivotal.environments import register_environment
+from pivotal.environments.gridworld import GridWorld
+from pivotal.task import Task
+
+
+class JournalGrid(GridWorld):
+    def reset(self, task: Task) -> str:
+        self.tag, self.position = str(task.params.get("seed")), 0
+        return super().reset(task)
+
+    def step_once(self, key: str, name: str, arguments: dict[str, Any]):
+        journal = os.environ["JOURNAL"]
+        done = os.path.exists(journal) and any(json.loads(line)["key"] == key for line in open(journal))
+        if not done:  # the outside effect happens once per key; the maze state always follows the move
+            with open(journal, "a", encoding="utf-8") as log:
+                log.write(json.dumps({"key": key, "task": self.tag, "position": self.position,
+                                      "action": name, "pid": os.getpid()}) + "\n")
+        self.position += 1
+        return super().step(name, arguments)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {**super().snapshot(), "position": self.position}
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        super().restore(snapshot)
+        self.position = snapshot["position"]
+
+
+register_environment("journal-grid", JournalGrid)

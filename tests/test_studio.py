@@ -1,0 +1,87 @@
+"""LangGraph Studio's server (`langgraph dev`) serving langgraph.json: one real server test.
+
+Runs a task through the `langgraph-sdk` client with `sim` models, reads the thread's history,
+checks Studio draws every node, and forks from a step's recorded checkpoint.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from langgraph_sdk import get_client
+
+from graphs.builder import NODES
+from pivotal.studio_cli import QUIET
+from servers import free_port, wait_until_up
+
+ROOT = Path(__file__).resolve().parents[1]
+LANGGRAPH = Path(sys.executable).parent / "langgraph"
+
+
+@pytest.fixture(scope="module")
+def studio(tmp_path_factory):
+    """Port chosen here and checked: on a taken port the server silently moves elsewhere."""
+    port, folder = free_port(), tmp_path_factory.mktemp("studio")
+    log_path = folder / "server.log"  # outside the project, or the reload watcher loops
+    with log_path.open("w") as log:
+        server = subprocess.Popen([str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1",
+                                   "--port", str(port)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                  env={**os.environ, **QUIET})
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_until_up(f"{url}/ok", server, log_path)
+            yield url, folder, log_path
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+
+
+async def test_studio_runs_a_task_shows_every_node_and_forks_from_a_step(studio):
+    url, folder, log_path = studio
+    client = get_client(url=url)
+    [assistant] = await client.assistants.search(graph_id="pivotal")
+    drawn = {node["id"] for node in (await client.assistants.get_graph(assistant["assistant_id"]))["nodes"]}
+    assert set(NODES) <= drawn
+
+    context = {"model": "sim:error=0.3,seed=1", "store_path": str(folder / "store")}
+    thread = await client.threads.create()
+    final = await client.runs.wait(thread["thread_id"], assistant["assistant_id"],
+                                   input={"task": {"env": "gridworld", "params": {"seed": 1}}}, context=context)
+    assert final["status"] == "success", final
+    history = await client.threads.get_history(thread["thread_id"], limit=500)
+    checkpoints = {state["checkpoint"]["checkpoint_id"]: state for state in history}
+    step = final["trajectory"][1]
+    assert checkpoints[step["checkpoint_id"]]["next"] == ["executor"]  # the step's own checkpoint
+
+    forked = await client.runs.wait(thread["thread_id"], assistant["assistant_id"], input=None,
+                                    checkpoint_id=step["checkpoint_id"], context=context)
+    assert forked["trajectory"][:1] == final["trajectory"][:1]  # the prefix before the fork is kept
+    after = await client.threads.get_history(thread["thread_id"], limit=1000)
+    assert any(state["parent_checkpoint"] and state["parent_checkpoint"]["checkpoint_id"] == step["checkpoint_id"]
+               and state["checkpoint"]["checkpoint_id"] not in checkpoints for state in after)
+    assert "BlockingError" not in log_path.read_text()
+
+
+@pytest.mark.parametrize("graphs,needle", [
+    ({"pivotal": "./graphs/missing.py:graph"}, "does not exist"),
+    ({"pivotal": "./graphs/__init__.py:no_such_graph"}, "has no compiled graph named 'no_such_graph'"),
+])
+def test_a_config_pointing_at_a_missing_graph_is_a_one_line_error(tmp_path, capsys, graphs, needle):
+    import json
+
+    from pivotal.cli import main
+
+    config = tmp_path / "langgraph.json"
+    config.write_text(json.dumps({"graphs": {k: v.replace("./", f"{ROOT}/") for k, v in graphs.items()}}))
+    assert main(["studio", "--check", "--config", str(config)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1
+
+
+def test_the_project_config_checks_clean(capsys):
+    from pivotal.cli import main
+
+    assert main(["studio", "--check", "--config", str(ROOT / "langgraph.json")]) == 0
+    assert "graph 'pivotal'" in capsys.readouterr().err
