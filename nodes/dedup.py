@@ -33,4 +33,5 @@ async def dedup(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 
 def as_lesson(candidate: dict[str, Any], family: str, run_id: str, model: str) -> Lesson:
     return Lesson(kind=candidate["kind"], situation=candidate["situation"], text=candidate["text"],
-                  outcome=candidate["outcome"], family=family, run_id=run_id, model=model)
+                  outcome=candidate["outcome"], level=candidate.get("level", "step"), family=family,
+                  run_id=run_id, model=model)

@@ -26,5 +26,5 @@ async def distill(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         context, state, "distiller", LessonDrafts, user=user, fallback=LessonDrafts(),
         system=prompts.render("distiller_system", data_rule=prompts.template("data_rule")),
         metadata={"pivotal_outcome": "success"})
-    drafts = [{**lesson.model_dump(), "outcome": "success"} for lesson in answer.value.lessons]
+    drafts = [{**lesson.model_dump(), "outcome": "success", "level": "task"} for lesson in answer.value.lessons]
     return {"candidates": [*state.get("candidates", []), *drafts], **updates}

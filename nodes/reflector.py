@@ -36,7 +36,7 @@ async def reflector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     reflection.update(attempt=state.get("retries", 0), failure=state["attempt_failed"],
                       failed_path=[[s["action"], s["arguments"]] for s in trajectory[:reflection["pivotal_step"] + 1]])
     drafts = reflection.pop("lesson_candidates")
-    candidates = [{**c, "outcome": "failure"} for c in drafts] if context.memory else []
+    candidates = [{**c, "outcome": "failure", "level": "step"} for c in drafts] if context.memory else []
     updates["counters"]["replayed"] = replayed
     result = {"reflections": [*state.get("reflections", []), reflection],
               "candidates": [*state.get("candidates", []), *candidates], **updates}

@@ -136,3 +136,9 @@ async def test_the_store_cap_retires_lessons_after_a_run(tmp_path):
     first = await _run(store, max_lessons=1)
     assert first.lessons["written"] >= 2 and first.lessons["retired"] == first.lessons["written"] - 1
     assert open_store(str(store)).count(status="approved") == 1
+
+
+async def test_reflections_give_step_lessons_and_successes_give_task_lessons(tmp_path):
+    await _run(tmp_path / "store")
+    levels = {(l.outcome, l.level) for l in open_store(str(tmp_path / "store")).get().values()}
+    assert levels == {("failure", "step"), ("success", "task")}
