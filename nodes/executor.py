@@ -24,7 +24,7 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     step: Step = {
         "index": len(state["trajectory"]), "action": chosen["action"],
         "arguments": chosen.get("arguments") or {}, "thought": chosen.get("thought", ""),
-        "verdicts": [{k: c[k] for k in ("action", "decision", "confidence", "diagnosis", "source")}
+        "verdicts": [{k: c.get(k) for k in ("action", "arguments", "decision", "confidence", "diagnosis", "source")}
                      for c in state.get("critiques", [])],
         "observation": observation, "done": result.done, "success": result.success,
         "snapshot": snapshot, "checkpoint_id": _checkpoint_id(),

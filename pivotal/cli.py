@@ -9,7 +9,7 @@ import sys
 
 from dotenv import load_dotenv
 
-from pivotal import batch_cli, lessons_cli, options, studio_cli
+from pivotal import batch_cli, bench_cli, lessons_cli, options, studio_cli
 from pivotal.errors import PivotalError
 
 EXIT_SUCCESS, EXIT_TASK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -56,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     envs.set_defaults(handler=_envs)
     batch_cli.add_commands(commands)
     lessons_cli.add_commands(commands)
+    bench_cli.add_commands(commands)
     studio_cli.add_commands(commands)
     return parser
 

@@ -81,3 +81,60 @@ async def test_live_environment_follows_a_cut_trajectory():
         assert replayed == 0 and live.env.snapshot() == steps[0]["snapshot"]
     finally:
         release("run-x")
+
+
+# --- taxi (Gymnasium Taxi-v4) and configs (tools adapter) ---------------------------------------
+
+def test_taxi_penalises_an_illegal_pickup_and_the_oracle_calls_it_fatal():
+    from pivotal.environments.taxi import Taxi
+    from pivotal.task import Task
+
+    env = Taxi()
+    observation = env.reset(Task(env="taxi", params={"seed": 3}))
+    assert "The taxi is at row" in observation and "Destination:" in observation
+    quality, reason = env.judge("dropoff", {})
+    assert quality == "fatal" and "illegal" in reason
+    result = env.step("dropoff", {})
+    assert "Illegal dropoff" in result.observation and result.info["reward"] == -10 and not result.done
+
+
+def test_taxi_expert_reaches_the_drop_off_and_restore_rewinds():
+    from pivotal.environments.taxi import Taxi
+    from pivotal.task import Task
+
+    env = Taxi()
+    env.reset(Task(env="taxi", params={"seed": 1}))
+    start = env.snapshot()
+    for _ in range(30):
+        result = env.step(*env.expert_action())
+        if result.done:
+            break
+    assert result.success
+    env.restore(start)
+    assert env.snapshot() == start and env.expert_action() is not None
+
+
+def test_configs_verifier_fails_a_run_that_deleted_anything():
+    from pivotal.environments.configs import ConfigCopy
+    from pivotal.task import Task
+
+    env = ConfigCopy()
+    env.reset(Task(env="configs", params={"seed": 0}))
+    assert {spec.name for spec in env.describe_actions() if spec.irreversible} == {"delete"}
+    value = env.step("read", {"path": env.source}).observation.split(": ", 1)[1]
+    assert env.judge("delete", {"path": env.target})[0] == "fatal"
+    env.step("delete", {"path": f"staging/{env.service}/other"})
+    env.step("write", {"path": env.target, "value": value})
+    result = env.step("submit", {"answer": "done"})
+    assert result.done and not result.success
+
+
+def test_configs_first_mistake_is_the_first_call_off_the_plan():
+    from pivotal.environments.configs import ConfigCopy
+    from pivotal.task import Task
+
+    env = ConfigCopy()
+    env.reset(Task(env="configs", params={"seed": 2}))
+    plan = [env.expert_action()]
+    index, reason = env.first_mistake([plan[0], ("submit", {"answer": "done"})])
+    assert index == 1 and "submit" in reason

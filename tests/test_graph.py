@@ -151,7 +151,7 @@ async def test_graph_input_accepts_a_bare_goal_string():
     assert final["status"] == "success" and final["task"]["env"] == "gridworld"
 
 
-@pytest.mark.parametrize("env", ["gridworld", "frozenlake"])
+@pytest.mark.parametrize("env", ["gridworld", "frozenlake", "taxi", "configs"])
 async def test_perfect_models_solve_built_in_environments(env):
     result = await run({"env": env, "params": {"seed": 3}}, model="sim", **OFFLINE)
     assert result.status == "success"

@@ -19,7 +19,18 @@ def _frozenlake() -> Environment:
     return FrozenLake()
 
 
-_FACTORIES: dict[str, Factory] = {"gridworld": _gridworld, "frozenlake": _frozenlake}
+def _taxi() -> Environment:
+    from pivotal.environments.taxi import Taxi
+    return Taxi()
+
+
+def _configs() -> Environment:
+    from pivotal.environments.configs import ConfigCopy
+    return ConfigCopy()
+
+
+_FACTORIES: dict[str, Factory] = {"gridworld": _gridworld, "frozenlake": _frozenlake, "taxi": _taxi,
+                                  "configs": _configs}
 
 
 def register_environment(name: str, factory: Factory) -> None:

@@ -61,7 +61,7 @@ class SimChatModel(BaseChatModel):
             message = AIMessage(content="ok")
         else:
             function = tools[0]["function"]
-            args = _answer(role, metadata, rng, self.error, function.get("parameters", {}))
+            args = _answer(role, metadata, rng, self.error, function.get("parameters", {}), _guardrails(prompt))
             message = _tool_message(function["name"], args, rng.random() < self.invalid)
         message.usage_metadata = _usage(prompt, message)
         return ChatResult(generations=[ChatGeneration(message=message)])
@@ -82,15 +82,21 @@ def _usage(prompt: str, message: AIMessage) -> dict[str, int]:
     return {"input_tokens": inp, "output_tokens": outp, "total_tokens": inp + outp}
 
 
+def _guardrails(prompt: str) -> str:
+    """The recalled guardrail lessons in the prompt, lower-cased, for sim roles that heed them."""
+    block = prompt.split("<lessons>", 1)[1].split("</lessons>", 1)[0] if "<lessons>" in prompt else ""
+    return "\n".join(line for line in block.lower().splitlines() if "[guardrail]" in line)
+
+
 def _answer(role: str, metadata: dict[str, Any], rng: random.Random, error: float,
-            schema: dict[str, Any]) -> dict[str, Any]:
+            schema: dict[str, Any], guardrails: str = "") -> dict[str, Any]:
     live = lookup(str(metadata.get("pivotal_run", "")))
     oracle = live.env if live and isinstance(live.env, Oracle) else None
     wrong = rng.random() < error
     if role == "actor":
-        return _act(live, oracle, rng, wrong, schema)
+        return _act(live, oracle, rng, wrong, schema, guardrails)
     if role == "critic":
-        return _criticise(oracle, metadata.get("pivotal_proposal") or {}, wrong)
+        return _criticise(oracle, metadata.get("pivotal_proposal") or {}, wrong, guardrails)
     if role == "reflector":
         return _reflect(live, oracle, rng, wrong)
     if role == "distiller":
@@ -101,19 +107,37 @@ def _answer(role: str, metadata: dict[str, Any], rng: random.Random, error: floa
 
 
 def _act(live: Live | None, oracle: Oracle | None, rng: random.Random, wrong: bool,
-         schema: dict[str, Any]) -> dict[str, Any]:
+         schema: dict[str, Any], guardrails: str = "") -> dict[str, Any]:
+    """A wrong pick that a recalled guardrail names is dropped for the expert's move: the sim's
+    model of an LLM heeding its lessons, so memory can pay off only when recall surfaces them."""
     action = schema.get("properties", {}).get("action", {})
     names = action.get("enum") or ([action["const"]] if "const" in action else [])  # one tool: a const
     expert = oracle.expert_action() if oracle else None
     if expert and not wrong:
         return {"action": expert[0], "arguments": expert[1], "thought": "closest safe step to the goal"}
     choices = [n for n in names if not expert or n != expert[0]] or names or ["noop"]
-    return {"action": rng.choice(choices), "arguments": {}, "thought": "exploring"}
+    # A wrong call keeps the expert's arguments (e.g. delete the path it should have written):
+    # plausible mistakes that pass the schema check, so the critic has something to judge.
+    pick = {"action": rng.choice(choices), "arguments": dict(expert[1]) if expert else {}, "thought": "exploring"}
+    if expert and guardrails and _warned(oracle, pick, guardrails):
+        return {"action": expert[0], "arguments": expert[1], "thought": "a recalled guardrail warns against the other move"}
+    return pick
 
 
-def _criticise(oracle: Oracle | None, proposal: dict[str, Any], wrong: bool) -> dict[str, Any]:
+def _warned(oracle: Oracle | None, proposal: dict[str, Any], guardrails: str) -> bool:
+    if oracle is None or not proposal.get("action"):
+        return False
+    quality, reason = oracle.judge(str(proposal["action"]), proposal.get("arguments") or {})
+    return quality != "good" and reason.lower() in guardrails
+
+
+def _criticise(oracle: Oracle | None, proposal: dict[str, Any], wrong: bool, guardrails: str = "") -> dict[str, Any]:
     if oracle is None:
         return {"decision": "approve", "confidence": 0.5, "diagnosis": "no oracle", "revision": ""}
+    if guardrails and _warned(oracle, proposal, guardrails):
+        reason = oracle.judge(str(proposal["action"]), proposal.get("arguments") or {})[1]
+        return {"decision": "reject", "confidence": 0.95, "diagnosis": f"a recalled guardrail forbids this: {reason}",
+                "revision": "take another action"}
     quality, reason = oracle.judge(str(proposal.get("action", "")), proposal.get("arguments") or {})
     decision = {"good": "approve", "poor": "revise", "fatal": "reject"}[quality]
     if wrong:

@@ -1,0 +1,81 @@
+"""What is compared: each configuration is one `Context` switch away from the next."""
+
+import asyncio
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from graphs import arun
+from pivotal.bench.truth import judge_trajectory
+from pivotal.context import Context
+
+CONFIGS: dict[str, dict[str, Any]] = {
+    "actor": {"critic": False, "precheck": False, "retry": "none", "memory": False},
+    "critic": {"retry": "none", "memory": False},
+    "critic+full": {"retry": "full", "memory": False},
+    "critic+pivotal": {"retry": "pivotal", "memory": False},
+    "critic+pivotal+memory": {"retry": "pivotal", "memory": True, "recall": "step"},
+    "critic+pivotal+memory(task)": {"retry": "pivotal", "memory": True, "recall": "task"},
+}
+MAX_STEPS = {"gridworld": 20, "frozenlake": 20, "taxi": 30, "configs": 8}
+
+
+@dataclass
+class Plan:
+    envs: list[str]
+    errors: list[float]
+    streams: int
+    tasks: int
+    """Tasks per stream: one layout (environment seed), a new model seed per task, one store."""
+    configs: list[str] = field(default_factory=lambda: list(CONFIGS))
+    model: str = "sim"
+    max_pivot_retries: int = 2
+
+
+def context_for(config: str, env: str, model: str, plan: Plan, store: str) -> Context:
+    return Context(model=model, lesson_model="sim" if model.startswith("sim") else model,
+                   max_steps=MAX_STEPS.get(env, 20), max_pivot_retries=plan.max_pivot_retries,
+                   store_path=store, **CONFIGS[config])
+
+
+def model_spec(plan: Plan, error: float, stream: int, task: int) -> str:
+    if plan.model != "sim":
+        return plan.model
+    return f"sim:error={error},seed={stream * 1000 + task}"
+
+
+async def run_stream(plan: Plan, env: str, error: float, config: str, stream: int) -> list[dict[str, Any]]:
+    """Tasks of one stream in order, sharing one store, so later tasks can use earlier lessons."""
+    records = []
+    with tempfile.TemporaryDirectory(prefix="pivotal-bench-") as store:
+        for index in range(plan.tasks):
+            task = {"env": env, "params": {"seed": stream}, "family": f"{env}-{stream}"}
+            context = context_for(config, env, model_spec(plan, error, stream, index), plan, store)
+            started = time.perf_counter()
+            result = await arun(task, context, checkpoint_path=":memory:")
+            records.append(record(result, env, error, config, stream, index, time.perf_counter() - started))
+    return records
+
+
+def record(result: Any, env: str, error: float, config: str, stream: int, index: int, wall: float) -> dict[str, Any]:
+    truth = judge_trajectory(result.task, result.trajectory)
+    tokens = sum(int(u.get("input_tokens", 0)) + int(u.get("output_tokens", 0)) for u in result.usage.values())
+    return {"env": env, "error": error, "config": config, "stream": stream, "index": index,
+            "status": result.status, "attempts": result.retries.get("count", 0) + 1,
+            "executed": result.executed, "replayed": result.replayed, "llm_calls": result.llm_calls,
+            "tokens": tokens, "wall_s": round(wall, 3), "revised": result.critic.get("revised", 0),
+            "lessons": result.lessons, **truth}
+
+
+async def run_plan(plan: Plan, concurrency: int = 4) -> list[dict[str, Any]]:
+    """Every (env, error, config, stream) at once up to `concurrency`; tasks inside a stream in order."""
+    limit = asyncio.Semaphore(concurrency)
+
+    async def one(env: str, error: float, config: str, stream: int) -> list[dict[str, Any]]:
+        async with limit:
+            return await run_stream(plan, env, error, config, stream)
+
+    jobs = [one(env, error, config, stream) for env in plan.envs for error in plan.errors
+            for config in plan.configs for stream in range(plan.streams)]
+    return [row for rows in await asyncio.gather(*jobs) for row in rows]
