@@ -16,11 +16,12 @@ import hashlib
 import re
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from memory.connection import connect_folder, connect_server, one_line, usable_directory
 from pydantic import ValidationError
 
+from memory.connection import connect_folder, connect_server, one_line, usable_directory
 from memory.lesson import Lesson
 from pivotal.errors import PivotalError
 
@@ -265,6 +266,15 @@ def open_store(path: str, url: str = "") -> ExperienceStore:
             client, release = connect_server(key) if url else connect_folder(key)
             _stores[key] = ExperienceStore(key, client, release)
         return _stores[key]
+
+
+def close_store(path: str = "", url: str = "") -> None:
+    """Release one store (its folder lock too), e.g. before its folder is deleted."""
+    key = url.rstrip("/") if url else str(Path(path).expanduser().resolve())
+    with _stores_lock:
+        store = _stores.pop(key, None)
+    if store is not None:
+        store.close()
 
 
 def close_stores() -> None:

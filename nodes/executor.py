@@ -9,6 +9,7 @@ from langgraph.runtime import Runtime
 from pivotal.context import Context
 from pivotal.environments.live import attach, run_step
 from pivotal.prompt_data import clip
+from pivotal.secrets import redact
 from pivotal.state import State, Step
 from pivotal.task import Task
 
@@ -20,7 +21,7 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     chosen = state["chosen"] or {}
     key = f"{state['run_id']}:{state.get('retries', 0)}:{len(state['trajectory'])}"
     result, snapshot = await asyncio.to_thread(run_step, live, chosen["action"], chosen.get("arguments") or {}, key)
-    observation = clip(result.observation, context.max_observation_chars)
+    observation = clip(redact(result.observation), context.max_observation_chars)  # keys never reach checkpoints
     step: Step = {
         "index": len(state["trajectory"]), "action": chosen["action"],
         "arguments": chosen.get("arguments") or {}, "thought": chosen.get("thought", ""),

@@ -10,6 +10,7 @@ from pivotal.context import Context
 from pivotal.environments.live import open_live
 from pivotal.errors import PivotalError
 from pivotal.prompt_data import clip
+from pivotal.secrets import redact
 from pivotal.state import State
 from pivotal.task import parse_task
 
@@ -22,7 +23,7 @@ async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         task.goal = getattr(live.env, "default_goal", "")
     if not task.goal:
         raise PivotalError(f"the task for {task.env} has no goal; give it one (Task(goal=...) or --goal)")
-    observation = clip(live.first_observation, runtime.context.max_observation_chars)
+    observation = clip(redact(live.first_observation), runtime.context.max_observation_chars)
     return {"task": task.model_dump(), "run_id": run_id, "status": "running", "reason": "",
             "observation": observation, "first_observation": observation, "trajectory": [],
             "critiques": [], "reflections": [], "retries": 0, "lessons": [], "recalled": [],

@@ -42,8 +42,8 @@ def _batch(args: argparse.Namespace) -> int:
         raise PivotalError(f"--concurrency must be > 0 (got {args.concurrency})")
     options.load_plugins(args.plugin)
     out, marker = Path(args.out), Path(f"{args.out}.batch")
+    lines, bad = read_tasks(Path(args.tasks))  # a missing tasks file fails before anything is written
     state = _batch_state(args, out, marker)
-    lines, bad = read_tasks(Path(args.tasks))
     done = load_done(out) if args.resume else set()
     context = options.context_from(args)
     with out.open("a", encoding="utf-8") as results:

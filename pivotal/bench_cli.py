@@ -68,9 +68,11 @@ async def _local(tasks: int) -> dict[str, Any]:
     from pivotal.bench.ablations import Plan, run_stream
     from pivotal.bench.metrics import summarise
 
-    plan = Plan(envs=["gridworld"], errors=[0.0], streams=1, tasks=tasks, model="local", max_pivot_retries=1)
+    plan = Plan(envs=["gridworld"], errors=[0.0], streams=tasks, tasks=1, model="local", max_pivot_retries=1,
+                params={"size": 4}, limits={"max_steps": 6, "max_critique_rounds": 1})
     configs = {}
     for config in ("actor", "critic+pivotal"):
-        rows = await run_stream(plan, "gridworld", 0.0, config, 0)
+        rows = [row for seed in range(tasks) for row in await run_stream(plan, "gridworld", 0.0, config, seed)]
         configs[config] = summarise(rows)
-    return {"env": "gridworld (seed 0, 6x6)", "tasks": tasks, "configs": configs}
+    return {"env": f"gridworld seeds 0–{tasks - 1}, 4x4, max 6 steps, 1 critique round, 1 retry",
+            "tasks": tasks, "configs": configs}

@@ -20,10 +20,11 @@ class JournalGrid(GridWorld):
     def step_once(self, key: str, name: str, arguments: dict[str, Any]):
         journal = os.environ["JOURNAL"]
         done = os.path.exists(journal) and any(json.loads(line)["key"] == key for line in open(journal))
-        if not done:  # the outside effect happens once per key; the maze state always follows the move
-            with open(journal, "a", encoding="utf-8") as log:
-                log.write(json.dumps({"key": key, "task": self.tag, "position": self.position,
-                                      "action": name, "pid": os.getpid()}) + "\n")
+        # The outside effect happens once per key; a repeat is logged as such (to count how often a
+        # resumed run re-issued an action) and changes nothing outside. The maze follows the move.
+        with open(journal, "a", encoding="utf-8") as log:
+            log.write(json.dumps({"key": key, "task": self.tag, "position": self.position, "action": name,
+                                  "pid": os.getpid(), "repeat": done}) + "\n")
         self.position += 1
         return super().step(name, arguments)
 

@@ -21,7 +21,8 @@ from typing import Any
 Responder = Callable[[str, dict[str, Any], list[Any]], dict[str, Any]]
 """(schema name, JSON schema, request messages) → the structured reply's arguments."""
 Fault = tuple[Any, ...]
-"""("429", retry_after_s) | ("500",) | ("timeout", sleep_s) | ("truncated",) | ("invalid",)"""
+"""("429", retry_after_s | None) | ("500",) | ("502",) | ("503",) | ("reset",) | ("timeout", sleep_s)
+| ("truncated",) | ("invalid",) | ("empty",)"""
 
 OPENAI_PATH = "/v1/chat/completions"
 ANTHROPIC_PATH = "/v1/messages"
@@ -308,6 +309,8 @@ class Loopback:
         if status:
             recorded.status = status
             return status, extra, reply
+        if fault and fault[0] == "reset":
+            return 0, {}, {}  # the connection drops with no reply, as a reset proxy would
         if fault and fault[0] == "timeout" and self._stopping.wait(float(fault[1])):
             return 0, {}, {}  # shutting down while stalled: the client left long ago, answer nothing
         reply, recorded.usage = self._reply(path, body, recorded.fault)
@@ -317,10 +320,12 @@ class Loopback:
     def _faulted(self, path: str, fault: Fault | None) -> tuple[int, dict[str, str], dict[str, Any]]:
         """Status-level faults; (0, …) when the request should get a normal-shaped reply."""
         if fault and fault[0] == "429":
-            return 429, {"retry-after": str(fault[1])}, _error_body(path, 429, "Rate limit reached; retry later.")
-        if fault and fault[0] == "500":
-            return 500, {}, _error_body(path, 500, "The server had an error while processing your request.")
-        if fault and fault[0] not in ("timeout", "truncated", "invalid"):
+            headers = {"retry-after": str(fault[1])} if len(fault) > 1 and fault[1] is not None else {}
+            return 429, headers, _error_body(path, 429, "Rate limit reached; retry later.")
+        if fault and fault[0] in ("500", "502", "503"):
+            status = int(fault[0])
+            return status, {}, _error_body(path, status, "The server had an error while processing your request.")
+        if fault and fault[0] not in ("timeout", "truncated", "invalid", "empty", "reset"):
             raise ValueError(f"unknown fault {fault!r}")
         return 0, {}, {}
 
@@ -333,6 +338,8 @@ class Loopback:
         text = json.dumps(arguments) if mode != "text" else "ok"
         if fault == "truncated":
             text = text[: len(text) // 2]
+        if fault == "empty":
+            mode, text = "text", ""  # a 200 with no tool call and no text
         if path == ANTHROPIC_PATH:
             reply, usage = _anthropic_reply(body, mode, name, None if fault == "truncated" else arguments, text)
         else:

@@ -73,5 +73,9 @@ def test_a_planted_key_never_reaches_logs_or_results(tmp_path):
                  str(tmp_path / "cp2.sqlite"), **env)
     assert batch.returncode == 0, batch.stderr
     everything = single.stdout + single.stderr + batch.stdout + batch.stderr + (tmp_path / "results.jsonl").read_text()
+    for artefact in ("cp.sqlite", "cp2.sqlite"):  # checkpoints hold every observation
+        everything += (tmp_path / artefact).read_bytes().decode("latin-1")
+    for store in ("store", "store2"):  # lessons distilled from those observations
+        everything += "".join(p.read_bytes().decode("latin-1") for p in (tmp_path / store).rglob("*") if p.is_file())
     assert "key=[redacted]" in json.loads(single.stdout)["trajectory"][0]["observation"]  # it did pass through
     assert PLANTED not in everything

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graphs import arun
+from memory.store import close_store
 from pivotal.bench.truth import judge_trajectory
 from pivotal.context import Context
 
@@ -31,12 +32,16 @@ class Plan:
     configs: list[str] = field(default_factory=lambda: list(CONFIGS))
     model: str = "sim"
     max_pivot_retries: int = 2
+    params: dict[str, Any] = field(default_factory=dict)
+    """Extra environment params for every task (e.g. a smaller grid for the slow local model)."""
+    limits: dict[str, int] = field(default_factory=dict)
+    """Context limits that override the per-environment defaults (max_steps, max_critique_rounds)."""
 
 
 def context_for(config: str, env: str, model: str, plan: Plan, store: str) -> Context:
+    limits = {"max_steps": MAX_STEPS.get(env, 20), **plan.limits}
     return Context(model=model, lesson_model="sim" if model.startswith("sim") else model,
-                   max_steps=MAX_STEPS.get(env, 20), max_pivot_retries=plan.max_pivot_retries,
-                   store_path=store, **CONFIGS[config])
+                   max_pivot_retries=plan.max_pivot_retries, store_path=store, **limits, **CONFIGS[config])
 
 
 def model_spec(plan: Plan, error: float, stream: int, task: int) -> str:
@@ -50,11 +55,12 @@ async def run_stream(plan: Plan, env: str, error: float, config: str, stream: in
     records = []
     with tempfile.TemporaryDirectory(prefix="pivotal-bench-") as store:
         for index in range(plan.tasks):
-            task = {"env": env, "params": {"seed": stream}, "family": f"{env}-{stream}"}
+            task = {"env": env, "params": {"seed": stream, **plan.params}, "family": f"{env}-{stream}"}
             context = context_for(config, env, model_spec(plan, error, stream, index), plan, store)
             started = time.perf_counter()
             result = await arun(task, context, checkpoint_path=":memory:")
             records.append(record(result, env, error, config, stream, index, time.perf_counter() - started))
+        close_store(store)  # before the folder goes: its Chroma client and lock are released
     return records
 
 

@@ -1,0 +1,55 @@
+"""The reliability suite in its reduced form (benchmarks/chaos.py --small): its goals are asserted."""
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import chaos  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def figures():
+    return chaos.run_suite(small=True)
+
+
+def test_provider_faults_never_crash_a_task_and_every_task_has_an_outcome(figures):
+    chaotic = figures["provider_chaos"]["chaos"]
+    assert chaotic["crashed"] == 0
+    assert chaotic["completed"] + chaotic["failed_with_reason"] == chaotic["tasks"]
+    assert sum(chaotic["faults_injected"].values()) > 0 and chaotic["retries_made"] > 0
+
+
+def test_kills_and_resumes_execute_no_action_twice_and_lose_no_lesson(figures):
+    crash = figures["crash_and_resume"]
+    assert crash["kills"] >= 3 and crash["final_exit"] == 0
+    assert crash["tasks_finished"] == crash["results_lines"] == crash["tasks"]
+    assert crash["actions_executed_twice"] == 0
+    assert crash["lessons_with_double_evidence"] == 0 and crash["runs_whose_lessons_are_missing"] == 0
+
+
+def test_the_store_under_contention_loses_and_duplicates_nothing(figures):
+    for part in figures["store_contention"].values():
+        assert part["lessons_lost"] == part["lessons_duplicated"] == 0
+        assert part["evidence_stored"] == part["evidence_expected"] > 0
+
+
+def test_hostile_tool_output_is_contained(figures):
+    hostile = figures["hostile_input"]
+    assert hostile["crashed"] == 0 and hostile["probe_lessons_stored"] == 0
+
+
+def test_a_planted_key_is_in_no_artefact(figures):
+    assert figures["secrets"]["artefacts_scanned"] > 5 and figures["secrets"]["artefacts_with_the_key"] == []
+
+
+def test_every_bad_input_gets_its_one_line_error_and_the_readme_lists_them_all(figures):
+    failed = [row for row in figures["bad_configuration"] if not row["ok"]]
+    assert not failed, failed
+    readme = (ROOT / "README.md").read_text()
+    listed = set(re.findall(r"^\| `(pivotal [^`]+)` \| 2 \|", readme, re.MULTILINE))
+    assert listed == {row["command"] for row in figures["bad_configuration"]}
