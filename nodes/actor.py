@@ -28,7 +28,7 @@ async def actor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         reflections=show.reflections(state.get("reflections", [])),
         critiques=show.critiques(state.get("critiques", [])))
     answer, updates = await ask_role(
-        context, state, "actor", schema, system=prompts.render("actor_system", data_rule=prompts.template("data_rule")),
+        context, state, "actor", schema, system=prompts.system("actor_system"),
         user=user, fallback=Proposal.model_construct(action="", arguments={}, thought=""))
     proposal = {"action": answer.value.action, "arguments": dict(answer.value.arguments or {}),
                 "thought": answer.value.thought, "error": answer.error if answer.fallback else ""}

@@ -57,7 +57,7 @@ async def _judge(state: State, context: Context, task: Task, env: Any,
         + (f"\nreason given: {proposal['thought']}" if proposal.get("thought") else ""))
     answer, updates = await ask_role(
         context, state, "critic", Verdict, user=user,
-        system=prompts.render("critic_system", data_rule=prompts.template("data_rule")),
+        system=prompts.system("critic_system"),
         fallback=_reject("the critic gave no valid verdict; not executing an unreviewed action"),
         metadata={"pivotal_proposal": {"action": proposal["action"], "arguments": proposal.get("arguments") or {}}})
     if answer.fallback:

@@ -24,7 +24,7 @@ async def distill(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         reflections=show.reflections(state.get("reflections", [])))
     answer, updates = await ask_role(
         context, state, "distiller", LessonDrafts, user=user, fallback=LessonDrafts(),
-        system=prompts.render("distiller_system", data_rule=prompts.template("data_rule")),
+        system=prompts.system("distiller_system"),
         metadata={"pivotal_outcome": "success"})
     drafts = [{**lesson.model_dump(), "outcome": "success", "level": "task"} for lesson in answer.value.lessons]
     return {"candidates": [*state.get("candidates", []), *drafts], **updates}

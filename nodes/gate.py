@@ -45,6 +45,6 @@ async def _review(state: State, context: Context, task: Task,
         lesson=f"[{candidate['kind']}] when {candidate['situation']}: {candidate['text']}")
     answer, updates = await ask_role(
         context, state, "gate", LessonVerdict, user=user,
-        system=prompts.render("gate_system", data_rule=prompts.template("data_rule")),
+        system=prompts.system("gate_system"),
         fallback=LessonVerdict(decision="reject", reason="the gate gave no valid verdict"))
     return answer.value, updates

@@ -30,7 +30,7 @@ async def reflector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                           diagnosis="the reflector gave no valid reflection", advice="try a different action")
     answer, updates = await ask_role(
         context, state, "reflector", Reflection, user=user, fallback=fallback,
-        system=prompts.render("reflector_system", data_rule=prompts.template("data_rule")))
+        system=prompts.system("reflector_system"))
     reflection = answer.value.model_dump()
     reflection["pivotal_step"] = min(reflection["pivotal_step"], max(len(trajectory) - 1, 0))
     reflection.update(attempt=state.get("retries", 0), failure=state["attempt_failed"],
