@@ -78,7 +78,7 @@ async def provider_chaos(tasks: int, fault_rate: float = 0.3, seed: int = 0) -> 
                 "crashed": statuses["error"] + sum(r.status == "failure" and not r.reason for r in results),
                 "http_requests": len(server.requests), "llm_calls": sum(r.llm_calls for r in results),
                 "faults_injected": dict(Counter(r.fault for r in server.requests if r.fault)),
-                "fallback_answers": sum(u.get("fallbacks", 0) for r in results for u in r.usage.values()),
+                "fallback_answers": int(sum(u.get("fallbacks", 0) for r in results for u in r.usage.values())),
                 "wall_s": round(time.perf_counter() - started, 2)}
         settings.cache_clear(), make_model.cache_clear()
     chaos, clean = figures["chaos"], figures["clean"]
@@ -99,11 +99,12 @@ def crash_and_resume(tasks: int, kills: int, seed: int = 0) -> dict[str, Any]:
             str(folder / "results.jsonl"), "--checkpoints", str(folder / "cp.sqlite"), "--store",
             str(folder / "store"), "--plugin", "journal_env", "--model", "sim:latency=0.03,error=0.2",
             "--lesson-model", "sim", "--concurrency", "4"]
-    done_kills = 0
-    for attempt in range(kills):
-        process = subprocess.Popen(base + (["--resume"] if attempt else []), cwd=ROOT, env=env,
+    done_kills = starts = 0
+    while done_kills < kills and starts < 3 * kills:  # a start that finishes before its kill is not counted
+        process = subprocess.Popen(base + (["--resume"] if starts else []), cwd=ROOT, env=env,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(1.5, 4.0))
+        starts += 1
+        time.sleep(rng.uniform(1.2, 2.5))  # the CLI needs ~1 s to start, so most kills land mid-batch
         if process.poll() is None:
             process.send_signal(signal.SIGKILL)
             done_kills += 1
@@ -113,16 +114,20 @@ def crash_and_resume(tasks: int, kills: int, seed: int = 0) -> dict[str, Any]:
     journal = [json.loads(l) for l in (folder / "journal.jsonl").read_text().splitlines()]
     executed = Counter((e["task"], e["key"]) for e in journal if not e.get("repeat"))
     lessons = _lessons(folder / "store")
-    contributed = {run for lesson in lessons for run in lesson.source_runs.split()}
-    return {"tasks": tasks, "kills": done_kills, "final_exit": final.returncode,
+    return {"tasks": tasks, "kills": done_kills, "starts": starts + 1, "final_exit": final.returncode,
             "tasks_finished": len({r["line"] for r in rows}), "results_lines": len(rows),
             "actions_executed": len(executed), "actions_executed_twice": sum(n > 1 for n in executed.values()),
             "actions_reissued_after_kill": sum(1 for e in journal if e.get("repeat")),
-            "lessons": len(lessons), "lessons_with_double_evidence": sum(
-                l.evidence != len(l.source_runs.split()) for l in lessons),
-            "runs_whose_lessons_are_missing": sum(1 for r in rows if r.get("run_id") and
-                                                   r["lessons"].get("written", 0) + r["lessons"].get("merged", 0)
-                                                   and r["run_id"] not in contributed)}
+            "lessons": len(lessons), **_evidence_check(rows, lessons)}
+
+
+def _evidence_check(rows: list[dict[str, Any]], lessons: list[Any]) -> dict[str, int]:
+    """Each finished run adds one piece of evidence to each lesson it wrote or merged into, once,
+    however often it was killed and resumed: stored evidence must equal what the results report."""
+    reported = sum(r["lessons"].get("written", 0) + r["lessons"].get("merged", 0) for r in rows if r.get("lessons"))
+    stored = sum(l.evidence for l in lessons)
+    return {"evidence_reported": reported, "evidence_stored": stored,
+            "evidence_lost": max(0, reported - stored), "evidence_duplicated": max(0, stored - reported)}
 
 
 def _lessons(folder: Path) -> list[Any]:
@@ -208,7 +213,7 @@ async def hostile_input() -> dict[str, Any]:
         return {"oversized": "x" * 2_000_000, "invalid_utf8": b"\xff\xfe\xfa broken bytes",
                 "nested_json": nested, **{f"probe_{i}": p for i, p in enumerate(PROBES)}}
 
-    figures = {"runs": 0, "crashed": 0, "probes": len(PROBES), "probe_lessons_stored": 0}
+    figures = {"runs": 0, "crashed": 0, "probes": len(PROBES), "probe_candidates": 0, "probe_lessons_stored": 0}
     with tempfile.TemporaryDirectory() as folder:
         for name, payload in outputs().items():
             tool = StructuredTool.from_function(_returning(payload), name="fetch", description="Fetch the report.")
@@ -221,6 +226,7 @@ async def hostile_input() -> dict[str, Any]:
                 figures["runs"] += 1
                 figures["crashed"] += result.status not in ("success", "failure")
                 if name.startswith("probe"):
+                    figures["probe_candidates"] += result.lessons["candidates"]
                     figures["probe_lessons_stored"] += result.lessons["written"] + result.lessons["merged"]
             except Exception:  # noqa: BLE001 — counted: this is what the figure measures
                 figures["runs"] += 1
@@ -295,16 +301,17 @@ def bad_configuration() -> list[dict[str, Any]]:
         (Path(folder) / "exists.jsonl").write_text("{}\n")
         env = {**os.environ, "PIVOTAL_MODEL": "sim", "PIVOTAL_STORE_PATH": f"{folder}/store",
                "PIVOTAL_CHECKPOINT_PATH": ":memory:", "PYTHONPATH": str(ROOT), "OPENAI_API_KEY": "x"}
-        def one(row: tuple[list[str], str]) -> dict[str, Any]:
-            argv, needle = row
-            done = subprocess.run([sys.executable, "-m", "pivotal.cli", *argv], cwd=folder, env=env,
+        def one(numbered: tuple[int, tuple[list[str], str]]) -> dict[str, Any]:
+            number, (argv, needle) = numbered  # own store folder: rows run in parallel processes
+            done = subprocess.run([sys.executable, "-m", "pivotal.cli", *argv], cwd=folder,
+                                  env={**env, "PIVOTAL_STORE_PATH": f"{folder}/store-{number}"},
                                   capture_output=True, text=True, timeout=120)
             error = done.stderr.strip()
             return {"command": "pivotal " + " ".join(argv), "exit": done.returncode, "error": error,
                     "ok": done.returncode == 2 and needle in error and len(error.splitlines()) == 1}
 
         with ThreadPoolExecutor(4) as pool:  # each row is a fresh CLI process (~1.5 s of imports)
-            rows = list(pool.map(one, BAD_INPUTS))
+            rows = list(pool.map(one, enumerate(BAD_INPUTS)))
     return rows
 
 
@@ -320,8 +327,8 @@ def bad_configuration_table(rows: list[dict[str, Any]]) -> str:
 # --- the suite --------------------------------------------------------------------------------
 
 def run_suite(small: bool) -> dict[str, Any]:
-    size = {"tasks": 20, "kills": 5, "crash_tasks": 12, "runs": 20, "processes": 2} if small else \
-           {"tasks": 200, "kills": 6, "crash_tasks": 24, "runs": 50, "processes": 4}
+    size = {"tasks": 20, "kills": 5, "crash_tasks": 24, "runs": 20, "processes": 2} if small else \
+           {"tasks": 200, "kills": 6, "crash_tasks": 60, "runs": 50, "processes": 4}
     started = time.perf_counter()
     report = {"provider_chaos": asyncio.run(provider_chaos(size["tasks"])),
               "crash_and_resume": crash_and_resume(size["crash_tasks"], size["kills"]),

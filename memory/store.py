@@ -79,9 +79,11 @@ class ExperienceStore:
                 match = self.nearest(lesson)
                 if match and match[1] >= dedup_similarity:
                     merged = match[0].merged_with(lesson, keep_text=keep_text)
-                    if merged is not match[0]:  # the same run again adds nothing (resume-safe)
+                    if merged is not match[0]:
                         self._put([merged])
-                        written.append(Written(match[0].id, merged=True))
+                    # The same run again (a resume) changes nothing, but is reported as before:
+                    # inserted if this run created the lesson, merged otherwise.
+                    written.append(Written(match[0].id, merged=match[0].run_id != lesson.run_id or merged is not match[0]))
                 else:
                     self._put([lesson])
                     written.append(Written(lesson.id, merged=False))

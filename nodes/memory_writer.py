@@ -29,9 +29,10 @@ async def memory_writer(state: State, runtime: Runtime[Context]) -> dict[str, An
                                      recall_usage(state), success=state.get("status") == "success")
     retired = await asyncio.to_thread(store.enforce_limits, floor=context.utility_floor,
                                       min_retrievals=context.min_recalls_to_retire, cap=context.max_lessons)
-    return {"written": [w.id for w in written], "retired": retired,
-            "counters": {"lessons_written": sum(not w.merged for w in written),
-                         "lessons_merged": sum(w.merged for w in written),
+    inserted = {w.id for w in written if not w.merged}
+    merged = {w.id for w in written if w.merged} - inserted  # a lesson counts once per run, however often hit
+    return {"written": sorted(inserted | merged), "retired": retired,
+            "counters": {"lessons_written": len(inserted), "lessons_merged": len(merged),
                          "lessons_scored": len(scored), "lessons_retired": len(retired)}}
 
 

@@ -148,6 +148,6 @@ def test_a_batch_killed_with_sigkill_resumes_without_rerunning_anything(tmp_path
     assert all(len(pids[str(row["task"]["params"]["seed"])]) == 1 for row in rows if row["line"] in before)
 
     lessons = open_store(str(tmp_path / "store")).get()
-    assert lessons and all(l.evidence == len(l.source_runs.split()) for l in lessons.values())  # none twice
-    contributed = {run for l in lessons.values() for run in l.source_runs.split()}
-    assert {row["run_id"] for row in rows if row["lessons"]["written"] + row["lessons"]["merged"]} <= contributed
+    # every finished run added one piece of evidence per lesson it wrote or merged into, once, kills or not
+    reported = sum(row["lessons"]["written"] + row["lessons"]["merged"] for row in rows)
+    assert lessons and sum(l.evidence for l in lessons.values()) == reported

@@ -26,10 +26,10 @@ def test_provider_faults_never_crash_a_task_and_every_task_has_an_outcome(figure
 
 def test_kills_and_resumes_execute_no_action_twice_and_lose_no_lesson(figures):
     crash = figures["crash_and_resume"]
-    assert crash["kills"] >= 3 and crash["final_exit"] == 0
+    assert crash["kills"] >= 5 and crash["final_exit"] == 0
     assert crash["tasks_finished"] == crash["results_lines"] == crash["tasks"]
     assert crash["actions_executed_twice"] == 0
-    assert crash["lessons_with_double_evidence"] == 0 and crash["runs_whose_lessons_are_missing"] == 0
+    assert crash["evidence_lost"] == crash["evidence_duplicated"] == 0 and crash["evidence_stored"] > 0
 
 
 def test_the_store_under_contention_loses_and_duplicates_nothing(figures):
@@ -41,6 +41,7 @@ def test_the_store_under_contention_loses_and_duplicates_nothing(figures):
 def test_hostile_tool_output_is_contained(figures):
     hostile = figures["hostile_input"]
     assert hostile["crashed"] == 0 and hostile["probe_lessons_stored"] == 0
+    assert hostile["probe_candidates"] >= hostile["probes"]  # every probe reached the gate, and none got in
 
 
 def test_a_planted_key_is_in_no_artefact(figures):

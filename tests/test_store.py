@@ -71,8 +71,9 @@ def test_keep_text_merges_evidence_without_touching_the_gated_text(store):
 
 def test_the_same_run_written_twice_counts_once(store):
     """A resumed run may write its lessons again: evidence must not double."""
-    store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)
-    assert store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP) == []
+    [first] = store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)
+    [again] = store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)
+    assert again.id == first.id and not again.merged  # reported as the run's own insert, as before
     assert next(iter(store.get().values())).evidence == 1
 
 
