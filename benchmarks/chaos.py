@@ -23,6 +23,8 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -58,10 +60,10 @@ async def provider_chaos(tasks: int, fault_rate: float = 0.3, seed: int = 0) -> 
     register_environment("chaos-finish", lambda: ToolEnvironment(
         [finish], lambda task, calls: True if calls else None, intro="Call finish."))
     rng, figures = random.Random(seed), {}
-    with loopback() as server, tempfile.TemporaryDirectory() as folder:
-        os.environ.update({"OPENAI_API_KEY": "chaos-key", "OPENAI_BASE_URL": server.base_url_openai,
-                           "ANTHROPIC_API_KEY": "chaos-key", "ANTHROPIC_BASE_URL": server.base_url_anthropic,
-                           "PIVOTAL_REQUEST_TIMEOUT": "0.5", "PIVOTAL_MAX_RETRIES": "2"})
+    with loopback() as server, tempfile.TemporaryDirectory() as folder, _environment({
+            "OPENAI_API_KEY": "chaos-key", "OPENAI_BASE_URL": server.base_url_openai,
+            "ANTHROPIC_API_KEY": "chaos-key", "ANTHROPIC_BASE_URL": server.base_url_anthropic,
+            "PIVOTAL_REQUEST_TIMEOUT": "0.5", "PIVOTAL_MAX_RETRIES": "2"}):
         settings.cache_clear(), make_model.cache_clear()
         for label, rate in (("clean", 0.0), ("chaos", fault_rate)):
             server.requests.clear()
@@ -85,6 +87,21 @@ async def provider_chaos(tasks: int, fault_rate: float = 0.3, seed: int = 0) -> 
     chaos["retries_made"] = chaos["http_requests"] - clean["http_requests"]
     chaos["extra_latency_s_per_task"] = round((chaos["wall_s"] - clean["wall_s"]) / max(1, chaos["tasks"]) * 8, 3)
     return figures
+
+
+@contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """Point the SDKs at the loopback server for the duration only; the caller's environment returns."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 # --- 2. crash and resume ----------------------------------------------------------------------
