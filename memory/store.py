@@ -141,22 +141,29 @@ class ExperienceStore:
             self._put(scored)
         return scored
 
-    def enforce_limits(self, *, floor: float, min_retrievals: int, cap: int) -> list[str]:
+    def enforce_limits(self, *, floor: float, min_retrievals: int, cap: int,
+                       scored: list[Lesson] | None = None) -> list[str]:
         """Retire lessons whose utility fell below `floor` after enough recalls, then the lowest
-        utility (oldest first on ties) until at most `cap` stay approved. Retired ones are kept."""
+        utility (oldest first on ties) until at most `cap` stay approved. Retired ones are kept.
+
+        `scored`: the lessons whose utility just changed; only they can newly fall below the
+        floor, so a run does not scan the whole store unless the store is over its cap."""
         with self._lock:
-            approved = [l for l in self.lessons() if l.status == "approved"]
-            weak = [l for l in approved if l.retrievals >= min_retrievals and l.utility < floor]
-            for lesson in weak:
-                lesson.retired_reason = f"utility {lesson.utility:.2f} below floor {floor:.2f}"
-            weak_ids = {l.id for l in weak}
-            keep = sorted((l for l in approved if l.id not in weak_ids), key=lambda l: (l.utility, l.created_at))
-            over = keep[:max(0, len(keep) - cap)]
-            for lesson in over:
-                lesson.retired_reason = f"store over its cap of {cap} approved lessons (lowest utility)"
-            retired = [l.model_copy(update={"status": "retired"}) for l in [*weak, *over]]
-            self._put(retired)
-        return [l.id for l in retired]
+            candidates = scored if scored is not None else list(self.lessons())
+            weak = [l.model_copy(update={"status": "retired",
+                                         "retired_reason": f"utility {l.utility:.2f} below floor {floor:.2f}"})
+                    for l in candidates if l.status == "approved" and l.retrievals >= min_retrievals
+                    and l.utility < floor]
+            self._put(weak)
+            over = self._over_cap(cap) if self.count() > cap else []
+            self._put(over)
+        return [l.id for l in [*weak, *over]]
+
+    def _over_cap(self, cap: int) -> list[Lesson]:
+        approved = sorted((l for l in self.lessons() if l.status == "approved"), key=lambda l: (l.utility, l.created_at))
+        reason = f"store over its cap of {cap} approved lessons (lowest utility)"
+        return [l.model_copy(update={"status": "retired", "retired_reason": reason})
+                for l in approved[:max(0, len(approved) - cap)]]
 
     def retire(self, ids: list[str], reason: str) -> list[str]:
         with self._lock:

@@ -213,3 +213,13 @@ def test_a_collection_from_another_embedding_model_is_refused_and_kept(tmp_path)
     close_stores()
     reopened = chromadb.PersistentClient(path=str(folder))
     assert reopened.get_collection(collection_name("files")).get(ids=["x"])["documents"] == ["three dimensions"]
+
+
+def test_after_a_run_only_the_lessons_it_scored_are_checked_against_the_floor(store):
+    [weak, other] = store.add([lesson("Check the file exists before reading it."),
+                               lesson("Close files after writing them.")], dedup_similarity=DEDUP)
+    for run in ("r1", "r2", "r3"):
+        store.record_outcome(run, "files", {other.id: (1, 0)}, success=False)
+    scored = store.record_outcome("r4", "files", {weak.id: (1, 0)}, success=False)
+    assert store.enforce_limits(floor=0.4, min_retrievals=1, cap=100, scored=scored) == [weak.id]
+    assert store.get()[other.id].status == "approved"  # weak too, but not this run's business
