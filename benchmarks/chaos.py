@@ -162,7 +162,7 @@ async def store_contention(runs: int, processes: int) -> dict[str, Any]:
     from graphs import run_batch
     from memory.store import close_stores, open_store
     from pivotal.context import Context
-    from servers import free_port, wait_until_up
+    from servers import chroma_server
 
     figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as folder:
@@ -174,31 +174,19 @@ async def store_contention(runs: int, processes: int) -> dict[str, Any]:
         figures["one_process"] = _contention_figures(runs, [r.model_dump() for r in results], stored)
         close_stores()
 
-        port = free_port()
-        log = Path(folder) / "chroma.log"
-        with log.open("w") as out:
-            server = subprocess.Popen([str(Path(sys.executable).parent / "chroma"), "run", "--path", f"{folder}/srv",
-                                       "--host", "127.0.0.1", "--port", str(port)], stdout=out, stderr=subprocess.STDOUT)
-            try:
-                url = f"http://127.0.0.1:{port}"
-                wait_until_up(f"{url}/api/v2/heartbeat", server, log)
-                procs = [subprocess.Popen(
-                    [sys.executable, "-m", "pivotal.cli", "run", "--env", "gridworld", "--seed", str(i), "--family",
-                     "contention", "--model", f"sim:error=0.35,seed={i}", "--lesson-model", "sim", "--no-critic",
-                     "--max-steps", "12", "--store-url", url, "--checkpoints", ":memory:", "--json"],
-                    cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(processes)]
-                outputs = [json.loads(p.communicate(timeout=300)[0]) for p in procs]
-                shared = open_store("", url).get(family="contention")
-                figures["server_processes"] = _contention_figures(processes, outputs, shared)
-            finally:
-                server.terminate()
-                server.wait(timeout=30)
+        with chroma_server(Path(folder)) as url:
+            procs = [subprocess.Popen(
+                [sys.executable, "-m", "pivotal.cli", "run", "--env", "gridworld", "--seed", str(i), "--family",
+                 "contention", "--model", f"sim:error=0.35,seed={i}", "--lesson-model", "sim", "--no-critic",
+                 "--max-steps", "12", "--store-url", url, "--checkpoints", ":memory:", "--json"],
+                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(processes)]
+            outputs = [json.loads(p.communicate(timeout=300)[0]) for p in procs]
+            shared = open_store("", url).get(family="contention")
+            figures["server_processes"] = _contention_figures(processes, outputs, shared)
     return figures
 
 
 def _contention_figures(runs: int, results: list[dict[str, Any]], stored: dict[str, Any]) -> dict[str, Any]:
-    from memory.lesson import Lesson  # noqa: F401 — stored values are Lessons
-
     expected = sum(r["lessons"]["written"] + r["lessons"]["merged"] for r in results)
     evidence = sum(l.evidence for l in stored.values())
     inserted = sum(r["lessons"]["written"] for r in results)

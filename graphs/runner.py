@@ -123,10 +123,8 @@ async def arun(task: Task | dict[str, Any] | str, context: Context | None = None
     """Run one task to its end and summarise it. Pass `checkpointer` to share one across runs."""
     context = context or Context()
     parsed = preflight(task, context)
-    if checkpointer is None:
-        async with open_checkpointer(checkpoint_path) as saver:
-            return await _run(build_graph(checkpointer=saver), parsed, context, thread_id)
-    return await _run(build_graph(checkpointer=checkpointer), parsed, context, thread_id)
+    async with _graph(checkpointer, checkpoint_path) as graph:
+        return await _run(graph, parsed, context, thread_id)
 
 
 async def aresume(thread_id: str, reply: Any, context: Context | None = None, *,
@@ -134,24 +132,23 @@ async def aresume(thread_id: str, reply: Any, context: Context | None = None, *,
     """Continue a run paused for approval: `reply` is {"decision": "approve"|"reject", "reason": ...}."""
     context = context or Context()
     check_context(context)
-    if checkpointer is None:
-        async with open_checkpointer(checkpoint_path) as saver:
-            return await _resume(build_graph(checkpointer=saver), thread_id, reply, context)
-    return await _resume(build_graph(checkpointer=checkpointer), thread_id, reply, context)
+    async with _graph(checkpointer, checkpoint_path) as graph:
+        config = _config(thread_id, context)
+        saved = await graph.aget_state(config)
+        if not any(task.interrupts for task in saved.tasks):
+            raise PivotalError(f"thread {thread_id!r} is not waiting for approval; nothing to resume "
+                               "(check --thread-id and --checkpoints)")
+        return await _invoke(graph, Command(resume=reply), config, context, saved.values.get("run_id", ""))
 
 
-async def _resume(graph: Any, thread_id: str, reply: Any, context: Context) -> RunResult:
-    config = {"configurable": {"thread_id": thread_id}, "recursion_limit": recursion_limit(context)}
-    saved = await graph.aget_state(config)
-    if not any(task.interrupts for task in saved.tasks):
-        raise PivotalError(f"thread {thread_id!r} is not waiting for approval; nothing to resume "
-                           "(check --thread-id and --checkpoints)")
-    started, started_at = time.perf_counter(), time.time()
-    try:
-        final = await graph.ainvoke(Command(resume=reply), config=config, context=context, durability="sync")
-    finally:
-        release(saved.values.get("run_id", ""))
-    return summarise(final, context, thread_id, time.perf_counter() - started, started_at)
+@asynccontextmanager
+async def _graph(checkpointer: BaseCheckpointSaver | None, checkpoint_path: str | None) -> AsyncIterator[Any]:
+    """The graph over the given checkpointer, or over one opened (and closed) for this call."""
+    if checkpointer is not None:
+        yield build_graph(checkpointer=checkpointer)
+        return
+    async with open_checkpointer(checkpoint_path) as saver:
+        yield build_graph(checkpointer=saver)
 
 
 def resume(thread_id: str, reply: Any, context: Context | None = None, **kwargs: Any) -> RunResult:
@@ -210,25 +207,33 @@ async def run_or_report(graph: Any, task: Task, context: Context, thread_id: str
 async def _run(graph: Any, task: Task, context: Context, thread_id: str | None) -> RunResult:
     """Start the task on its thread, or continue it from the thread's last checkpoint."""
     thread_id = thread_id or uuid.uuid4().hex
-    config = {"configurable": {"thread_id": thread_id}, "recursion_limit": recursion_limit(context),
-              "metadata": {"pivotal_task": task.id}}
-    started, started_at = time.perf_counter(), time.time()
+    config = _config(thread_id, context, {"pivotal_task": task.id})
     saved = await graph.aget_state(config) if graph.checkpointer is not None else None
     # A node that finished just before a crash has its writes saved but no checkpoint after it:
     # `next` is then empty while `tasks` still holds it, so only no next *and* no tasks means done.
     if saved is not None and saved.values and not saved.next and not saved.tasks:
-        final = saved.values  # finished before a crash: read back, never re-run
-    else:
-        resume = saved is not None and bool(saved.values)
-        run_id = saved.values.get("run_id", "") if resume else uuid.uuid4().hex
-        run_input = None if resume else {"task": task.model_dump(), "run_id": run_id}
-        try:
-            # "sync": each step's checkpoint is on disk before the next step starts, so a
-            # killed process resumes after the last executed action, not before it.
-            final = await graph.ainvoke(run_input, config=config, context=context, durability="sync")
-        finally:
-            release(run_id)
-    return summarise(final, context, thread_id, time.perf_counter() - started, started_at)
+        return summarise(saved.values, context, thread_id, 0.0, time.time())  # finished before a crash: never re-run
+    if saved is not None and saved.values:
+        return await _invoke(graph, None, config, context, saved.values.get("run_id", ""))
+    run_id = uuid.uuid4().hex
+    return await _invoke(graph, {"task": task.model_dump(), "run_id": run_id}, config, context, run_id)
+
+
+def _config(thread_id: str, context: Context, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread_id}, "recursion_limit": recursion_limit(context),
+            "metadata": metadata or {}}
+
+
+async def _invoke(graph: Any, run_input: Any, config: dict[str, Any], context: Context, run_id: str) -> RunResult:
+    """Run (or continue) the graph to its end or next pause, then release the live environment."""
+    started, started_at = time.perf_counter(), time.time()
+    try:
+        # "sync": each step's checkpoint is on disk before the next step starts, so a
+        # killed process resumes after the last executed action, not before it.
+        final = await graph.ainvoke(run_input, config=config, context=context, durability="sync")
+    finally:
+        release(run_id)
+    return summarise(final, context, config["configurable"]["thread_id"], time.perf_counter() - started, started_at)
 
 
 def summarise(final: dict[str, Any], context: Context, thread_id: str, wall_s: float,

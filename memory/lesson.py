@@ -56,6 +56,13 @@ class Lesson(BaseModel):
         return self.model_dump(exclude={"id"})
 
     @classmethod
+    def from_candidate(cls, candidate: dict[str, Any], *, family: str, run_id: str, model: str) -> "Lesson":
+        """A distiller's or reflector's draft (kind, situation, text, outcome, level) with its provenance."""
+        return cls(kind=candidate["kind"], situation=candidate["situation"], text=candidate["text"],
+                   outcome=candidate["outcome"], level=candidate.get("level", "step"), family=family,
+                   run_id=run_id, model=model)
+
+    @classmethod
     def from_record(cls, lesson_id: str, metadata: dict[str, Any]) -> "Lesson":
         return cls.model_validate({**metadata, "id": lesson_id})
 

@@ -79,11 +79,10 @@ class ExperienceStore:
                 match = self.nearest(lesson)
                 if match and match[1] >= dedup_similarity:
                     merged = match[0].merged_with(lesson, keep_text=keep_text)
-                    if merged is not match[0]:
+                    if merged is not match[0]:  # the same run again (a resume) changes nothing
                         self._put([merged])
-                    # The same run again (a resume) changes nothing, but is reported as before:
-                    # inserted if this run created the lesson, merged otherwise.
-                    written.append(Written(match[0].id, merged=match[0].run_id != lesson.run_id or merged is not match[0]))
+                    # ...but is reported as before: inserted if this run created the lesson, else merged
+                    written.append(Written(match[0].id, merged=match[0].run_id != lesson.run_id))
                 else:
                     self._put([lesson])
                     written.append(Written(lesson.id, merged=False))

@@ -22,7 +22,8 @@ async def dedup(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     store = await asyncio.to_thread(open_store, context.store_path, context.store_url)
     marked = []
     for candidate in candidates:
-        lesson = as_lesson(candidate, task.family, state["run_id"], context.model_for("lesson"))
+        lesson = Lesson.from_candidate(candidate, family=task.family, run_id=state["run_id"],
+                                       model=context.model_for("lesson"))
         match = await asyncio.to_thread(store.nearest, lesson)
         duplicate = (match is not None and match[1] >= context.dedup_similarity
                      and not better_text(lesson.text, match[0].text))
@@ -30,8 +31,3 @@ async def dedup(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                        "similarity": round(match[1], 3) if match else 0.0})
     return {"candidates": marked}
 
-
-def as_lesson(candidate: dict[str, Any], family: str, run_id: str, model: str) -> Lesson:
-    return Lesson(kind=candidate["kind"], situation=candidate["situation"], text=candidate["text"],
-                  outcome=candidate["outcome"], level=candidate.get("level", "step"), family=family,
-                  run_id=run_id, model=model)

@@ -5,8 +5,8 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from memory.lesson import Lesson
 from memory.store import open_store
-from nodes.dedup import as_lesson
 from pivotal.context import Context
 from pivotal.state import State
 from pivotal.task import Task
@@ -34,8 +34,10 @@ async def _write(store: Any, state: State, context: Context, family: str) -> lis
     """New lessons may improve a stored text; known ones (no gate call) only add evidence."""
     model = context.model_for("lesson")
     approved = state.get("approved_lessons", [])
-    new = [as_lesson(c, family, state["run_id"], model) for c in approved if not c.get("duplicate_of")]
-    known = [as_lesson(c, family, state["run_id"], model) for c in approved if c.get("duplicate_of")]
+    drafts = [(bool(c.get("duplicate_of")), Lesson.from_candidate(c, family=family, run_id=state["run_id"], model=model))
+              for c in approved]
+    new = [lesson for duplicate, lesson in drafts if not duplicate]
+    known = [lesson for duplicate, lesson in drafts if duplicate]
     written = await asyncio.to_thread(store.add, new, dedup_similarity=context.dedup_similarity)
     return written + await asyncio.to_thread(store.add, known, dedup_similarity=context.dedup_similarity,
                                              keep_text=True)

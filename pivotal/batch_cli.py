@@ -54,15 +54,15 @@ def _batch(args: argparse.Namespace) -> int:
                                  "error": f"bad task line: {why}"})
         pending = [(number, task) for number, task in lines if number not in done]
         started = time.perf_counter()
-        finished = asyncio.run(_run(pending, context, args.concurrency, state, results))
-    summary = summarise(_read_results(out), time.perf_counter() - started, resumed=len(done))
+        asyncio.run(_run(pending, context, args.concurrency, state, results))
+    summary = batch_summary(_read_results(out), time.perf_counter() - started, resumed=len(done))
     print(format_summary(summary))
     failed = summary["tasks"] - summary["success"]
     return EXIT_TASK_FAILED if args.check and failed else EXIT_OK
 
 
 async def _run(pending: list[tuple[int, dict[str, Any]]], context: Any, concurrency: int,
-               state: dict[str, str], results: Any) -> int:
+               state: dict[str, str], results: Any) -> None:
     from graphs.runner import run_batch
 
     progress = _progress(len(pending))
@@ -77,11 +77,11 @@ async def _run(pending: list[tuple[int, dict[str, Any]]], context: Any, concurre
                         on_result=record, thread_keys=[str(number) for number, _ in pending])
     finally:
         progress.close()
-    return len(pending)
 
 
 def read_tasks(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, str]]]:
     """Good task lines and (line number, why) for the bad ones; blank lines are skipped."""
+    from pivotal.environments import make_environment
     from pivotal.task import parse_task
 
     if not path.is_file():
@@ -94,8 +94,6 @@ def read_tasks(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple
             try:
                 raw = json.loads(line)
                 task = parse_task(raw if isinstance(raw, (dict, str)) else None)
-                from pivotal.environments import make_environment
-
                 make_environment(task.env)
                 good.append((number, raw if isinstance(raw, dict) else {"goal": raw}))
             except json.JSONDecodeError as exc:
@@ -159,7 +157,7 @@ def _progress(total: int) -> Any:
     return tqdm(total=total, unit="task", file=sys.stderr, disable=not sys.stderr.isatty(), dynamic_ncols=True)
 
 
-def summarise(rows: list[dict[str, Any]], wall_s: float, *, resumed: int = 0) -> dict[str, Any]:
+def batch_summary(rows: list[dict[str, Any]], wall_s: float, *, resumed: int = 0) -> dict[str, Any]:
     def total(*path: str) -> int:
         found = 0
         for row in rows:

@@ -1,10 +1,17 @@
-"""Starting real local servers in tests: a free port, and waiting until the server answers."""
+"""Starting real local servers in tests and the reliability suite: a free port, a log outside
+the project, and a wait until the server answers."""
 
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+BIN = Path(sys.executable).parent
 
 
 def free_port() -> int:
@@ -24,3 +31,26 @@ def wait_until_up(url: str, server: subprocess.Popen, log: Path, timeout_s: floa
             if server.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"server at {url} did not start:\n{log.read_text()[-3000:]}") from None
             time.sleep(0.2)
+
+
+@contextmanager
+def serve(command: list[str], ready_path: str, port: int, log: Path, **popen: Any) -> Iterator[str]:
+    """Run `command` (already bound to `port`), yield its base URL once `ready_path` answers, stop it after."""
+    with log.open("w") as out:
+        server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, **popen)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_until_up(f"{url}{ready_path}", server, log)
+            yield url
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+
+
+@contextmanager
+def chroma_server(folder: Path) -> Iterator[str]:
+    """A real `chroma run` on 127.0.0.1 storing in `folder/data`."""
+    port = free_port()
+    command = [str(BIN / "chroma"), "run", "--path", str(folder / "data"), "--host", "127.0.0.1", "--port", str(port)]
+    with serve(command, "/api/v2/heartbeat", port, folder / "chroma.log") as url:
+        yield url

@@ -1,11 +1,8 @@
 """The experience store on a real Chroma PersistentClient: dedup, recall, utility, eviction,
 concurrency, bad stores. Every test uses its own folder."""
 
-import asyncio
-import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import chromadb

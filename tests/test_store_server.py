@@ -12,26 +12,15 @@ from memory.lesson import Lesson
 from memory.store import open_store
 from pivotal.context import Context
 from pivotal.errors import PivotalError
-from servers import free_port, wait_until_up
+from servers import chroma_server, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMA = Path(sys.executable).parent / "chroma"
 
 
 @pytest.fixture(scope="module")
 def server_url(tmp_path_factory):
-    port, folder = free_port(), tmp_path_factory.mktemp("chroma-server")
-    log = (folder / "server.log").open("w")
-    server = subprocess.Popen([str(CHROMA), "run", "--path", str(folder / "data"), "--host", "127.0.0.1",
-                               "--port", str(port)], stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_up(f"{url}/api/v2/heartbeat", server, folder / "server.log")
+    with chroma_server(tmp_path_factory.mktemp("chroma-server")) as url:
         yield url
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-        log.close()
 
 
 def test_the_store_works_against_a_chroma_server(server_url):

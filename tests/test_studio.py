@@ -5,7 +5,6 @@ checks Studio draws every node, and forks from a step's recorded checkpoint.
 """
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from langgraph_sdk import get_client
 
 from graphs.builder import NODES
 from pivotal.studio_cli import QUIET
-from servers import free_port, wait_until_up
+from servers import free_port, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 LANGGRAPH = Path(sys.executable).parent / "langgraph"
@@ -25,17 +24,9 @@ def studio(tmp_path_factory):
     """Port chosen here and checked: on a taken port the server silently moves elsewhere."""
     port, folder = free_port(), tmp_path_factory.mktemp("studio")
     log_path = folder / "server.log"  # outside the project, or the reload watcher loops
-    with log_path.open("w") as log:
-        server = subprocess.Popen([str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1",
-                                   "--port", str(port)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                  env={**os.environ, **QUIET})
-        url = f"http://127.0.0.1:{port}"
-        try:
-            wait_until_up(f"{url}/ok", server, log_path)
-            yield url, folder, log_path
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
+    command = [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port)]
+    with serve(command, "/ok", port, log_path, cwd=ROOT, env={**os.environ, **QUIET}) as url:
+        yield url, folder, log_path
 
 
 async def test_studio_runs_a_task_shows_every_node_and_forks_from_a_step(studio):

@@ -119,23 +119,23 @@ def _act(live: Live | None, oracle: Oracle | None, rng: random.Random, wrong: bo
     # A wrong call keeps the expert's arguments (e.g. delete the path it should have written):
     # plausible mistakes that pass the schema check, so the critic has something to judge.
     pick = {"action": rng.choice(choices), "arguments": dict(expert[1]) if expert else {}, "thought": "exploring"}
-    if expert and guardrails and _warned(oracle, pick, guardrails):
+    if expert and _warned(oracle, pick, guardrails):
         return {"action": expert[0], "arguments": expert[1], "thought": "a recalled guardrail warns against the other move"}
     return pick
 
 
-def _warned(oracle: Oracle | None, proposal: dict[str, Any], guardrails: str) -> bool:
-    if oracle is None or not proposal.get("action"):
-        return False
+def _warned(oracle: Oracle | None, proposal: dict[str, Any], guardrails: str) -> str:
+    """The oracle's reason against this proposal when a recalled guardrail states it, else ""."""
+    if oracle is None or not proposal.get("action") or not guardrails:
+        return ""
     quality, reason = oracle.judge(str(proposal["action"]), proposal.get("arguments") or {})
-    return quality != "good" and reason.lower() in guardrails
+    return reason if quality != "good" and reason.lower() in guardrails else ""
 
 
 def _criticise(oracle: Oracle | None, proposal: dict[str, Any], wrong: bool, guardrails: str = "") -> dict[str, Any]:
     if oracle is None:
         return {"decision": "approve", "confidence": 0.5, "diagnosis": "no oracle", "revision": ""}
-    if guardrails and _warned(oracle, proposal, guardrails):
-        reason = oracle.judge(str(proposal["action"]), proposal.get("arguments") or {})[1]
+    if reason := _warned(oracle, proposal, guardrails):
         return {"decision": "reject", "confidence": 0.95, "diagnosis": f"a recalled guardrail forbids this: {reason}",
                 "revision": "take another action"}
     quality, reason = oracle.judge(str(proposal.get("action", "")), proposal.get("arguments") or {})
