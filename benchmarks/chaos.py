@@ -6,8 +6,9 @@
 Parts: provider chaos through the loopback OpenAI/Anthropic server (faults in 30% of calls),
 SIGKILL-and-resume of a batch (≥ 5 kills, double execution checked in the environment's own
 journal), the store under contention (50 concurrent runs; 4 processes on a `chroma run`
-server), hostile tool output, a planted key grepped for in every artefact, and every row of
-the README's bad-input table.
+server), hostile tool output, a planted key grepped for in every artefact, every row of
+the README's bad-input table, and side effects counted in a support desk's ledger files across
+retries, compensations, kills mid-refund and approvals resumed in new processes.
 """
 
 from __future__ import annotations
@@ -329,17 +330,121 @@ def bad_configuration_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+# --- 7. side effects happen once ---------------------------------------------------------------
+
+SCENARIOS = [("support-desk", "pivotal", "email"), ("support-desk", "full", "email"),
+             ("support-desk-saga", "pivotal", "refund"), ("support-desk-saga", "full", "email")]
+
+
+def side_effects(per_scenario: int, kill_tasks: int, kills: int, approvals: int, seed: int = 0) -> dict[str, Any]:
+    """Refunds, reversals and emails counted in each task's ledger file (tests/ledger_env.py):
+    retries (forward and compensating), kills mid-refund and approvals resumed in new processes.
+    A refund in a ledger that no approved decision in the trajectory accounts for ran twice."""
+    folder = Path(tempfile.mkdtemp(prefix="pivotal-effects-"))
+    return {"retries": asyncio.run(_retries(folder / "retries", per_scenario)),
+            "kills": _refund_kills(folder / "kills", kill_tasks, kills, seed),
+            "approvals": _approvals_elsewhere(folder / "approvals", approvals)}
+
+
+def _ledger(path: Path, kind: str) -> list[dict[str, Any]]:
+    rows = [json.loads(l) for l in path.read_text().splitlines() if l.strip()] if path.exists() else []
+    return [row for row in rows if row["kind"] == kind]
+
+
+def _counted(rows: list[dict[str, Any]], folder: Path) -> dict[str, int]:
+    refunds = decided = twice = wrong_net = 0
+    for row in rows:
+        ledger = folder / f"{row['task']['params']['order']}.jsonl"
+        paid = _ledger(ledger, "refund")
+        made = sum(step["action"] == "refund" for step in row["trajectory"])
+        refunds, decided, twice = refunds + len(paid), decided + made, twice + max(0, len(paid) - made)
+        net = sum(e["amount"] for e in paid + _ledger(ledger, "reversal"))
+        wrong_net += row["status"] == "success" and net != 20.0
+    return {"runs": len(rows), "succeeded": sum(r["status"] == "success" for r in rows), "refunds_in_ledgers": refunds,
+            "refund_decisions": decided, "refunds_executed_twice": twice, "successes_with_wrong_net_amount": wrong_net,
+            "at_least_once_reported": sum(len(r.get("at_least_once") or []) for r in rows)}
+
+
+async def _retries(folder: Path, per_scenario: int) -> dict[str, Any]:
+    import ledger_env  # noqa: F401 — registers the support desks
+    from graphs import run_batch
+    from pivotal.context import Context
+
+    folder.mkdir(parents=True)
+    figures = {}
+    for env, retry, mistake in SCENARIOS:
+        tasks = [{"env": env, "params": {"ledger": str(folder / f"{env}-{retry}-{i}.jsonl"), "order": f"{env}-{retry}-{i}",
+                                         "mistake": mistake}} for i in range(per_scenario)]
+        results = []
+        for i, task in enumerate(tasks):  # a model seed per task: the sim's errors differ, the ledgers too
+            context = Context(model=f"sim:error=0.2,seed={i}", memory=False, retry=retry, max_steps=8)
+            results += await run_batch([task], context, checkpoint_path=":memory:")
+        figures[f"{env} {retry}"] = _counted([r.model_dump() for r in results], folder)
+    return figures
+
+
+def _refund_kills(folder: Path, tasks: int, kills: int, seed: int) -> dict[str, Any]:
+    """`pivotal batch` over refunding tasks, SIGKILLed while refunds are in flight, resumed each time."""
+    rng = random.Random(seed)
+    folder.mkdir(parents=True)
+    lines = [json.dumps({"env": "support-desk-once", "params": {"ledger": str(folder / f"o{i}.jsonl"), "order": f"o{i}",
+                                                                 "slow_refund": 0.6}}) for i in range(tasks)]
+    (folder / "tasks.jsonl").write_text("\n".join(lines) + "\n")
+    env = {**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{ROOT}"}
+    base = [sys.executable, "-m", "pivotal.cli", "batch", str(folder / "tasks.jsonl"), "--out",
+            str(folder / "results.jsonl"), "--checkpoints", str(folder / "cp.sqlite")]
+    first = ["--plugin", "ledger_env", "--model", "sim:latency=0.02", "--no-memory", "--concurrency", "3"]
+    done_kills = starts = 0
+    while done_kills < kills and starts < 3 * kills:
+        process = subprocess.Popen(base + (["--resume"] if starts else first), cwd=ROOT, env=env,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        starts += 1
+        time.sleep(rng.uniform(1.5, 3.0))
+        if process.poll() is None:
+            process.send_signal(signal.SIGKILL)
+            done_kills += 1
+        process.wait()
+    final = subprocess.run(base + ["--resume"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    rows = [json.loads(l) for l in (folder / "results.jsonl").read_text().splitlines() if l.strip()]
+    return {"tasks": tasks, "kills": done_kills, "final_exit": final.returncode,
+            "results_lines": len(rows), **_counted(rows, folder)}
+
+
+def _approvals_elsewhere(folder: Path, runs: int) -> dict[str, Any]:
+    """Each run pauses before its refund (`pivotal run`), and a new process approves it (`pivotal resume`)."""
+    folder.mkdir(parents=True)
+    env = {**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{ROOT}"}
+    checkpoints = str(folder / "cp.sqlite")
+    rows = []
+    for i in range(runs):
+        run = subprocess.run([sys.executable, "-m", "pivotal.cli", "run", "--env", "support-desk", "--param",
+                              f"ledger={folder / f'a{i}.jsonl'}", "--param", f"order=a{i}", "--model", "sim",
+                              "--no-memory", "--require-approval-for", "refund", "--checkpoints", checkpoints,
+                              "--plugin", "ledger_env", "--json"], cwd=ROOT, env=env, capture_output=True,
+                             text=True, timeout=300, stdin=subprocess.DEVNULL)
+        thread = json.loads(run.stdout)["thread_id"]
+        done = subprocess.run([sys.executable, "-m", "pivotal.cli", "resume", thread, "--decision", "approve",
+                               "--checkpoints", checkpoints, "--json"], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=300)
+        rows.append(json.loads(done.stdout))
+    return _counted(rows, folder)
+
+
 # --- the suite --------------------------------------------------------------------------------
 
 def run_suite(small: bool) -> dict[str, Any]:
-    size = {"tasks": 20, "kills": 5, "crash_tasks": 24, "runs": 20, "processes": 2} if small else \
-           {"tasks": 200, "kills": 6, "crash_tasks": 60, "runs": 50, "processes": 4}
+    size = {"tasks": 20, "kills": 5, "crash_tasks": 24, "runs": 20, "processes": 2, "per_scenario": 3,
+            "kill_tasks": 4, "refund_kills": 2, "approvals": 2} if small else \
+           {"tasks": 200, "kills": 6, "crash_tasks": 60, "runs": 50, "processes": 4, "per_scenario": 25,
+            "kill_tasks": 12, "refund_kills": 5, "approvals": 6}
     started = time.perf_counter()
     report = {"provider_chaos": asyncio.run(provider_chaos(size["tasks"])),
               "crash_and_resume": crash_and_resume(size["crash_tasks"], size["kills"]),
               "store_contention": asyncio.run(store_contention(size["runs"], size["processes"])),
               "hostile_input": asyncio.run(hostile_input()), "secrets": secrets_scan(),
-              "bad_configuration": bad_configuration()}
+              "bad_configuration": bad_configuration(),
+              "side_effects": side_effects(size["per_scenario"], size["kill_tasks"], size["refund_kills"],
+                                           size["approvals"])}
     report["wall_s"] = round(time.perf_counter() - started, 1)
     return report
 

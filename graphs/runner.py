@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 from graphs.builder import build_graph
 from memory.store import open_store
 from pivotal.context import Context
-from pivotal.environments import make_environment
+from pivotal.environments import Idempotent, make_environment
 from pivotal.environments.live import release
 from pivotal.errors import PivotalError
 from pivotal.models.factory import make_model, parse_spec
@@ -58,6 +58,9 @@ class RunResult(BaseModel):
     error: str = Field("", description="status 'error': what raised, in one line; the batch went on")
     interrupt: dict[str, Any] | None = Field(None, description="status 'interrupted': the action awaiting a "
                                              "person; continue with resume(thread_id, reply)")
+    at_least_once: list[int] = Field(default_factory=list, description=(
+        "steps that were in flight when an earlier process stopped and ran again on resume in an "
+        "environment without step_once: their action may have happened twice"))
 
     @classmethod
     def from_error(cls, task: Task, thread_id: str, exc: BaseException, started_at: float) -> "RunResult":
@@ -119,26 +122,50 @@ async def open_checkpointer(path: str | None = None) -> AsyncIterator[BaseCheckp
 
 async def arun(task: Task | dict[str, Any] | str, context: Context | None = None, *,
                checkpointer: BaseCheckpointSaver | None = None, checkpoint_path: str | None = None,
-               thread_id: str | None = None) -> RunResult:
-    """Run one task to its end and summarise it. Pass `checkpointer` to share one across runs."""
+               thread_id: str | None = None, plugins: Iterable[str] = ()) -> RunResult:
+    """Run one task to its end and summarise it. Pass `checkpointer` to share one across runs.
+
+    `plugins` (module names that register the task's environment) are saved with the thread,
+    so `pivotal resume` can import them again in another process.
+    """
     context = context or Context()
     parsed = preflight(task, context)
     async with _graph(checkpointer, checkpoint_path) as graph:
-        return await _run(graph, parsed, context, thread_id)
+        return await _run(graph, parsed, context, thread_id, list(plugins))
 
 
-async def aresume(thread_id: str, reply: Any, context: Context | None = None, *,
+async def aresume(thread_id: str, reply: Any, context: Context | dict[str, Any] | None = None, *,
                   checkpoint_path: str | None = None, checkpointer: BaseCheckpointSaver | None = None) -> RunResult:
-    """Continue a run paused for approval: `reply` is {"decision": "approve"|"reject", "reason": ...}."""
-    context = context or Context()
-    check_context(context)
+    """Continue a run paused for approval: `reply` is {"decision": "approve"|"reject", "reason": ...}.
+
+    The run goes on with the settings it started with. `context` may repeat them (a Context,
+    or a dict of the fields a caller set explicitly) but not contradict them. Everything the
+    rest of the run needs is checked before the reply is written, so a failed resume leaves
+    the thread exactly as it was, still waiting.
+    """
     async with _graph(checkpointer, checkpoint_path) as graph:
+        saved = await paused_run(graph, thread_id)
+        context = Context.resumed(saved.get("run_settings") or {}, context)
+        check_context(context)
+        check_task(saved["task"])
         config = _config(thread_id, context)
-        saved = await graph.aget_state(config)
-        if not any(task.interrupts for task in saved.tasks):
-            raise PivotalError(f"thread {thread_id!r} is not waiting for approval; nothing to resume "
-                               "(check --thread-id and --checkpoints)")
-        return await _invoke(graph, Command(resume=reply), config, context, saved.values.get("run_id", ""))
+        return await _invoke(graph, Command(resume=reply), config, context, saved.get("run_id", ""))
+
+
+async def paused_run(graph: Any, thread_id: str) -> dict[str, Any]:
+    """The values of a thread that waits for approval; one clear line when it does not."""
+    saved = await graph.aget_state({"configurable": {"thread_id": thread_id}})
+    if not any(task.interrupts for task in saved.tasks):
+        raise PivotalError(f"thread {thread_id!r} is not waiting for approval; nothing to resume "
+                           "(check --thread-id and --checkpoints)")
+    return saved.values
+
+
+async def saved_values(thread_id: str, checkpoint_path: str | None = None) -> dict[str, Any]:
+    """A thread's last saved values ({} for none): the CLI reads its plugins and settings first."""
+    async with _graph(None, checkpoint_path) as graph:
+        saved = await graph.aget_state({"configurable": {"thread_id": thread_id}})
+    return dict(saved.values or {})
 
 
 @asynccontextmanager
@@ -164,7 +191,7 @@ def run(task: Task | dict[str, Any] | str, context: Context | None = None, **kwa
 async def run_batch(tasks: Iterable[Task | dict[str, Any] | str], context: Context | None = None, *,
                     concurrency: int = 4, checkpoint_path: str | None = None, thread_prefix: str | None = None,
                     on_result: Callable[[int, RunResult], Any] | None = None,
-                    thread_keys: list[str] | None = None) -> list[RunResult]:
+                    thread_keys: list[str] | None = None, plugins: Iterable[str] = ()) -> list[RunResult]:
     """Run many tasks, at most `concurrency` at once, over one checkpointer; results keep input order.
 
     Task i runs on LangGraph thread `{thread_prefix}:{thread_keys[i]}` (default key: i). Give the same prefix and checkpoint file
@@ -185,7 +212,7 @@ async def run_batch(tasks: Iterable[Task | dict[str, Any] | str], context: Conte
 
     async def one(index: int, task: Task, graph: Any) -> RunResult:
         async with limit:
-            result = await run_or_report(graph, task, context, f"{prefix}:{keys[index]}")
+            result = await run_or_report(graph, task, context, f"{prefix}:{keys[index]}", list(plugins))
         if on_result is not None and inspect.isawaitable(done := on_result(index, result)):
             await done
         return result
@@ -195,16 +222,18 @@ async def run_batch(tasks: Iterable[Task | dict[str, Any] | str], context: Conte
         return list(await asyncio.gather(*(one(i, task, graph) for i, task in enumerate(parsed))))
 
 
-async def run_or_report(graph: Any, task: Task, context: Context, thread_id: str) -> RunResult:
+async def run_or_report(graph: Any, task: Task, context: Context, thread_id: str,
+                        plugins: list[str] | None = None) -> RunResult:
     """One batch task: whatever it raises is recorded in its result, never raised into the batch."""
     started = time.time()
     try:
-        return await _run(graph, task, context, thread_id)
+        return await _run(graph, task, context, thread_id, plugins)
     except Exception as exc:  # noqa: BLE001 — one task's failure must not stop the batch
         return RunResult.from_error(task, thread_id, exc, started)
 
 
-async def _run(graph: Any, task: Task, context: Context, thread_id: str | None) -> RunResult:
+async def _run(graph: Any, task: Task, context: Context, thread_id: str | None,
+               plugins: list[str] | None = None) -> RunResult:
     """Start the task on its thread, or continue it from the thread's last checkpoint."""
     thread_id = thread_id or uuid.uuid4().hex
     config = _config(thread_id, context, {"pivotal_task": task.id})
@@ -214,9 +243,21 @@ async def _run(graph: Any, task: Task, context: Context, thread_id: str | None) 
     if saved is not None and saved.values and not saved.next and not saved.tasks:
         return summarise(saved.values, context, thread_id, 0.0, time.time())  # finished before a crash: never re-run
     if saved is not None and saved.values:
-        return await _invoke(graph, None, config, context, saved.values.get("run_id", ""))
+        Context.resumed(saved.values.get("run_settings") or {}, context)
+        in_flight = _in_flight_step(saved, task)
+        result = await _invoke(graph, None, config, context, saved.values.get("run_id", ""))
+        return result.model_copy(update={"at_least_once": in_flight})
     run_id = uuid.uuid4().hex
-    return await _invoke(graph, {"task": task.model_dump(), "run_id": run_id}, config, context, run_id)
+    start = {"task": task.model_dump(), "run_id": run_id, "run_settings": context.saved(), "plugins": plugins or []}
+    return await _invoke(graph, start, config, context, run_id)
+
+
+def _in_flight_step(saved: Any, task: Task) -> list[int]:
+    """The step an earlier process may have executed without checkpointing it, when the
+    environment cannot tell a repeat (no `step_once`): that one step is at-least-once."""
+    if "executor" not in saved.next or isinstance(make_environment(task.env), Idempotent):
+        return []
+    return [len(saved.values.get("trajectory") or [])]
 
 
 def _config(thread_id: str, context: Context, metadata: dict[str, Any] | None = None) -> dict[str, Any]:

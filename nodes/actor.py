@@ -18,6 +18,8 @@ async def actor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     context = runtime.context
     task = Task.model_validate(state["task"])
     live, replayed = await attach(state["run_id"], task, state["trajectory"])
+    if state.get("compensations"):
+        return _compensate(state["compensations"], replayed)
     specs = live.env.describe_actions()
     names = _still_open([s.name for s in specs], state.get("critiques", []),
                         _pivotal_mistakes(state["trajectory"], state.get("reflections", [])))
@@ -34,6 +36,12 @@ async def actor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                 "thought": answer.value.thought, "error": answer.error if answer.fallback else ""}
     updates["counters"]["replayed"] = replayed
     return {"proposal": proposal, **updates}
+
+
+def _compensate(queue: list[dict[str, Any]], replayed: int) -> dict[str, Any]:
+    """A pivot's undo actions come first, without an LLM call; the critic still reviews each."""
+    proposal = {**queue[0], "error": ""}
+    return {"proposal": proposal, "compensations": queue[1:], "counters": {"replayed": replayed}}
 
 
 def _still_open(names: list[str], critiques: list[dict[str, Any]], mistakes: set[str]) -> list[str]:

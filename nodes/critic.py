@@ -124,4 +124,4 @@ def _decide(critiques: list[dict[str, Any]], context: Context) -> tuple[str, dic
 
 def _proposal(critique: dict[str, Any]) -> dict[str, Any]:
     return {"action": critique["action"], "arguments": critique.get("arguments") or {},
-            "thought": critique.get("thought", "")}
+            "thought": critique.get("thought", ""), "compensates": critique.get("compensates")}

@@ -9,7 +9,7 @@ from langgraph.runtime import Runtime
 from pivotal.context import Context
 from pivotal.environments.live import attach, run_step
 from pivotal.prompt_data import clip
-from pivotal.secrets import redact
+from pivotal.secrets import redact, redact_tree
 from pivotal.state import State, Step
 from pivotal.task import Task
 
@@ -28,8 +28,9 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "verdicts": [{k: c.get(k) for k in ("action", "arguments", "decision", "confidence", "diagnosis", "source")}
                      for c in state.get("critiques", [])],
         "observation": observation, "done": result.done, "success": result.success,
-        "snapshot": snapshot, "checkpoint_id": _checkpoint_id(),
-        "lessons": [l["id"] for l in state.get("lessons", [])]}
+        "snapshot": redact_tree(snapshot), "checkpoint_id": _checkpoint_id(),
+        "lessons": [l["id"] for l in state.get("lessons", [])], "error": bool(result.info.get("error")),
+        "compensates": chosen.get("compensates")}
     trajectory = [*state["trajectory"], step]
     update: dict[str, Any] = {"trajectory": trajectory, "observation": observation, "proposal": None,
                               "chosen": None, "critiques": [],
@@ -38,7 +39,7 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         update.update(status="success", reason=f"goal reached in {len(trajectory)} steps")
     elif result.done:
         update["attempt_failed"] = f"the environment ended the task at step {step['index']}: {_first_line(observation)}"
-    elif len(trajectory) >= context.max_steps:
+    elif len(trajectory) - state.get("attempt_start", 0) >= context.max_steps:
         update["attempt_failed"] = f"step budget of {context.max_steps} spent without reaching the goal"
     return update
 

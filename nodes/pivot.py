@@ -1,7 +1,10 @@
-"""Cut the trajectory back to just before the pivotal step and put the environment there.
+"""Go back to just before the pivotal step, as far as the environment allows.
 
-`full` retry cuts back to step 0 instead. The environment follows the trajectory on the next
-attach (restore from snapshot, or reset and replay the kept actions — no LLM calls).
+`full` retry goes back to step 0 instead. How the world goes back is the environment's
+declaration (`rewind`): restored from a snapshot or replayed (the trajectory is cut), undone by
+compensating actions that the actor proposes next and the critic reviews, or not at all: the
+retry then goes forward from the real state with every executed step still in the trajectory.
+No executed action is ever run again here.
 """
 
 from typing import Any
@@ -9,18 +12,29 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from pivotal.context import Context
-from pivotal.environments.live import attach
+from pivotal.environments.live import rewind
 from pivotal.state import State
 from pivotal.task import Task
 
 
 async def pivot(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    reflection = state["reflections"][-1]
-    keep = reflection["pivotal_step"] if runtime.context.retry == "pivotal" else 0
-    trajectory = state["trajectory"][:keep]
+    reflections = state["reflections"]
+    keep = reflections[-1]["pivotal_step"] if runtime.context.retry == "pivotal" else 0
     task = Task.model_validate(state["task"])
-    _, replayed = await attach(state["run_id"], task, trajectory)
+    rewound = await rewind(state["run_id"], task, state["trajectory"], keep)
+    trajectory = rewound.trajectory
     observation = trajectory[-1]["observation"] if trajectory else state["first_observation"]
+    went_back = rewound.mode in ("snapshot", "replay")
+    note = {"rewind": rewound.mode, "kept_steps": keep if went_back else len(trajectory),
+            "not_undone": [] if went_back else _not_undone(trajectory, keep, rewound.compensations)}
     return {"trajectory": trajectory, "observation": observation, "attempt_failed": "",
-            "retries": state.get("retries", 0) + 1, "proposal": None, "chosen": None,
-            "critiques": [], "counters": {"replayed": replayed, "kept_steps": keep}}
+            "reflections": [*reflections[:-1], {**reflections[-1], **note}],
+            "retries": state.get("retries", 0) + 1, "proposal": None, "chosen": None, "critiques": [],
+            "compensations": rewound.compensations, "attempt_start": 0 if went_back else len(trajectory),
+            "counters": {"replayed": rewound.replayed, "kept_steps": keep if went_back else len(trajectory)}}
+
+
+def _not_undone(trajectory: list[dict[str, Any]], keep: int, compensations: list[dict[str, Any]]) -> list[int]:
+    """Abandoned steps that stay done in the world: the actor must take them as given."""
+    undone = {c["compensates"] for c in compensations}
+    return [s["index"] for s in trajectory[keep:] if s["index"] not in undone and s.get("compensates") is None]

@@ -28,4 +28,4 @@ async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             "observation": observation, "first_observation": observation, "trajectory": [],
             "critiques": [], "reflections": [], "retries": 0, "lessons": [], "recalled": [],
             "candidates": [], "approved_lessons": [], "written": [], "retired": [], "attempt_failed": "",
-            "proposal": None, "chosen": None}
+            "proposal": None, "chosen": None, "attempt_start": 0, "compensations": []}

@@ -40,12 +40,14 @@ def add_commands(commands: Any) -> None:
 def _batch(args: argparse.Namespace) -> int:
     if args.concurrency <= 0:
         raise PivotalError(f"--concurrency must be > 0 (got {args.concurrency})")
-    options.load_plugins(args.plugin)
     out, marker = Path(args.out), Path(f"{args.out}.batch")
+    saved = _saved_batch(out, marker) if args.resume else {}
+    options.load_plugins([*saved.get("plugins", []), *args.plugin])
+    # the batch's own settings: a resume runs with them; a flag may repeat one, not contradict it
+    context = options.resumed_context(saved.get("context") or {}, args) if args.resume else options.context_from(args)
     lines, bad = read_tasks(Path(args.tasks))  # a missing tasks file fails before anything is written
-    state = _batch_state(args, out, marker)
+    state = _batch_state(args, out, marker, saved, context)
     done = load_done(out) if args.resume else set()
-    context = options.context_from(args)
     with out.open("a", encoding="utf-8") as results:
         for number, why in bad:
             print(f"{args.tasks}:{number}: skipped: {why}", file=sys.stderr)
@@ -62,7 +64,7 @@ def _batch(args: argparse.Namespace) -> int:
 
 
 async def _run(pending: list[tuple[int, dict[str, Any]]], context: Any, concurrency: int,
-               state: dict[str, str], results: Any) -> None:
+               state: dict[str, Any], results: Any) -> None:
     from graphs.runner import run_batch
 
     progress = _progress(len(pending))
@@ -74,7 +76,8 @@ async def _run(pending: list[tuple[int, dict[str, Any]]], context: Any, concurre
     try:
         await run_batch([task for _, task in pending], context, concurrency=concurrency,
                         checkpoint_path=state["checkpoints"], thread_prefix=state["thread_prefix"],
-                        on_result=record, thread_keys=[str(number) for number, _ in pending])
+                        on_result=record, thread_keys=[str(number) for number, _ in pending],
+                        plugins=state.get("plugins", []))
     finally:
         progress.close()
 
@@ -120,13 +123,19 @@ def load_done(out: Path) -> set[int]:
     return done
 
 
-def _batch_state(args: argparse.Namespace, out: Path, marker: Path) -> dict[str, str]:
+def _saved_batch(out: Path, marker: Path) -> dict[str, Any]:
+    if not marker.is_file() or not out.is_file():
+        raise PivotalError(f"nothing to resume: {out} or {marker} is missing; run without --resume")
+    return json.loads(marker.read_text(encoding="utf-8"))
+
+
+def _batch_state(args: argparse.Namespace, out: Path, marker: Path, saved: dict[str, Any],
+                 context: Any) -> dict[str, Any]:
+    """What a resume needs to go on exactly as the batch started: threads, checkpoints, settings, plugins."""
     from pivotal.settings import settings
 
     if args.resume:
-        if not marker.is_file() or not out.is_file():
-            raise PivotalError(f"nothing to resume: {out} or {marker} is missing; run without --resume")
-        state = json.loads(marker.read_text(encoding="utf-8"))
+        state = dict(saved)
         if args.checkpoints:
             state["checkpoints"] = args.checkpoints
         return state
@@ -135,7 +144,8 @@ def _batch_state(args: argparse.Namespace, out: Path, marker: Path) -> dict[str,
     if (args.checkpoints or settings().checkpoint_path) == ":memory:":
         print("pivotal: warning: in-memory checkpoints: this batch cannot be resumed", file=sys.stderr)
     state = {"thread_prefix": f"batch-{uuid.uuid4().hex[:12]}",
-             "checkpoints": args.checkpoints or settings().checkpoint_path, "tasks": str(Path(args.tasks).resolve())}
+             "checkpoints": args.checkpoints or settings().checkpoint_path, "tasks": str(Path(args.tasks).resolve()),
+             "context": context.saved(), "plugins": list(args.plugin)}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("", encoding="utf-8")
     marker.write_text(json.dumps(state), encoding="utf-8")

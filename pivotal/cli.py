@@ -5,6 +5,7 @@ was given, 2 bad input (one line on stderr).
 """
 
 import argparse
+import asyncio
 import sys
 
 from dotenv import load_dotenv
@@ -66,18 +67,22 @@ def _run(args: argparse.Namespace) -> int:
 
     options.load_plugins(args.plugin)
     context = options.context_from(args)
-    result = run(options.task_from(args), context, checkpoint_path=args.checkpoints, thread_id=args.thread_id)
+    result = run(options.task_from(args), context, checkpoint_path=args.checkpoints, thread_id=args.thread_id,
+                 plugins=args.plugin)
     while result.status == "interrupted" and sys.stdin.isatty():
         result = resume(result.thread_id, _ask(result.interrupt or {}), context, checkpoint_path=args.checkpoints)
     return _report(result, args)
 
 
 def _resume(args: argparse.Namespace) -> int:
-    from graphs.runner import resume
+    """The run goes on with its saved settings and plugins; a contradicting flag is refused."""
+    from graphs.runner import resume, saved_values
 
-    options.load_plugins(args.plugin)
+    saved = asyncio.run(saved_values(args.thread_id, args.checkpoints))
+    options.load_plugins([*saved.get("plugins", []), *args.plugin])
+    context = options.resumed_context(saved.get("run_settings") or {}, args)
     reply = {"decision": args.decision, "reason": args.reason}
-    return _report(resume(args.thread_id, reply, options.context_from(args), checkpoint_path=args.checkpoints), args)
+    return _report(resume(args.thread_id, reply, context, checkpoint_path=args.checkpoints), args)
 
 
 def _ask(pending: dict) -> dict:

@@ -3,8 +3,9 @@
 Every ablation in the benchmark is one field here, so a comparison is one switch away.
 """
 
-from dataclasses import dataclass, field, fields
-from typing import Literal
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal
 
 from pivotal.errors import PivotalError
 from pivotal.settings import settings
@@ -101,6 +102,30 @@ class Context:
     @classmethod
     def field_names(cls) -> set[str]:
         return {f.name for f in fields(cls)}
+
+    def saved(self) -> dict[str, Any]:
+        """The settings a run keeps with its thread, so it resumes anywhere exactly as it started."""
+        return asdict(self)
+
+    @classmethod
+    def resumed(cls, saved: dict[str, Any], given: "Context | dict[str, Any] | None",
+                name_of: Callable[[str], str] = str) -> "Context":
+        """The run's own settings; `given` may repeat them but not contradict them.
+
+        `given` as a dict holds only what the caller set explicitly (CLI flags); a whole
+        Context must match field by field. `name_of` spells a field's name for the message.
+        """
+        known = {name: value for name, value in saved.items() if name in cls.field_names()}
+        wanted = given.saved() if isinstance(given, Context) else dict(given or {})
+        if not known:  # a thread from before settings were saved: what the caller says is all there is
+            return given if isinstance(given, Context) else cls(**wanted)
+        base = cls(**known)
+        for name, value in wanted.items():
+            if name in known and known[name] != value:
+                raise PivotalError(f"{name_of(name)} {value!r} contradicts this run's saved {name} "
+                                   f"{known[name]!r}; resume without it (the run keeps its own settings) "
+                                   "or start a new run")
+        return base
 
 
 def _check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:

@@ -41,9 +41,26 @@ def context_options(parser: argparse.ArgumentParser) -> None:
 
 def context_from(args: argparse.Namespace) -> Context:
     """Only the flags given override Context's defaults (which read PIVOTAL_* settings)."""
-    values = {name: value for name, value in vars(args).items()
-              if name in Context.field_names() and value not in (None, "", [])}
-    return Context(**values)
+    return Context(**context_flags(args))
+
+
+def context_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The Context fields set by a flag on this command line, and nothing else."""
+    return {name: value for name, value in vars(args).items()
+            if name in Context.field_names() and value not in (None, "", [])}
+
+
+FLAG_NAMES = {"store_path": "--store", "critic": "--no-critic", "precheck": "--no-precheck", "memory": "--no-memory"}
+
+
+def flag_name(field: str) -> str:
+    """How a Context field is spelt on the command line, for messages."""
+    return FLAG_NAMES.get(field, "--" + field.replace("_", "-"))
+
+
+def resumed_context(saved: dict[str, Any], args: argparse.Namespace) -> Context:
+    """A resumed run's own settings; a flag may repeat one but not contradict it."""
+    return Context.resumed(saved, context_flags(args), name_of=flag_name)
 
 
 def task_from(args: argparse.Namespace) -> dict[str, Any]:

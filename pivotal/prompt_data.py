@@ -62,7 +62,18 @@ def reflections(items: list[dict[str, Any]]) -> str:
     if not items:
         return "(none)"
     return "\n".join(f"- attempt {r['attempt']}: step {r['pivotal_step']} was the mistake "
-                     f"({r['error_type']}): {r['diagnosis']} Advice: {r['advice']}" for r in items)
+                     f"({r['error_type']}): {r['diagnosis']} Advice: {r['advice']}{_rewind(r)}" for r in items)
+
+
+def _rewind(reflection: dict[str, Any]) -> str:
+    """What the retry could not take back: the actor must treat those steps as done."""
+    mode, stayed = reflection.get("rewind"), reflection.get("not_undone") or []
+    if mode in ("forward", "compensate") and stayed:
+        return (f" The world could not be rewound: steps {', '.join(map(str, stayed))} stay done; "
+                "go on from the current state and do not repeat what already succeeded.")
+    if mode == "compensate":
+        return " The abandoned steps are being undone by their compensating actions."
+    return ""
 
 
 def critiques(items: list[dict[str, Any]]) -> str:

@@ -35,6 +35,10 @@ class Step(TypedDict, total=False):
     checkpoint_id: str | None
     """LangGraph checkpoint just before this step executed: fork from it in Studio."""
     lessons: list[str]
+    error: bool
+    """The action raised (a tool error): nothing to compensate."""
+    compensates: int | None
+    """Index of the abandoned step this compensating action undid."""
 
 
 class InputState(TypedDict, total=False):
@@ -42,10 +46,15 @@ class InputState(TypedDict, total=False):
 
     task: dict[str, Any] | str
     """A `Task` as a dict, or just a goal string for the default environment."""
+    run_id: str
+    """Set by the runners (`arun`, `run_batch`) so they can release the run's environment; new if absent."""
+    run_settings: dict[str, Any]
+    """The run's Context as given at start, so a resume anywhere runs with the same settings."""
+    plugins: list[str]
+    """Modules the CLI imported to register the run's environment; a resume imports them again."""
 
 
 class State(InputState, total=False):
-    run_id: str
     status: Status
     reason: str
     observation: str
@@ -60,6 +69,13 @@ class State(InputState, total=False):
     attempt_failed: str
     reflections: list[dict[str, Any]]
     retries: int
+    attempt_start: int
+    """Trajectory length when this attempt began: the step budget counts the steps after it.
+    0 when a pivot rewound the world (the kept prefix counts); the whole length when the world
+    could not go back and the retry goes forward from it."""
+    compensations: list[dict[str, Any]]
+    """Compensating actions a pivot queued (newest abandoned step first); the actor proposes
+    them before anything else and the critic reviews each like any action."""
     lessons: list[dict[str, Any]]
     """Lessons recalled for the current step."""
     recalled: list[str]

@@ -52,7 +52,9 @@ class Vault:
 
 
 class ReplayOnlyGridWorld:
-    """A gridworld without snapshot/restore, so the run must reset and replay to pivot."""
+    """A gridworld without snapshot/restore that declares replay safe, so a pivot resets and replays."""
+
+    rewind = "replay"
 
     def __init__(self) -> None:
         self._inner = GridWorld()

@@ -54,3 +54,12 @@ def test_every_bad_input_gets_its_one_line_error_and_the_readme_lists_them_all(f
     readme = (ROOT / "README.md").read_text()
     listed = set(re.findall(r"^\| `(pivotal [^`]+)` \| 2 \|", readme, re.MULTILINE))
     assert listed == {row["command"] for row in figures["bad_configuration"]}
+
+
+def test_no_refund_runs_twice_across_retries_kills_and_resumed_approvals(figures):
+    effects = figures["side_effects"]
+    parts = [*effects["retries"].values(), effects["kills"], effects["approvals"]]
+    assert all(part["refunds_executed_twice"] == 0 for part in parts)
+    assert all(part["refunds_in_ledgers"] == part["refund_decisions"] > 0 for part in parts)
+    assert all(part["successes_with_wrong_net_amount"] == 0 and part["succeeded"] > 0 for part in parts)
+    assert effects["kills"]["kills"] >= 1 and effects["kills"]["results_lines"] == effects["kills"]["tasks"]

@@ -5,9 +5,23 @@ worker thread so async nodes never block the event loop.
 """
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
+from pivotal.errors import PivotalError
 from pivotal.task import Task
+
+Rewind = Literal["snapshot", "replay", "compensate", "forward"]
+"""How an environment goes back to the state before the pivotal step:
+
+- `snapshot`: `restore()` puts the world back (simulators, sandboxes, savepoints);
+- `replay`: reset, then the kept actions again; only for environments that declare it
+  (deterministic and free of side effects, e.g. a seeded simulator);
+- `compensate`: the abandoned steps' compensating actions run, newest first, each reviewed
+  by the critic like any action (the saga pattern: `refund` → `reverse_refund`);
+- `forward`: the world cannot go back; the retry goes on from the real state, with the
+  reflection and the abandoned steps shown as done. A tool is never re-run to rebuild state.
+"""
+REWIND_MODES: tuple[str, ...] = get_args(Rewind)
 
 
 @dataclass(frozen=True)
@@ -41,7 +55,13 @@ class Environment(Protocol):
 
 @runtime_checkable
 class Restorable(Protocol):
-    """Environments that can save and load their state skip replay on a pivot."""
+    """Environments that can save and load their own state.
+
+    The snapshot taken after each step is checkpointed with it, so a run resumed in another
+    process (or forked in Studio) gets the environment back by `restore`, never by running
+    its actions again. Whether a pivot may use it to rewind is `rewind`'s question: a tool
+    adapter restores its call log, but the world its tools changed stays changed.
+    """
 
     def snapshot(self) -> dict[str, Any]: ...
 
@@ -51,11 +71,40 @@ class Restorable(Protocol):
 @runtime_checkable
 class Idempotent(Protocol):
     """Environments whose actions reach the outside world (payments, files, tickets) and can
-    recognise a repeat. A run killed after an action ran but before its checkpoint was written
-    executes that step again on resume, with the same key: `step_once` must not act twice for
-    one key (return the first result instead). Without it that one step is at-least-once."""
+    recognise a repeat. Every new step goes through `step_once` with a key naming that step of
+    that attempt of that run. A run killed after an action ran but before its checkpoint was
+    written executes that one step again on resume, with the same key: `step_once` must not
+    act twice for one key (return the first result instead). Without it that one step is
+    at-least-once, and the run's result says so (`at_least_once`)."""
 
     def step_once(self, key: str, name: str, arguments: dict[str, Any]) -> StepResult: ...
+
+
+@runtime_checkable
+class Compensating(Protocol):
+    """Environments whose side-effecting actions can be undone by another action (saga pattern)."""
+
+    def compensation(self, name: str, arguments: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+        """The action that undoes `name(arguments)`, or None when nothing needs undoing."""
+        ...
+
+
+def rewind_mode(env: Any) -> Rewind:
+    """The environment's declared `rewind`, else `snapshot` for a Restorable one, else `forward`.
+
+    Replay is never inferred: only an environment that says its actions are safe to repeat
+    gets them repeated.
+    """
+    declared = getattr(env, "rewind", None)
+    if declared is None:
+        return "snapshot" if isinstance(env, Restorable) else "forward"
+    if declared not in REWIND_MODES:
+        raise PivotalError(f"{type(env).__name__}.rewind is {declared!r}; use one of {', '.join(REWIND_MODES)}")
+    if declared == "snapshot" and not isinstance(env, Restorable):
+        raise PivotalError(f"{type(env).__name__}.rewind is 'snapshot' but it has no snapshot()/restore()")
+    if declared == "compensate" and not isinstance(env, Compensating):
+        raise PivotalError(f"{type(env).__name__}.rewind is 'compensate' but it has no compensation()")
+    return declared
 
 
 @runtime_checkable

@@ -31,6 +31,7 @@ class ConfigCopy(ToolEnvironment):
                  StructuredTool.from_function(self._submit, name="submit",
                                               description="Finish the task with a short answer.")]
         super().__init__(tools, self._verify, irreversible=["delete"])
+        self.rewind = "snapshot"  # the config store is in this object: restoring it really goes back
 
     def reset(self, task: Task) -> str:
         rng = random.Random(int(task.params.get("seed", 0)))

@@ -2,9 +2,16 @@
 
 Environments are not serialisable, so they live in this process-wide table keyed by run id,
 and the checkpointed trajectory is the truth. Before any node uses the environment it is
-brought in line with the trajectory: unchanged, restored from the last step's snapshot,
-extended by the missing actions (after a crash), or reset and replayed without any LLM
-call (after a pivot, a Studio fork, or a resume on an environment that cannot snapshot).
+brought in line with the trajectory without running any executed action again:
+
+- restored from the last step's snapshot when the environment can `restore` (a resume in
+  another process, a Studio fork, a pivot on a simulator);
+- reset and replayed only when the environment declares `rewind = "replay"` (deterministic,
+  no side effects);
+- otherwise taken as it is: the world holds what the executed steps did, and going on from
+  the real state is the only safe move.
+
+A pivot is the one place that goes *back*; `rewind` does it the way the environment declares.
 """
 
 import asyncio
@@ -14,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pivotal.environments import Environment, Idempotent, Restorable, make_environment
+from pivotal.environments.base import Compensating, Rewind, rewind_mode
 from pivotal.task import Task
 
 Action = tuple[str, dict[str, Any]]
@@ -25,8 +33,20 @@ class Live:
     env: Environment
     task: Task
     first_observation: str
+    initial: dict[str, Any] | None = None
+    """Snapshot right after reset, so a restorable environment can go back to step 0 without a reset."""
     applied: list[Action] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+@dataclass
+class Rewound:
+    """What a pivot did to the world: the trajectory to keep and the compensations still to run."""
+
+    mode: Rewind
+    trajectory: list[dict[str, Any]]
+    compensations: list[dict[str, Any]]
+    replayed: int
 
 
 _table: "OrderedDict[str, Live]" = OrderedDict()
@@ -44,9 +64,14 @@ def release(run_id: str) -> None:
 
 
 def open_live(run_id: str, task: Task) -> Live:
-    """Create and reset the run's environment (blocking: call from a thread)."""
+    """Create and reset the run's environment (blocking: call from a thread).
+
+    `reset` must not act on the outside world: it runs again whenever a process that has no
+    live instance for the run picks it up.
+    """
     env = make_environment(task.env)
     live = Live(env, task, env.reset(task))
+    live.initial = env.snapshot() if isinstance(env, Restorable) else None
     with _table_lock:
         _table[run_id] = live
         while len(_table) > _MAX_LIVE:
@@ -65,22 +90,26 @@ def _attach(run_id: str, task: Task, trajectory: list[dict[str, Any]]) -> tuple[
         return live, _sync(live, trajectory)
 
 
+def _actions(trajectory: list[dict[str, Any]]) -> list[Action]:
+    return [(step["action"], step["arguments"]) for step in trajectory]
+
+
 def _sync(live: Live, trajectory: list[dict[str, Any]]) -> int:
-    wanted: list[Action] = [(step["action"], step["arguments"]) for step in trajectory]
+    wanted = _actions(trajectory)
     if live.applied == wanted:
         return 0
-    if isinstance(live.env, Restorable) and (not trajectory or trajectory[-1].get("snapshot")):
-        if trajectory:
-            live.env.restore(trajectory[-1]["snapshot"])
-        else:
-            live.env.reset(live.task)
+    snapshot = trajectory[-1].get("snapshot") if trajectory else live.initial
+    if isinstance(live.env, Restorable) and snapshot is not None:
+        live.env.restore(snapshot)
         live.applied = wanted
         return 0
-    if live.applied == wanted[: len(live.applied)]:
+    if rewind_mode(live.env) == "replay":
+        if live.applied != wanted[: len(live.applied)]:
+            live.env.reset(live.task)
+            live.applied = []
         return _replay(live, wanted, start=len(live.applied))
-    live.env.reset(live.task)
-    live.applied = []
-    return _replay(live, wanted, start=0)
+    live.applied = wanted  # the world already holds these steps: never run a tool to rebuild it
+    return 0
 
 
 def _replay(live: Live, wanted: list[Action], start: int) -> int:
@@ -88,6 +117,32 @@ def _replay(live: Live, wanted: list[Action], start: int) -> int:
         live.env.step(name, arguments)
         live.applied.append((name, arguments))
     return len(wanted) - start
+
+
+async def rewind(run_id: str, task: Task, trajectory: list[dict[str, Any]], keep: int) -> Rewound:
+    """Go back to just before step `keep` the way the environment allows (see `Rewind`)."""
+    live, _ = await attach(run_id, task, trajectory)
+    mode = rewind_mode(live.env)
+    if mode in ("snapshot", "replay"):
+        kept = trajectory[:keep]
+        _, replayed = await attach(run_id, task, kept)
+        return Rewound(mode, kept, [], replayed)
+    compensations = _compensations(live.env, trajectory, keep) if mode == "compensate" else []
+    return Rewound(mode, trajectory, compensations, 0)
+
+
+def _compensations(env: Compensating, trajectory: list[dict[str, Any]], keep: int) -> list[dict[str, Any]]:
+    """The undo actions of the abandoned steps, newest first; each step is compensated at most once."""
+    undone = {step["compensates"] for step in trajectory if step.get("compensates") is not None}
+    pending = []
+    for step in reversed(trajectory[keep:]):
+        if step.get("compensates") is not None or step["index"] in undone or step.get("error"):
+            continue
+        undo = env.compensation(step["action"], step["arguments"])
+        if undo is not None:
+            pending.append({"action": undo[0], "arguments": undo[1], "compensates": step["index"],
+                            "thought": f"undo step {step['index']} ({step['action']}), abandoned by the retry"})
+    return pending
 
 
 def run_step(live: Live, name: str, arguments: dict[str, Any], key: str):

@@ -1,35 +1,51 @@
 """Turn an application's LangChain tools plus a verifier into a Pivotal environment."""
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.tools import BaseTool
 from pydantic import ValidationError
 
 from pivotal.environments.base import ActionSpec, StepResult
+from pivotal.errors import PivotalError
 from pivotal.task import Task
 
 Call = dict[str, Any]
 """One executed call: {"tool", "arguments", "output", "error"}."""
 Verifier = Callable[[Task, list[Call]], bool | None]
 """True: task done and succeeded; False: done and failed; None: not done yet."""
+Undo = str | Callable[[dict[str, Any]], tuple[str, dict[str, Any]] | None]
+"""A compensating tool's name (called with the same arguments), or a function from the original
+call's arguments to the compensating call (name, arguments), or None when nothing needs undoing."""
 
 
 class ToolEnvironment:
     """Each action calls one tool; a tool that raises becomes an observation, not a crash.
 
-    There is no snapshot: on a pivot the kept calls are replayed, so tools used with
-    pivotal retry should be idempotent or listed in `irreversible` (stricter review).
+    Tools act on the world, so no tool is ever called again to rebuild state: the adapter's
+    own state is its call log, saved with every step (`snapshot`) and restored from the
+    checkpoint when a run resumes in another process or is forked in Studio. On a pivot the
+    world goes back only through `compensations` (`{"refund": "reverse_refund"}`): the
+    compensating calls of the abandoned steps run newest first, each reviewed by the critic.
+    Without compensations the retry goes forward from the real state (`rewind = "forward"`).
     """
 
     def __init__(self, tools: Sequence[BaseTool], verifier: Verifier, *,
                  intro: str = "", irreversible: Sequence[str] = (),
+                 compensations: Mapping[str, Undo] | None = None,
                  max_output_chars: int = 4000) -> None:
         self.tools = {tool.name: tool for tool in tools}
         self.verifier = verifier
         self.intro = intro
         self.irreversible = set(irreversible)
+        self.compensations = dict(compensations or {})
+        named = set(self.compensations) | {undo for undo in self.compensations.values() if isinstance(undo, str)}
+        unknown = sorted(named - set(self.tools))
+        if unknown:
+            raise PivotalError(f"compensations name tools that are not given: {', '.join(unknown)}; "
+                               f"tools are {', '.join(self.tools)}")
+        self.rewind = "compensate" if self.compensations else "forward"
         self.max_output_chars = max_output_chars
         self.calls: list[Call] = []
         self.task: Task | None = None
@@ -45,12 +61,31 @@ class ToolEnvironment:
             call["output"] = _text(output)[: self.max_output_chars]
         except Exception as exc:  # noqa: BLE001 — a tool's failure is information for the agent
             call["error"] = f"{type(exc).__name__}: {exc}"[: self.max_output_chars]
+        return self.record(call)
+
+    def record(self, call: Call) -> StepResult:
+        """Log a call and let the verifier judge. An `Idempotent` subclass that recognises a
+        repeated key records the first call's outcome here instead of calling the tool again."""
+        name = call["tool"]
         self.calls.append(call)
         verdict = self.verifier(self.task, self.calls)  # type: ignore[arg-type]
         observation = (f"{name} raised {call['error']}" if call["error"]
                        else f"{name} returned: {call['output']}")
         return StepResult(observation, done=verdict is not None, success=bool(verdict),
                           info={"error": call["error"]} if call["error"] else {})
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"calls": [dict(call) for call in self.calls]}
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        """Take back the call log a checkpoint holds; the world the tools changed is not touched."""
+        self.calls = [dict(call) for call in snapshot.get("calls", [])]
+
+    def compensation(self, name: str, arguments: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+        undo = self.compensations.get(name)
+        if undo is None:
+            return None
+        return (undo, dict(arguments)) if isinstance(undo, str) else undo(dict(arguments))
 
     def describe_actions(self) -> list[ActionSpec]:
         return [ActionSpec(tool.name, tool.description or tool.name, _parameters(tool),
