@@ -19,26 +19,22 @@ import asyncio
 import json
 import resource
 import statistics
-import sys
 import tempfile
 import time
 import uuid
-from pathlib import Path
 from typing import Any, TypedDict
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from langchain_core.messages import HumanMessage, SystemMessage
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.graph import END, START, StateGraph
 
-from langchain_core.messages import HumanMessage, SystemMessage  # noqa: E402
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver  # noqa: E402
-from langgraph.graph import END, START, StateGraph  # noqa: E402
-
-from graphs import run_batch  # noqa: E402
-from pivotal.context import Context  # noqa: E402
-from pivotal.environments.live import open_live, release  # noqa: E402
-from pivotal.models.factory import make_model  # noqa: E402
-from pivotal.models.structured import ask  # noqa: E402
-from pivotal.schemas import Verdict, proposal_schema  # noqa: E402
-from pivotal.task import Task  # noqa: E402
+from graphs import run_batch
+from pivotal.context import Context
+from pivotal.environments.live import open_live, release
+from pivotal.models.factory import make_model
+from pivotal.models.structured import ask
+from pivotal.schemas import Verdict, proposal_schema
+from pivotal.task import Task
 
 MAX_STEPS = 20
 
@@ -56,10 +52,18 @@ async def efficiency(tasks: int, concurrency: int, latency: float, folder: str) 
     wall = time.perf_counter() - started
     calls = sum(r.llm_calls for r in results)
     ideal = calls * latency / concurrency
-    return {"tasks": tasks, "concurrency": concurrency, "latency_s": latency, "llm_calls": calls,
-            "succeeded": sum(r.status == "success" for r in results), "wall_s": round(wall, 2),
-            "ideal_s": round(ideal, 2), "efficiency": round(ideal / wall, 3),
-            "rss_before_mb": round(before, 1), "peak_rss_mb": round(peak_rss_mb(), 1)}
+    return {
+        "tasks": tasks,
+        "concurrency": concurrency,
+        "latency_s": latency,
+        "llm_calls": calls,
+        "succeeded": sum(r.status == "success" for r in results),
+        "wall_s": round(wall, 2),
+        "ideal_s": round(ideal, 2),
+        "efficiency": round(ideal / wall, 3),
+        "rss_before_mb": round(before, 1),
+        "peak_rss_mb": round(peak_rss_mb(), 1),
+    }
 
 
 class LoopState(TypedDict, total=False):
@@ -91,14 +95,27 @@ def agent_loop(saver: Any):
     async def actor(state: LoopState) -> dict[str, Any]:
         live = _live(state)
         schema = proposal_schema([a.name for a in live.env.describe_actions()], False)
-        answer = await ask(model, schema, [SystemMessage("Choose the next move."), HumanMessage(state["observation"])],
-                           role="actor", fallback=None, retries=0, metadata={"pivotal_run": state["run_id"]})
+        answer = await ask(
+            model,
+            schema,
+            [SystemMessage("Choose the next move."), HumanMessage(state["observation"])],
+            role="actor",
+            fallback=None,
+            retries=0,
+            metadata={"pivotal_run": state["run_id"]},
+        )
         return {"proposal": answer.value.model_dump()}
 
     async def critic(state: LoopState) -> dict[str, Any]:
-        await ask(model, Verdict, [SystemMessage("Review the move."), HumanMessage(str(state["proposal"]))],
-                  role="critic", fallback=Verdict(decision="approve", confidence=0.5), retries=0,
-                  metadata={"pivotal_run": state["run_id"], "pivotal_proposal": state["proposal"]})
+        await ask(
+            model,
+            Verdict,
+            [SystemMessage("Review the move."), HumanMessage(str(state["proposal"]))],
+            role="critic",
+            fallback=Verdict(decision="approve", confidence=0.5),
+            retries=0,
+            metadata={"pivotal_run": state["run_id"], "pivotal_proposal": state["proposal"]},
+        )
         return {}
 
     async def executor(state: LoopState) -> dict[str, Any]:
@@ -144,10 +161,15 @@ async def overhead(seeds: int, runs: int, folder: str) -> dict[str, Any]:
         if run:
             pivotal.append(pivotal_ms), agent.append(agent_ms), empty.append(empty_ms)
     median = statistics.median
-    return {"seeds": seeds, "runs": runs, "pivotal_ms_per_step": round(median(pivotal), 2),
-            "agent_loop_ms_per_step": round(median(agent), 2), "empty_loop_ms_per_step": round(median(empty), 2),
-            "pivotal_over_agent_loop": round(median(pivotal) / median(agent), 2),
-            "pivotal_over_empty_loop": round(median(pivotal) / median(empty), 2)}
+    return {
+        "seeds": seeds,
+        "runs": runs,
+        "pivotal_ms_per_step": round(median(pivotal), 2),
+        "agent_loop_ms_per_step": round(median(agent), 2),
+        "empty_loop_ms_per_step": round(median(empty), 2),
+        "pivotal_over_agent_loop": round(median(pivotal) / median(agent), 2),
+        "pivotal_over_empty_loop": round(median(pivotal) / median(empty), 2),
+    }
 
 
 async def _agent_pass(path: str, seeds: int) -> tuple[float, int]:
@@ -158,9 +180,11 @@ async def _agent_pass(path: str, seeds: int) -> tuple[float, int]:
             run_id = uuid.uuid4().hex
             live = await asyncio.to_thread(open_live, run_id, Task(env="gridworld", params={"seed": seed}))
             _lives[run_id] = live
-            final = await graph.ainvoke({"run_id": run_id, "observation": live.first_observation},
-                                        {"configurable": {"thread_id": run_id}, "recursion_limit": 1000},
-                                        durability="sync")
+            final = await graph.ainvoke(
+                {"run_id": run_id, "observation": live.first_observation},
+                {"configurable": {"thread_id": run_id}, "recursion_limit": 1000},
+                durability="sync",
+            )
             steps += final["steps"]
             release(run_id), _lives.pop(run_id)
     return 1000 * (time.perf_counter() - started) / steps, steps
@@ -169,24 +193,31 @@ async def _agent_pass(path: str, seeds: int) -> tuple[float, int]:
 async def _empty_pass(path: str, steps: int) -> float:
     started = time.perf_counter()
     async with AsyncSqliteSaver.from_conn_string(path) as saver:
-        await empty_loop(saver).ainvoke({"target": steps}, {"configurable": {"thread_id": "e"},
-                                                            "recursion_limit": 10 * steps}, durability="sync")
+        await empty_loop(saver).ainvoke(
+            {"target": steps}, {"configurable": {"thread_id": "e"}, "recursion_limit": 10 * steps}, durability="sync"
+        )
     return 1000 * (time.perf_counter() - started) / steps
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as folder:
         report = {"overhead": await overhead(args.seeds, args.runs, folder)}
-        report["efficiency"] = [await efficiency(args.tasks, concurrency, args.latency, folder)
-                                for concurrency in args.concurrency]
+        report["efficiency"] = [
+            await efficiency(args.tasks, concurrency, args.latency, folder) for concurrency in args.concurrency
+        ]
     return report
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=500)
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[64, 8],
-                        help="one batch per value (CPU per step caps useful concurrency; see the note)")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        nargs="+",
+        default=[64, 8],
+        help="one batch per value (CPU per step caps useful concurrency; see the note)",
+    )
     parser.add_argument("--latency", type=float, default=0.05)
     parser.add_argument("--seeds", type=int, default=10, help="tasks per overhead pass")
     parser.add_argument("--runs", type=int, default=3, help="overhead passes (median)")
@@ -197,10 +228,14 @@ if __name__ == "__main__":
         print(json.dumps(report, indent=2))
     else:
         o = report["overhead"]
-        print(f"per step: pivotal {o['pivotal_ms_per_step']} ms, bare agent loop {o['agent_loop_ms_per_step']} ms "
-              f"({o['pivotal_over_agent_loop']}x), empty 4-node loop {o['empty_loop_ms_per_step']} ms "
-              f"({o['pivotal_over_empty_loop']}x); median of {o['runs']} passes x {o['seeds']} tasks")
+        print(
+            f"per step: pivotal {o['pivotal_ms_per_step']} ms, bare agent loop {o['agent_loop_ms_per_step']} ms "
+            f"({o['pivotal_over_agent_loop']}x), empty 4-node loop {o['empty_loop_ms_per_step']} ms "
+            f"({o['pivotal_over_empty_loop']}x); median of {o['runs']} passes x {o['seeds']} tasks"
+        )
         for e in report["efficiency"]:
-            print(f"batch: {e['tasks']} tasks at concurrency {e['concurrency']}, {e['latency_s']} s/call: "
-                  f"{e['wall_s']} s vs ideal {e['ideal_s']} s -> efficiency {e['efficiency']:.0%}; "
-                  f"{e['succeeded']} succeeded; peak RSS {e['peak_rss_mb']} MB (before {e['rss_before_mb']} MB)")
+            print(
+                f"batch: {e['tasks']} tasks at concurrency {e['concurrency']}, {e['latency_s']} s/call: "
+                f"{e['wall_s']} s vs ideal {e['ideal_s']} s -> efficiency {e['efficiency']:.0%}; "
+                f"{e['succeeded']} succeeded; peak RSS {e['peak_rss_mb']} MB (before {e['rss_before_mb']} MB)"
+            )

@@ -10,13 +10,9 @@ from __future__ import annotations
 
 import random
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from memory.embeddings import MAX_TOKENS, MiniLMEmbedding, load_tokenizer  # noqa: E402
+from memory.embeddings import MAX_TOKENS, MiniLMEmbedding, load_tokenizer
 
 RUNS = 3
 N_SENTENCES = 500
@@ -42,10 +38,7 @@ TAILS = [
 def sentences(n: int) -> list[str]:
     rng = random.Random(0)
     return [
-        " ".join(
-            filter(None, [rng.choice(SUBJECTS), rng.choice(VERBS),
-                          rng.choice(OBJECTS), rng.choice(TAILS)])
-        ) + "."
+        " ".join(filter(None, [rng.choice(SUBJECTS), rng.choice(VERBS), rng.choice(OBJECTS), rng.choice(TAILS)])) + "."
         for _ in range(n)
     ]
 

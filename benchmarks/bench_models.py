@@ -22,21 +22,18 @@ import argparse
 import asyncio
 import json
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from langchain_core.messages import HumanMessage, SystemMessage
 
-from langchain_core.messages import HumanMessage, SystemMessage  # noqa: E402
-
-from graphs import RunResult, arun  # noqa: E402
-from pivotal.context import Context  # noqa: E402
-from pivotal.models.factory import make_model  # noqa: E402
-from pivotal.models.structured import ask  # noqa: E402
-from pivotal.schemas import Verdict  # noqa: E402
+from graphs import RunResult, arun
+from pivotal.context import Context
+from pivotal.models.factory import make_model
+from pivotal.models.structured import ask
+from pivotal.schemas import Verdict
 
 SEEDS = range(10)
 BARE_MESSAGES = [
@@ -57,14 +54,18 @@ def local_context() -> Context:
 
 async def graph_pass(checkpoint_path: str) -> dict[str, float]:
     """One run per seed; ms per executed step and LLM calls per step over the whole pass."""
-    results = [await arun({"env": "gridworld", "params": {"seed": s}}, sim_context(),
-                          checkpoint_path=checkpoint_path) for s in SEEDS]
+    results = [
+        await arun({"env": "gridworld", "params": {"seed": s}}, sim_context(), checkpoint_path=checkpoint_path)
+        for s in SEEDS
+    ]
     executed = sum(r.executed for r in results)
     model_s = sum(u["seconds"] for r in results for u in r.usage.values())
-    return {"ms_per_step": 1000 * sum(r.wall_s for r in results) / executed,
-            "calls_per_step": sum(r.llm_calls for r in results) / executed,
-            "llm_calls": sum(r.llm_calls for r in results),
-            "model_ms_per_step": 1000 * model_s / executed}
+    return {
+        "ms_per_step": 1000 * sum(r.wall_s for r in results) / executed,
+        "calls_per_step": sum(r.llm_calls for r in results) / executed,
+        "llm_calls": sum(r.llm_calls for r in results),
+        "model_ms_per_step": 1000 * model_s / executed,
+    }
 
 
 async def bare_call_ms(calls: int) -> float:
@@ -72,8 +73,15 @@ async def bare_call_ms(calls: int) -> float:
     model = make_model("sim")
     started = time.perf_counter()
     for _ in range(calls):
-        await ask(model, Verdict, BARE_MESSAGES, role="critic", fallback=BARE_FALLBACK,
-                  retries=0, metadata={"pivotal_run": "x"})
+        await ask(
+            model,
+            Verdict,
+            BARE_MESSAGES,
+            role="critic",
+            fallback=BARE_FALLBACK,
+            retries=0,
+            metadata={"pivotal_run": "x"},
+        )
     return 1000 * (time.perf_counter() - started) / calls
 
 
@@ -91,12 +99,19 @@ async def bench_sim(runs: int) -> dict[str, Any]:
     calls_per_step = statistics.median(p["calls_per_step"] for p in memory)
     bare_ms = calls_per_step * statistics.median(bare)
     sqlite_ms = statistics.median(p["ms_per_step"] for p in sqlite)
-    return {"runs": runs, "seeds": len(SEEDS), "calls_per_step": calls_per_step,
-            "bare_ms_per_call": statistics.median(bare), "bare_ms_per_step": bare_ms,
-            "graph_ms_per_step": graph_ms, "overhead_ms_per_step": graph_ms - bare_ms,
-            "graph_over_bare": graph_ms / bare_ms,
-            "in_graph_model_ms_per_step": statistics.median(p["model_ms_per_step"] for p in memory),
-            "sqlite_ms_per_step": sqlite_ms, "sqlite_over_memory": sqlite_ms / graph_ms}
+    return {
+        "runs": runs,
+        "seeds": len(SEEDS),
+        "calls_per_step": calls_per_step,
+        "bare_ms_per_call": statistics.median(bare),
+        "bare_ms_per_step": bare_ms,
+        "graph_ms_per_step": graph_ms,
+        "overhead_ms_per_step": graph_ms - bare_ms,
+        "graph_over_bare": graph_ms / bare_ms,
+        "in_graph_model_ms_per_step": statistics.median(p["model_ms_per_step"] for p in memory),
+        "sqlite_ms_per_step": sqlite_ms,
+        "sqlite_over_memory": sqlite_ms / graph_ms,
+    }
 
 
 async def local_load_s() -> float:
@@ -108,8 +123,15 @@ async def local_load_s() -> float:
     timings = []
     for _ in range(2):
         started = time.perf_counter()
-        await ask(model, Verdict, BARE_MESSAGES, role="critic", fallback=BARE_FALLBACK,
-                  retries=0, metadata={"pivotal_run": "x"})
+        await ask(
+            model,
+            Verdict,
+            BARE_MESSAGES,
+            role="critic",
+            fallback=BARE_FALLBACK,
+            retries=0,
+            metadata={"pivotal_run": "x"},
+        )
         timings.append(time.perf_counter() - started)
     return max(timings[0] - timings[1], 0.0)
 
@@ -122,11 +144,15 @@ def per_role(results: list[RunResult]) -> dict[str, dict[str, float]]:
             total = roles.setdefault(role, {"calls": 0, "seconds": 0.0, "input_tokens": 0, "output_tokens": 0})
             for key in total:
                 total[key] += usage.get(key, 0)
-    return {role: {"calls": t["calls"] / len(results),
-                   "s_per_call": t["seconds"] / max(t["calls"], 1),
-                   "out_tok_per_s": t["output_tokens"] / t["seconds"] if t["seconds"] else 0.0,
-                   "in_tok_per_call": t["input_tokens"] / max(t["calls"], 1)}
-            for role, t in roles.items()}
+    return {
+        role: {
+            "calls": t["calls"] / len(results),
+            "s_per_call": t["seconds"] / max(t["calls"], 1),
+            "out_tok_per_s": t["output_tokens"] / t["seconds"] if t["seconds"] else 0.0,
+            "in_tok_per_call": t["input_tokens"] / max(t["calls"], 1),
+        }
+        for role, t in roles.items()
+    }
 
 
 async def bench_local(runs: int, sim_ms_per_step: float) -> dict[str, Any]:
@@ -135,25 +161,33 @@ async def bench_local(runs: int, sim_ms_per_step: float) -> dict[str, Any]:
     s_per_step = statistics.median(r.wall_s / max(r.executed, 1) for r in results)
     out_tokens = sum(u.get("output_tokens", 0) for r in results for u in r.usage.values())
     model_s = sum(u.get("seconds", 0.0) for r in results for u in r.usage.values())
-    return {"runs": runs, "load_s": load_s, "status": [r.status for r in results],
-            "executed": statistics.median(r.executed for r in results),
-            "llm_calls": statistics.median(r.llm_calls for r in results),
-            "wall_s": statistics.median(r.wall_s for r in results), "s_per_step": s_per_step,
-            "out_tok_per_s": out_tokens / model_s if model_s else 0.0, "roles": per_role(results),
-            "local_over_sim": 1000 * s_per_step / sim_ms_per_step}
+    return {
+        "runs": runs,
+        "load_s": load_s,
+        "status": [r.status for r in results],
+        "executed": statistics.median(r.executed for r in results),
+        "llm_calls": statistics.median(r.llm_calls for r in results),
+        "wall_s": statistics.median(r.wall_s for r in results),
+        "s_per_step": s_per_step,
+        "out_tok_per_s": out_tokens / model_s if model_s else 0.0,
+        "roles": per_role(results),
+        "local_over_sim": 1000 * s_per_step / sim_ms_per_step,
+    }
 
 
 def print_sim(sim: dict[str, Any]) -> None:
     print(f"sim models, gridworld, {sim['seeds']} seeds x {sim['runs']} runs (medians)")
-    rows = [("LLM calls per step", sim["calls_per_step"], ""),
-            ("bare sim call", sim["bare_ms_per_call"], "ms"),
-            ("bare LLM calls per step", sim["bare_ms_per_step"], "ms"),
-            ("  (model time inside graph)", sim["in_graph_model_ms_per_step"], "ms"),
-            ("graph per step, :memory:", sim["graph_ms_per_step"], "ms"),
-            ("overhead per step", sim["overhead_ms_per_step"], "ms"),
-            ("ratio graph / bare", sim["graph_over_bare"], "x"),
-            ("graph per step, SQLite file", sim["sqlite_ms_per_step"], "ms"),
-            ("ratio SQLite / :memory:", sim["sqlite_over_memory"], "x")]
+    rows = [
+        ("LLM calls per step", sim["calls_per_step"], ""),
+        ("bare sim call", sim["bare_ms_per_call"], "ms"),
+        ("bare LLM calls per step", sim["bare_ms_per_step"], "ms"),
+        ("  (model time inside graph)", sim["in_graph_model_ms_per_step"], "ms"),
+        ("graph per step, :memory:", sim["graph_ms_per_step"], "ms"),
+        ("overhead per step", sim["overhead_ms_per_step"], "ms"),
+        ("ratio graph / bare", sim["graph_over_bare"], "x"),
+        ("graph per step, SQLite file", sim["sqlite_ms_per_step"], "ms"),
+        ("ratio SQLite / :memory:", sim["sqlite_over_memory"], "x"),
+    ]
     for label, value, unit in rows:
         print(f"  {label:<30}{value:9.2f} {unit}")
 
@@ -168,8 +202,9 @@ def print_local(local: dict[str, Any]) -> None:
     print(f"  {'ratio local / sim per step':<30}{local['local_over_sim']:9.0f} x")
     print(f"  {'role':<10}{'calls':>7}{'s/call':>9}{'out tok/s':>11}{'in tok/call':>13}")
     for role, r in local["roles"].items():
-        print(f"  {role:<10}{r['calls']:7.0f}{r['s_per_call']:9.2f}{r['out_tok_per_s']:11.1f}"
-              f"{r['in_tok_per_call']:13.0f}")
+        print(
+            f"  {role:<10}{r['calls']:7.0f}{r['s_per_call']:9.2f}{r['out_tok_per_s']:11.1f}{r['in_tok_per_call']:13.0f}"
+        )
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:

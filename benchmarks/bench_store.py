@@ -13,28 +13,50 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import chromadb
 
-import chromadb  # noqa: E402
-
-from memory.embeddings import default_embedding  # noqa: E402
-from memory.lesson import Lesson  # noqa: E402
-from memory.store import close_stores, open_store  # noqa: E402
+from memory.embeddings import default_embedding
+from memory.lesson import Lesson
+from memory.store import close_stores, open_store
 
 FAMILIES = ["gridworld", "frozenlake", "files", "billing", "deploys"]
 KINDS = ["strategy", "guardrail", "skill"]
-PLACES = ["a narrow corridor", "the payments service", "a locked file", "an empty queue", "the deploy window",
-          "a frozen lake edge", "the refund form", "a stale cache", "the staging database", "a full disk"]
-ACTIONS = ["check the state first", "move away from the hole", "retry once with backoff", "ask for approval",
-           "read the log before acting", "take the shortest safe path", "close what you opened",
-           "never delete without a backup", "prefer the reversible action", "stop after two failures"]
-REASONS = ["because it failed before", "to avoid an irreversible step", "since the goal is close",
-           "so the critic can verify it", "as the tool is flaky", "because time is short"]
+PLACES = [
+    "a narrow corridor",
+    "the payments service",
+    "a locked file",
+    "an empty queue",
+    "the deploy window",
+    "a frozen lake edge",
+    "the refund form",
+    "a stale cache",
+    "the staging database",
+    "a full disk",
+]
+ACTIONS = [
+    "check the state first",
+    "move away from the hole",
+    "retry once with backoff",
+    "ask for approval",
+    "read the log before acting",
+    "take the shortest safe path",
+    "close what you opened",
+    "never delete without a backup",
+    "prefer the reversible action",
+    "stop after two failures",
+]
+REASONS = [
+    "because it failed before",
+    "to avoid an irreversible step",
+    "since the goal is close",
+    "so the critic can verify it",
+    "as the tool is flaky",
+    "because time is short",
+]
 
 
 def lessons(count: int, seed: int = 0) -> list[Lesson]:
@@ -42,16 +64,26 @@ def lessons(count: int, seed: int = 0) -> list[Lesson]:
     made = []
     for i in range(count):
         place, action, reason = rng.choice(PLACES), rng.choice(ACTIONS), rng.choice(REASONS)
-        made.append(Lesson(kind=rng.choice(KINDS), family=FAMILIES[i % len(FAMILIES)], outcome="failure",
-                           situation=f"in {place}", text=f"{action.capitalize()} {reason} (case {i}).",
-                           status="retired" if rng.random() < 0.1 else "approved", run_id=f"bench-{i}"))
+        made.append(
+            Lesson(
+                kind=rng.choice(KINDS),
+                family=FAMILIES[i % len(FAMILIES)],
+                outcome="failure",
+                situation=f"in {place}",
+                text=f"{action.capitalize()} {reason} (case {i}).",
+                status="retired" if rng.random() < 0.1 else "approved",
+                run_id=f"bench-{i}",
+            )
+        )
     return made
 
 
 def queries(count: int, seed: int = 1) -> list[tuple[str, str]]:
     rng = random.Random(seed)
-    return [(f"the agent is in {rng.choice(PLACES)} and wants to {rng.choice(ACTIONS)}", rng.choice(FAMILIES))
-            for _ in range(count)]
+    return [
+        (f"the agent is in {rng.choice(PLACES)} and wants to {rng.choice(ACTIONS)}", rng.choice(FAMILIES))
+        for _ in range(count)
+    ]
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -71,14 +103,23 @@ def bench(size: int, n_queries: int) -> dict[str, float]:
     asked = queries(n_queries)
     default_embedding()(["warm up"])
     ours = _latencies(lambda q, f: store.search(q, family=f, k=5, min_similarity=0.0), asked)
-    where = _latencies(lambda q, f: baseline.query(
-        query_texts=[q], n_results=5, where={"$and": [{"status": "approved"}, {"family": f}]}), asked)
+    where = _latencies(
+        lambda q, f: baseline.query(
+            query_texts=[q], n_results=5, where={"$and": [{"status": "approved"}, {"family": f}]}
+        ),
+        asked,
+    )
     close_stores()
-    return {"lessons": size, "insert_per_s": round(size / insert_s, 1),
-            "recall_p50_ms": round(percentile(ours, 0.5), 2), "recall_p95_ms": round(percentile(ours, 0.95), 2),
-            "baseline_p50_ms": round(percentile(where, 0.5), 2), "baseline_p95_ms": round(percentile(where, 0.95), 2),
-            "p95_ratio_baseline_over_ours": round(percentile(where, 0.95) / percentile(ours, 0.95), 2),
-            "disk_mb": round(_disk(f"{folder}/pivotal") / 1e6, 1)}
+    return {
+        "lessons": size,
+        "insert_per_s": round(size / insert_s, 1),
+        "recall_p50_ms": round(percentile(ours, 0.5), 2),
+        "recall_p95_ms": round(percentile(ours, 0.95), 2),
+        "baseline_p50_ms": round(percentile(where, 0.5), 2),
+        "baseline_p95_ms": round(percentile(where, 0.95), 2),
+        "p95_ratio_baseline_over_ours": round(percentile(where, 0.95) / percentile(ours, 0.95), 2),
+        "disk_mb": round(_disk(f"{folder}/pivotal") / 1e6, 1),
+    }
 
 
 def _baseline(path: str, store, data: list[Lesson]):
@@ -87,14 +128,20 @@ def _baseline(path: str, store, data: list[Lesson]):
     by_id = {}
     for collection in vectors:
         got = store.client.get_collection(collection.name, embedding_function=default_embedding()).get(
-            include=["embeddings"])
-        by_id.update(zip(got["ids"], got["embeddings"]))
+            include=["embeddings"]
+        )
+        by_id.update(zip(got["ids"], got["embeddings"], strict=False))
     collection = chromadb.PersistentClient(path=path).get_or_create_collection(
-        "baseline", embedding_function=default_embedding(), configuration={"hnsw": {"space": "cosine"}})
+        "baseline", embedding_function=default_embedding(), configuration={"hnsw": {"space": "cosine"}}
+    )
     for start in range(0, len(data), 500):
-        chunk = data[start:start + 500]
-        collection.add(ids=[l.id for l in chunk], embeddings=[by_id[l.id] for l in chunk],
-                       documents=[l.document for l in chunk], metadatas=[l.metadata() for l in chunk])
+        chunk = data[start : start + 500]
+        collection.add(
+            ids=[lesson.id for lesson in chunk],
+            embeddings=[by_id[lesson.id] for lesson in chunk],
+            documents=[lesson.document for lesson in chunk],
+            metadatas=[lesson.metadata() for lesson in chunk],
+        )
     return collection
 
 
@@ -121,12 +168,16 @@ def main() -> None:
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    print(f"{'lessons':>8} {'insert/s':>9} {'recall p50':>11} {'p95':>7} {'where p50':>10} {'p95':>7} "
-          f"{'p95 ratio':>10} {'disk MB':>8}")
+    print(
+        f"{'lessons':>8} {'insert/s':>9} {'recall p50':>11} {'p95':>7} {'where p50':>10} {'p95':>7} "
+        f"{'p95 ratio':>10} {'disk MB':>8}"
+    )
     for r in rows:
-        print(f"{r['lessons']:>8} {r['insert_per_s']:>9} {r['recall_p50_ms']:>9} ms {r['recall_p95_ms']:>4} ms "
-              f"{r['baseline_p50_ms']:>7} ms {r['baseline_p95_ms']:>4} ms {r['p95_ratio_baseline_over_ours']:>9}x "
-              f"{r['disk_mb']:>8}")
+        print(
+            f"{r['lessons']:>8} {r['insert_per_s']:>9} {r['recall_p50_ms']:>9} ms {r['recall_p95_ms']:>4} ms "
+            f"{r['baseline_p50_ms']:>7} ms {r['baseline_p95_ms']:>4} ms {r['p95_ratio_baseline_over_ours']:>9}x "
+            f"{r['disk_mb']:>8}"
+        )
 
 
 if __name__ == "__main__":

@@ -34,9 +34,20 @@ from pivotal.context import Context
 from pivotal.logs import logger
 from pivotal.state import InputState, State
 
-NODES = {"start": start, "recall": recall, "actor": actor, "critic": critic, "human_approval": human_approval, "executor": executor,
-         "reflector": reflector, "pivot": pivot, "distill": distill, "dedup": dedup, "gate": gate,
-         "memory_writer": memory_writer}
+NODES = {
+    "start": start,
+    "recall": recall,
+    "actor": actor,
+    "critic": critic,
+    "human_approval": human_approval,
+    "executor": executor,
+    "reflector": reflector,
+    "pivot": pivot,
+    "distill": distill,
+    "dedup": dedup,
+    "gate": gate,
+    "memory_writer": memory_writer,
+}
 
 
 def build_graph(checkpointer: Any = None, **compile_kwargs: Any):
@@ -48,8 +59,8 @@ def build_graph(checkpointer: Any = None, **compile_kwargs: Any):
     builder.add_edge("start", "recall")
     builder.add_edge("recall", "actor")
     builder.add_edge("actor", "critic")
-    builder.add_conditional_edges("critic", routes.after_critic, ["executor", "human_approval", "actor", "reflector"])
-    builder.add_conditional_edges("human_approval", routes.after_human, ["executor", "actor", "reflector"])
+    builder.add_conditional_edges("critic", routes.after_review, ["executor", "human_approval", "actor", "reflector"])
+    builder.add_conditional_edges("human_approval", routes.after_review, ["executor", "actor", "reflector"])
     builder.add_conditional_edges("executor", routes.after_executor, ["distill", "reflector", "recall"])
     builder.add_conditional_edges("reflector", routes.after_reflector, ["distill", "pivot"])
     builder.add_edge("pivot", "recall")
@@ -60,6 +71,29 @@ def build_graph(checkpointer: Any = None, **compile_kwargs: Any):
     return builder.compile(checkpointer=checkpointer, name="pivotal", **compile_kwargs)
 
 
+def nodes_per_step(context: Context) -> int:
+    """The most nodes one environment step can run, given the wiring above and the critic's bounds.
+
+    recall, then per proposal actor + critic, at most 2r+1 proposals (r = max_critique_rounds:
+    r pre-check bounces and r critic send-backs, then one more), then the executor: 4r+4. When
+    a person approves actions, each critic approval can be followed by human_approval, and each
+    of the person's rejections (at most r) costs a proposal as well: 7r+5. Pinned against the
+    critic's and the person's real decision rules in tests/test_bounds.py.
+    """
+    r = context.max_critique_rounds
+    return 7 * r + 5 if context.require_approval_for else 4 * r + 4
+
+
+def recursion_limit(context: Context) -> int:
+    """A ceiling the Context bounds can never reach, so only they end a run.
+
+    Per attempt: max_steps steps, then reflector and pivot; per run: start, and distill, dedup,
+    gate and memory_writer once at the end.
+    """
+    per_attempt = context.max_steps * nodes_per_step(context) + 2
+    return (context.max_pivot_retries + 1) * per_attempt + 5 + 1
+
+
 def _logged(name: str, node):
     """One structured log event per node transition."""
 
@@ -68,12 +102,16 @@ def _logged(name: str, node):
         started = time.perf_counter()
         update = await node(state, runtime)
         usage = (update.get("usage") or {}).values()
-        logger().info("node", node=name, run_id=state.get("run_id") or update.get("run_id"),
-                      task_id=(state.get("task") or {}).get("id") if isinstance(state.get("task"), dict) else None,
-                      step=len(update.get("trajectory", state.get("trajectory", [])) or []),
-                      verdict=(update.get("critiques") or [{}])[-1].get("decision") if name == "critic" else None,
-                      latency_ms=round((time.perf_counter() - started) * 1000, 2),
-                      tokens=sum(u.get("input_tokens", 0) + u.get("output_tokens", 0) for u in usage))
+        logger().info(
+            "node",
+            node=name,
+            run_id=state.get("run_id") or update.get("run_id"),
+            task_id=(state.get("task") or {}).get("id") if isinstance(state.get("task"), dict) else None,
+            step=len(update.get("trajectory", state.get("trajectory", [])) or []),
+            verdict=(update.get("critiques") or [{}])[-1].get("decision") if name == "critic" else None,
+            latency_ms=round((time.perf_counter() - started) * 1000, 2),
+            tokens=sum(u.get("input_tokens", 0) + u.get("output_tokens", 0) for u in usage),
+        )
         return update
 
     return run

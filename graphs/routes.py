@@ -1,14 +1,16 @@
-"""Conditional edges: each reads the state a node just wrote and names the next node."""
+"""Conditional edges: the one place that turns what a node wrote into the next node's name."""
 
 from pivotal.state import State
 
 
-def after_critic(state: State) -> str:
-    return {"execute": "executor", "ask_human": "human_approval", "propose": "actor", "fail": "reflector"}[state["next"]]
-
-
-def after_human(state: State) -> str:
-    return {"execute": "executor", "propose": "actor", "fail": "reflector"}[state["next"]]
+def after_review(state: State) -> str:
+    """After the critic or a person: reflect on a failed attempt, propose again, ask a person, or execute."""
+    if state.get("attempt_failed"):
+        return "reflector"
+    chosen = state.get("chosen")
+    if not chosen:
+        return "actor"
+    return "human_approval" if chosen.get("needs_approval") else "executor"
 
 
 def after_executor(state: State) -> str:

@@ -19,7 +19,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 from pydantic import BaseModel, Field
 
-from graphs.builder import build_graph
+from graphs.builder import build_graph, recursion_limit
 from memory.store import open_store
 from pivotal.context import Context
 from pivotal.environments import Idempotent, make_environment
@@ -56,26 +56,42 @@ class RunResult(BaseModel):
     started_at: float = Field(0.0, description="Unix time this process started (or resumed) the run")
     finished_at: float = Field(0.0, description="Unix time it ended")
     error: str = Field("", description="status 'error': what raised, in one line; the batch went on")
-    interrupt: dict[str, Any] | None = Field(None, description="status 'interrupted': the action awaiting a "
-                                             "person; continue with resume(thread_id, reply)")
-    at_least_once: list[int] = Field(default_factory=list, description=(
-        "steps that were in flight when an earlier process stopped and ran again on resume in an "
-        "environment without step_once: their action may have happened twice"))
+    interrupt: dict[str, Any] | None = Field(
+        None, description="status 'interrupted': the action awaiting a person; continue with resume(thread_id, reply)"
+    )
+    at_least_once: list[int] = Field(
+        default_factory=list,
+        description=(
+            "steps that were in flight when an earlier process stopped and ran again on resume in an "
+            "environment without step_once: their action may have happened twice"
+        ),
+    )
 
     @classmethod
     def from_error(cls, task: Task, thread_id: str, exc: BaseException, started_at: float) -> "RunResult":
         reason = redact(" ".join(f"{type(exc).__name__}: {exc}".split())[:500])
-        return cls(status="error", reason=reason, error=reason, task=task.model_dump(), thread_id=thread_id,
-                   run_id="", steps=0, executed=0, replayed=0, trajectory_length=0, llm_calls=0, critic={},
-                   retries={}, lessons={}, usage={}, trajectory=[], reflections=[],
-                   wall_s=round(time.time() - started_at, 3), started_at=started_at, finished_at=time.time())
-
-
-def recursion_limit(context: Context) -> int:
-    """A ceiling that the Context bounds can never reach, so only they end a run."""
-    per_step = 3 * (context.max_critique_rounds + 1) + 2
-    per_attempt = context.max_steps * per_step + 4
-    return (context.max_pivot_retries + 1) * per_attempt + 10
+        return cls(
+            status="error",
+            reason=reason,
+            error=reason,
+            task=task.model_dump(),
+            thread_id=thread_id,
+            run_id="",
+            steps=0,
+            executed=0,
+            replayed=0,
+            trajectory_length=0,
+            llm_calls=0,
+            critic={},
+            retries={},
+            lessons={},
+            usage={},
+            trajectory=[],
+            reflections=[],
+            wall_s=round(time.time() - started_at, 3),
+            started_at=started_at,
+            finished_at=time.time(),
+        )
 
 
 def preflight(task: Task | dict[str, Any] | str, context: Context) -> Task:
@@ -114,15 +130,23 @@ async def open_checkpointer(path: str | None = None) -> AsyncIterator[BaseCheckp
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise PivotalError(f"cannot create the checkpoint folder for {path}: {exc.strerror}; "
-                           "set PIVOTAL_CHECKPOINT_PATH to a writable file") from None
+        raise PivotalError(
+            f"cannot create the checkpoint folder for {path}: {exc.strerror}; "
+            "set PIVOTAL_CHECKPOINT_PATH to a writable file"
+        ) from None
     async with AsyncSqliteSaver.from_conn_string(path) as saver:
         yield saver
 
 
-async def arun(task: Task | dict[str, Any] | str, context: Context | None = None, *,
-               checkpointer: BaseCheckpointSaver | None = None, checkpoint_path: str | None = None,
-               thread_id: str | None = None, plugins: Iterable[str] = ()) -> RunResult:
+async def arun(
+    task: Task | dict[str, Any] | str,
+    context: Context | None = None,
+    *,
+    checkpointer: BaseCheckpointSaver | None = None,
+    checkpoint_path: str | None = None,
+    thread_id: str | None = None,
+    plugins: Iterable[str] = (),
+) -> RunResult:
     """Run one task to its end and summarise it. Pass `checkpointer` to share one across runs.
 
     `plugins` (module names that register the task's environment) are saved with the thread,
@@ -134,8 +158,14 @@ async def arun(task: Task | dict[str, Any] | str, context: Context | None = None
         return await _run(graph, parsed, context, thread_id, list(plugins))
 
 
-async def aresume(thread_id: str, reply: Any, context: Context | dict[str, Any] | None = None, *,
-                  checkpoint_path: str | None = None, checkpointer: BaseCheckpointSaver | None = None) -> RunResult:
+async def aresume(
+    thread_id: str,
+    reply: Any,
+    context: Context | dict[str, Any] | None = None,
+    *,
+    checkpoint_path: str | None = None,
+    checkpointer: BaseCheckpointSaver | None = None,
+) -> RunResult:
     """Continue a run paused for approval: `reply` is {"decision": "approve"|"reject", "reason": ...}.
 
     The run goes on with the settings it started with. `context` may repeat them (a Context,
@@ -156,8 +186,9 @@ async def paused_run(graph: Any, thread_id: str) -> dict[str, Any]:
     """The values of a thread that waits for approval; one clear line when it does not."""
     saved = await graph.aget_state({"configurable": {"thread_id": thread_id}})
     if not any(task.interrupts for task in saved.tasks):
-        raise PivotalError(f"thread {thread_id!r} is not waiting for approval; nothing to resume "
-                           "(check --thread-id and --checkpoints)")
+        raise PivotalError(
+            f"thread {thread_id!r} is not waiting for approval; nothing to resume (check --thread-id and --checkpoints)"
+        )
     return saved.values
 
 
@@ -188,14 +219,22 @@ def run(task: Task | dict[str, Any] | str, context: Context | None = None, **kwa
     return asyncio.run(arun(task, context, **kwargs))
 
 
-async def run_batch(tasks: Iterable[Task | dict[str, Any] | str], context: Context | None = None, *,
-                    concurrency: int = 4, checkpoint_path: str | None = None, thread_prefix: str | None = None,
-                    on_result: Callable[[int, RunResult], Any] | None = None,
-                    thread_keys: list[str] | None = None, plugins: Iterable[str] = ()) -> list[RunResult]:
+async def run_batch(
+    tasks: Iterable[Task | dict[str, Any] | str],
+    context: Context | None = None,
+    *,
+    concurrency: int = 4,
+    checkpoint_path: str | None = None,
+    thread_prefix: str | None = None,
+    on_result: Callable[[int, RunResult], Any] | None = None,
+    thread_keys: list[str] | None = None,
+    plugins: Iterable[str] = (),
+) -> list[RunResult]:
     """Run many tasks, at most `concurrency` at once, over one checkpointer; results keep input order.
 
-    Task i runs on LangGraph thread `{thread_prefix}:{thread_keys[i]}` (default key: i). Give the same prefix and checkpoint file
-    again after a crash and finished tasks are read back from their checkpoints, unfinished ones
+    Task i runs on LangGraph thread `{thread_prefix}:{thread_keys[i]}` (default key: i). Give the
+    same prefix and checkpoint file again after a crash and finished tasks are read back from their
+    checkpoints, unfinished ones
     continue from their last one. A task that raises becomes a result with status "error";
     the others go on. `on_result(i, result)` (sync or async) is called as each task finishes.
     """
@@ -222,8 +261,9 @@ async def run_batch(tasks: Iterable[Task | dict[str, Any] | str], context: Conte
         return list(await asyncio.gather(*(one(i, task, graph) for i, task in enumerate(parsed))))
 
 
-async def run_or_report(graph: Any, task: Task, context: Context, thread_id: str,
-                        plugins: list[str] | None = None) -> RunResult:
+async def run_or_report(
+    graph: Any, task: Task, context: Context, thread_id: str, plugins: list[str] | None = None
+) -> RunResult:
     """One batch task: whatever it raises is recorded in its result, never raised into the batch."""
     started = time.time()
     try:
@@ -232,8 +272,9 @@ async def run_or_report(graph: Any, task: Task, context: Context, thread_id: str
         return RunResult.from_error(task, thread_id, exc, started)
 
 
-async def _run(graph: Any, task: Task, context: Context, thread_id: str | None,
-               plugins: list[str] | None = None) -> RunResult:
+async def _run(
+    graph: Any, task: Task, context: Context, thread_id: str | None, plugins: list[str] | None = None
+) -> RunResult:
     """Start the task on its thread, or continue it from the thread's last checkpoint."""
     thread_id = thread_id or uuid.uuid4().hex
     config = _config(thread_id, context, {"pivotal_task": task.id})
@@ -254,15 +295,19 @@ async def _run(graph: Any, task: Task, context: Context, thread_id: str | None,
 
 def _in_flight_step(saved: Any, task: Task) -> list[int]:
     """The step an earlier process may have executed without checkpointing it, when the
-    environment cannot tell a repeat (no `step_once`): that one step is at-least-once."""
+    environment cannot tell a repeat (no `step_once`): that one step is at-least-once.
+    """
     if "executor" not in saved.next or isinstance(make_environment(task.env), Idempotent):
         return []
     return [len(saved.values.get("trajectory") or [])]
 
 
 def _config(thread_id: str, context: Context, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread_id}, "recursion_limit": recursion_limit(context),
-            "metadata": metadata or {}}
+    return {
+        "configurable": {"thread_id": thread_id},
+        "recursion_limit": recursion_limit(context),
+        "metadata": metadata or {},
+    }
 
 
 async def _invoke(graph: Any, run_input: Any, config: dict[str, Any], context: Context, run_id: str) -> RunResult:
@@ -277,8 +322,9 @@ async def _invoke(graph: Any, run_input: Any, config: dict[str, Any], context: C
     return summarise(final, context, config["configurable"]["thread_id"], time.perf_counter() - started, started_at)
 
 
-def summarise(final: dict[str, Any], context: Context, thread_id: str, wall_s: float,
-              started_at: float = 0.0) -> RunResult:
+def summarise(
+    final: dict[str, Any], context: Context, thread_id: str, wall_s: float, started_at: float = 0.0
+) -> RunResult:
     paused = [item.value for item in final.get("__interrupt__") or []]
     final = redact_tree({k: v for k, v in final.items() if k != "__interrupt__"})  # keys echoed by tools stay out
     counters = final.get("counters") or {}
@@ -286,19 +332,35 @@ def summarise(final: dict[str, Any], context: Context, thread_id: str, wall_s: f
     return RunResult(
         status="interrupted" if paused else final.get("status", "failure"),
         reason="waiting for a person to approve an action" if paused else final.get("reason", ""),
-        interrupt=redact_tree(paused[0]) if paused else None, task=final["task"],
-        thread_id=thread_id, run_id=final["run_id"],
+        interrupt=redact_tree(paused[0]) if paused else None,
+        task=final["task"],
+        thread_id=thread_id,
+        run_id=final["run_id"],
         steps=int(counters.get("executed", 0)) + int(counters.get("replayed", 0)),
-        executed=int(counters.get("executed", 0)), replayed=int(counters.get("replayed", 0)),
+        executed=int(counters.get("executed", 0)),
+        replayed=int(counters.get("replayed", 0)),
         trajectory_length=len(trajectory),
         llm_calls=int(counters.get("llm_calls", 0)),
-        critic={k: int(counters.get(k, 0)) for k in ("approved", "revised", "rejected", "prechecked",
-                                                      "human_approved", "human_rejected")},
-        retries={"strategy": context.retry, "count": int(final.get("retries", 0)),
-                 "kept_steps": int(counters.get("kept_steps", 0)),
-                 "replayed_steps": int(counters.get("replayed", 0))},
-        lessons={"recalled": len(final.get("recalled") or []), "candidates": len(final.get("candidates") or []),
-                 "approved": len(final.get("approved_lessons") or []),
-                 **{k: int(counters.get(f"lessons_{k}", 0)) for k in ("written", "merged", "scored", "retired")}},
-        usage=final.get("usage") or {}, trajectory=trajectory, reflections=final.get("reflections") or [],
-        wall_s=round(wall_s, 3), started_at=started_at, finished_at=time.time())
+        critic={
+            k: int(counters.get(k, 0))
+            for k in ("approved", "revised", "rejected", "prechecked", "human_approved", "human_rejected")
+        },
+        retries={
+            "strategy": context.retry,
+            "count": int(final.get("retries", 0)),
+            "kept_steps": int(counters.get("kept_steps", 0)),
+            "replayed_steps": int(counters.get("replayed", 0)),
+        },
+        lessons={
+            "recalled": len(final.get("recalled") or []),
+            "candidates": len(final.get("candidates") or []),
+            "approved": len(final.get("approved_lessons") or []),
+            **{k: int(counters.get(f"lessons_{k}", 0)) for k in ("written", "merged", "scored", "retired")},
+        },
+        usage=final.get("usage") or {},
+        trajectory=trajectory,
+        reflections=final.get("reflections") or [],
+        wall_s=round(wall_s, 3),
+        started_at=started_at,
+        finished_at=time.time(),
+    )

@@ -2,14 +2,17 @@
 
 import fcntl
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlparse
 
 from pivotal.errors import PivotalError
 
 LOCK_FILE = ".pivotal.lock"
-SERVER_HINT = "start one with `chroma run --path DIR --host 127.0.0.1 --port PORT`, or unset PIVOTAL_STORE_URL / --store-url"
+SERVER_HINT = (
+    "start one with `chroma run --path DIR --host 127.0.0.1 --port PORT`, or unset PIVOTAL_STORE_URL / --store-url"
+)
 
 
 def usable_directory(path: str) -> str:
@@ -17,8 +20,10 @@ def usable_directory(path: str) -> str:
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise PivotalError(f"cannot create the lesson store directory {directory}: {exc.strerror}; "
-                           "choose another --store / PIVOTAL_STORE_PATH") from None
+        raise PivotalError(
+            f"cannot create the lesson store directory {directory}: {exc.strerror}; "
+            "choose another --store / PIVOTAL_STORE_PATH"
+        ) from None
     if not directory.is_dir():
         raise PivotalError(f"lesson store path {directory} is not a directory; choose another --store")
     return str(directory)
@@ -34,9 +39,11 @@ def connect_folder(directory: str) -> tuple[Any, Callable[[], None]]:
         client.list_collections()  # a corrupt database fails here, not in the middle of a run
     except Exception as exc:  # noqa: BLE001 — Chroma raises many types; the user needs one line
         release_lock()
-        raise PivotalError(f"cannot open the lesson store at {directory}: {one_line(exc)}; the folder may "
-                           "be damaged or not a Chroma store — nothing was changed; move it aside or "
-                           "choose another --store") from exc
+        raise PivotalError(
+            f"cannot open the lesson store at {directory}: {one_line(exc)}; the folder may "
+            "be damaged or not a Chroma store — nothing was changed; move it aside or "
+            "choose another --store"
+        ) from exc
 
     def release() -> None:
         client.close()
@@ -57,8 +64,9 @@ def connect_server(url: str) -> tuple[Any, Callable[[], None]]:
         client = chromadb.HttpClient(host=parsed.hostname, port=port, ssl=parsed.scheme == "https")
         client.heartbeat()
     except Exception as exc:  # noqa: BLE001
-        raise PivotalError(f"the lesson store server at {url} is not reachable ({one_line(exc)}); "
-                           f"{SERVER_HINT}") from None
+        raise PivotalError(
+            f"the lesson store server at {url} is not reachable ({one_line(exc)}); {SERVER_HINT}"
+        ) from None
     return client, lambda: None
 
 
@@ -67,17 +75,21 @@ def _lock_folder(directory: str) -> Callable[[], None]:
     try:
         handle = open(path, "a+")
     except OSError as exc:
-        raise PivotalError(f"lesson store directory {directory} is not writable ({exc.strerror}); "
-                           "fix its permissions or choose another --store") from None
+        raise PivotalError(
+            f"lesson store directory {directory} is not writable ({exc.strerror}); "
+            "fix its permissions or choose another --store"
+        ) from None
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         handle.seek(0)
         holder = handle.read().strip() or "another process"
         handle.close()
-        raise PivotalError(f"lesson store {directory} is in use by {holder}; one process opens a store "
-                           "folder at a time — wait for it, or share the store through a Chroma server "
-                           "(PIVOTAL_STORE_URL)") from None
+        raise PivotalError(
+            f"lesson store {directory} is in use by {holder}; one process opens a store "
+            "folder at a time — wait for it, or share the store through a Chroma server "
+            "(PIVOTAL_STORE_URL)"
+        ) from None
     handle.seek(0)
     handle.truncate()
     handle.write(f"process {os.getpid()}")

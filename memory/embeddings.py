@@ -86,9 +86,7 @@ def _new_session(threads: int) -> ort.InferenceSession:
     options = ort.SessionOptions()
     options.log_severity_level = 3  # errors only; ORT's warnings are noise here
     options.intra_op_num_threads = threads
-    return ort.InferenceSession(
-        str(model_path()), options, providers=["CPUExecutionProvider"]
-    )
+    return ort.InferenceSession(str(model_path()), options, providers=["CPUExecutionProvider"])
 
 
 def _mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -121,7 +119,7 @@ class MiniLMEmbedding(EmbeddingFunction[Documents]):
         for start in range(0, len(order), BATCH_SIZE):
             chunk = order[start : start + BATCH_SIZE]
             batch = self._embed_batch([texts[i] for i in chunk])
-            for i, vector in zip(chunk, batch):
+            for i, vector in zip(chunk, batch, strict=True):
                 vectors[i] = vector
         return vectors
 
@@ -175,9 +173,7 @@ class MiniLMEmbedding(EmbeddingFunction[Documents]):
         if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
             raise ValueError(f"threads must be a positive int, got {threads!r}")
 
-    def validate_config_update(
-        self, old_config: dict[str, Any], new_config: dict[str, Any]
-    ) -> None:
+    def validate_config_update(self, old_config: dict[str, Any], new_config: dict[str, Any]) -> None:
         """Thread count never changes the vectors, so any valid update is safe."""
         MiniLMEmbedding.validate_config(new_config)
 

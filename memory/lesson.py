@@ -6,6 +6,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from pivotal.schemas import LessonKind, LessonLevel, Outcome
+
+LessonStatus = Literal["approved", "retired"]
+
 RECENT_RUNS = 32
 """Run ids a lesson remembers, so a resumed run that writes or scores it again counts once."""
 
@@ -13,12 +17,12 @@ RECENT_RUNS = 32
 class Lesson(BaseModel):
     id: str = ""
     """Chroma id; fixed at creation (a hash of kind, family and first text), kept through merges."""
-    kind: Literal["strategy", "guardrail", "skill"]
+    kind: LessonKind
     situation: str
     text: str
-    outcome: Literal["success", "failure"]
+    outcome: Outcome
     family: str
-    level: Literal["task", "step"] = "step"
+    level: LessonLevel = "step"
     run_id: str = ""
     model: str = ""
     created_at: float = Field(default_factory=time.time)
@@ -32,7 +36,7 @@ class Lesson(BaseModel):
     step_approvals: int = 0
     """Steps it was shown for whose action the critic approved."""
     utility: float = 0.5
-    status: Literal["approved", "retired"] = "approved"
+    status: LessonStatus = "approved"
     retired_reason: str = ""
     source_runs: str = ""
     """Recent runs that contributed evidence (space separated, newest last)."""
@@ -58,9 +62,16 @@ class Lesson(BaseModel):
     @classmethod
     def from_candidate(cls, candidate: dict[str, Any], *, family: str, run_id: str, model: str) -> "Lesson":
         """A distiller's or reflector's draft (kind, situation, text, outcome, level) with its provenance."""
-        return cls(kind=candidate["kind"], situation=candidate["situation"], text=candidate["text"],
-                   outcome=candidate["outcome"], level=candidate.get("level", "step"), family=family,
-                   run_id=run_id, model=model)
+        return cls(
+            kind=candidate["kind"],
+            situation=candidate["situation"],
+            text=candidate["text"],
+            outcome=candidate["outcome"],
+            level=candidate.get("level", "step"),
+            family=family,
+            run_id=run_id,
+            model=model,
+        )
 
     @classmethod
     def from_record(cls, lesson_id: str, metadata: dict[str, Any]) -> "Lesson":
@@ -72,20 +83,46 @@ class Lesson(BaseModel):
             return self  # the same run written twice (e.g. after a resume): no new evidence
         replace = not keep_text and better_text(other.text, self.text)
         text, situation = (other.text, other.situation) if replace else (self.text, self.situation)
-        return self.model_copy(update={
-            "text": text, "situation": situation, "evidence": self.evidence + other.evidence,
-            "source_runs": _recent(self.source_runs, other.run_id)})
+        return self.model_copy(
+            update={
+                "text": text,
+                "situation": situation,
+                "evidence": self.evidence + other.evidence,
+                "source_runs": _recent(self.source_runs, other.run_id),
+            }
+        )
 
     def scored(self, run_id: str, *, success: bool, steps: int, approved_steps: int) -> "Lesson":
         """Count one run that recalled this lesson; a run already counted changes nothing."""
         if run_id in self.scored_runs.split():
             return self
-        update = {"retrievals": self.retrievals + 1, "successes": self.successes + int(success),
-                  "step_retrievals": self.step_retrievals + steps,
-                  "step_approvals": self.step_approvals + approved_steps,
-                  "scored_runs": _recent(self.scored_runs, run_id)}
-        return self.model_copy(update={**update, "utility": utility(**{k: update[k] for k in (
-            "retrievals", "successes", "step_retrievals", "step_approvals")})})
+        update = {
+            "retrievals": self.retrievals + 1,
+            "successes": self.successes + int(success),
+            "step_retrievals": self.step_retrievals + steps,
+            "step_approvals": self.step_approvals + approved_steps,
+            "scored_runs": _recent(self.scored_runs, run_id),
+        }
+        return self.model_copy(
+            update={
+                **update,
+                "utility": utility(
+                    **{k: update[k] for k in ("retrievals", "successes", "step_retrievals", "step_approvals")}
+                ),
+            }
+        )
+
+
+def line(kind: str, situation: str, text: str) -> str:
+    """A lesson as one line of a prompt; the sim reads the `[guardrail]` marker back."""
+    return f"[{kind}] when {situation}: {text}"
+
+
+def lessons_block(recalled: list[dict[str, Any]]) -> str:
+    """The recalled lessons as the prompts' <lessons> data block."""
+    if not recalled:
+        return "(none)"
+    return "\n".join(f"- {line(lesson['kind'], lesson['situation'], lesson['text'])}" for lesson in recalled)
 
 
 def lesson_id(kind: str, family: str, text: str) -> str:
@@ -96,7 +133,8 @@ def lesson_id(kind: str, family: str, text: str) -> str:
 def utility(*, retrievals: int, successes: int, step_retrievals: int, step_approvals: int) -> float:
     """Mean of two Laplace-smoothed rates: runs that succeeded after recalling the lesson, and
     steps it was shown for that the critic approved. A new lesson starts at 0.5 and needs
-    several bad runs before it can fall below a floor."""
+    several bad runs before it can fall below a floor.
+    """
     run_rate = (successes + 1) / (retrievals + 2)
     step_rate = (step_approvals + 1) / (step_retrievals + 2)
     return round((run_rate + step_rate) / 2, 4)

@@ -15,9 +15,10 @@ Chroma calls block: async callers go through `asyncio.to_thread`.
 import hashlib
 import re
 import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -39,6 +40,14 @@ class Recalled:
 
 
 @dataclass
+class Match:
+    """A stored lesson that a new one would merge into."""
+
+    lesson: Lesson
+    similarity: float
+
+
+@dataclass
 class Written:
     id: str
     merged: bool
@@ -54,7 +63,16 @@ class ExperienceStore:
         self._collections: dict[str, Any] = {}
 
     # ---- write path -------------------------------------------------------------------------
-    def nearest(self, lesson: Lesson) -> tuple[Lesson, float] | None:
+    def duplicate(self, lesson: Lesson, threshold: float) -> Match | None:
+        """The stored lesson `lesson` merges into: same kind and family, at least `threshold` alike.
+
+        The one place a lesson is matched against the store: the dedup node asks it before the
+        gate, `add` asks it again under the store's lock before writing.
+        """
+        found = self._nearest(lesson)
+        return Match(*found) if found is not None and found[1] >= threshold else None
+
+    def _nearest(self, lesson: Lesson) -> tuple[Lesson, float] | None:
         """The stored lesson of the same kind and family most similar to `lesson` (any status)."""
         collection = self._collection(lesson.family, create=False)
         if collection is None or collection.count() == 0:
@@ -62,8 +80,9 @@ class ExperienceStore:
         exact = self._get(collection, [lesson.id])
         if exact:
             return exact[0], 1.0
-        result = collection.query(query_texts=[lesson.document], n_results=1,
-                                  where={"kind": lesson.kind}, include=["metadatas", "distances"])
+        result = collection.query(
+            query_texts=[lesson.document], n_results=1, where={"kind": lesson.kind}, include=["metadatas", "distances"]
+        )
         if not result["ids"][0]:
             return None
         found = self._lesson(result["ids"][0][0], result["metadatas"][0][0])
@@ -72,17 +91,18 @@ class ExperienceStore:
     def add(self, lessons: Iterable[Lesson], *, dedup_similarity: float, keep_text: bool = False) -> list[Written]:
         """Insert each lesson, or merge it into a stored one of the same kind and family at least
         `dedup_similarity` alike (evidence +1, the more specific text kept unless `keep_text`,
-        used for candidates the gate did not read). Nothing is deleted."""
+        used for candidates the gate did not read). Nothing is deleted.
+        """
         written = []
         with self._lock:
             for lesson in lessons:
-                match = self.nearest(lesson)
-                if match and match[1] >= dedup_similarity:
-                    merged = match[0].merged_with(lesson, keep_text=keep_text)
-                    if merged is not match[0]:  # the same run again (a resume) changes nothing
+                match = self.duplicate(lesson, dedup_similarity)
+                if match is not None:
+                    merged = match.lesson.merged_with(lesson, keep_text=keep_text)
+                    if merged is not match.lesson:  # the same run again (a resume) changes nothing
                         self._put([merged])
                     # ...but is reported as before: inserted if this run created the lesson, else merged
-                    written.append(Written(match[0].id, merged=match[0].run_id != lesson.run_id))
+                    written.append(Written(match.lesson.id, merged=match.lesson.run_id != lesson.run_id))
                 else:
                     self._put([lesson])
                     written.append(Written(lesson.id, merged=False))
@@ -92,7 +112,7 @@ class ExperienceStore:
         """Store lessons exactly as given (import, retire): no dedup, ids and counts kept."""
         with self._lock:
             for start in range(0, len(lessons), BATCH):
-                self._put(lessons[start:start + BATCH])
+                self._put(lessons[start : start + BATCH])
 
     # ---- read path --------------------------------------------------------------------------
     def search(self, text: str, *, family: str, k: int, min_similarity: float) -> list[Recalled]:
@@ -111,7 +131,7 @@ class ExperienceStore:
     def get(self, ids: list[str] | None = None, *, family: str | None = None) -> dict[str, Lesson]:
         found: dict[str, Lesson] = {}
         for collection in self._family_collections(family):
-            found.update({l.id: l for l in self._get(collection, ids)})
+            found.update({lesson.id: lesson for lesson in self._get(collection, ids)})
         return found
 
     def lessons(self, *, family: str | None = None) -> Iterator[Lesson]:
@@ -121,53 +141,70 @@ class ExperienceStore:
     def count(self, *, status: str | None = None) -> int:
         if status is None:
             return sum(c.count() for c in self._family_collections(None))
-        return sum(len(c.get(where={"status": status}, include=[])["ids"])
-                   for c in self._family_collections(None))
+        return sum(len(c.get(where={"status": status}, include=[])["ids"]) for c in self._family_collections(None))
 
     def families(self) -> list[str]:
         return [c.metadata["family"] for c in self._family_collections(None)]
 
     # ---- utility and eviction ---------------------------------------------------------------
-    def record_outcome(self, run_id: str, family: str, usage: dict[str, tuple[int, int]],
-                       *, success: bool) -> list[Lesson]:
+    def record_outcome(
+        self, run_id: str, family: str, usage: dict[str, tuple[int, int]], *, success: bool
+    ) -> list[Lesson]:
         """Score every lesson a run recalled: usage maps id → (steps shown, steps approved)."""
         if not usage:
             return []
         with self._lock:
             current = self.get(list(usage), family=family)
-            scored = [lesson.scored(run_id, success=success, steps=usage[i][0], approved_steps=usage[i][1])
-                      for i, lesson in current.items()]
+            scored = [
+                lesson.scored(run_id, success=success, steps=usage[i][0], approved_steps=usage[i][1])
+                for i, lesson in current.items()
+            ]
             self._put(scored)
         return scored
 
-    def enforce_limits(self, *, floor: float, min_retrievals: int, cap: int,
-                       scored: list[Lesson] | None = None) -> list[str]:
+    def enforce_limits(
+        self, *, floor: float, min_retrievals: int, cap: int, scored: list[Lesson] | None = None
+    ) -> list[str]:
         """Retire lessons whose utility fell below `floor` after enough recalls, then the lowest
         utility (oldest first on ties) until at most `cap` stay approved. Retired ones are kept.
 
         `scored`: the lessons whose utility just changed; only they can newly fall below the
-        floor, so a run does not scan the whole store unless the store is over its cap."""
+        floor, so a run does not scan the whole store unless the store is over its cap.
+        """
         with self._lock:
             candidates = scored if scored is not None else list(self.lessons())
-            weak = [l.model_copy(update={"status": "retired",
-                                         "retired_reason": f"utility {l.utility:.2f} below floor {floor:.2f}"})
-                    for l in candidates if l.status == "approved" and l.retrievals >= min_retrievals
-                    and l.utility < floor]
+            weak = [
+                lesson.model_copy(
+                    update={
+                        "status": "retired",
+                        "retired_reason": f"utility {lesson.utility:.2f} below floor {floor:.2f}",
+                    }
+                )
+                for lesson in candidates
+                if lesson.status == "approved" and lesson.retrievals >= min_retrievals and lesson.utility < floor
+            ]
             self._put(weak)
             over = self._over_cap(cap) if self.count() > cap else []
             self._put(over)
-        return [l.id for l in [*weak, *over]]
+        return [lesson.id for lesson in [*weak, *over]]
 
     def _over_cap(self, cap: int) -> list[Lesson]:
-        approved = sorted((l for l in self.lessons() if l.status == "approved"), key=lambda l: (l.utility, l.created_at))
+        approved = sorted(
+            (lesson for lesson in self.lessons() if lesson.status == "approved"),
+            key=lambda lesson: (lesson.utility, lesson.created_at),
+        )
         reason = f"store over its cap of {cap} approved lessons (lowest utility)"
-        return [l.model_copy(update={"status": "retired", "retired_reason": reason})
-                for l in approved[:max(0, len(approved) - cap)]]
+        return [
+            lesson.model_copy(update={"status": "retired", "retired_reason": reason})
+            for lesson in approved[: max(0, len(approved) - cap)]
+        ]
 
     def retire(self, ids: list[str], reason: str) -> list[str]:
         with self._lock:
             found = self.get(ids)
-            self._put([l.model_copy(update={"status": "retired", "retired_reason": reason}) for l in found.values()])
+            self._put(
+                [lesson.model_copy(update={"status": "retired", "retired_reason": reason}) for lesson in found.values()]
+            )
         return list(found)
 
     def close(self) -> None:
@@ -185,8 +222,11 @@ class ExperienceStore:
         try:
             if create:
                 collection = self.client.get_or_create_collection(
-                    name, embedding_function=default_embedding(), metadata={"family": family},
-                    configuration={"hnsw": {"space": "cosine"}})
+                    name,
+                    embedding_function=default_embedding(),
+                    metadata={"family": family},
+                    configuration={"hnsw": {"space": "cosine"}},
+                )
             elif name in {c.name for c in self.client.list_collections()}:
                 collection = self.client.get_collection(name, embedding_function=default_embedding())
             else:
@@ -205,20 +245,26 @@ class ExperienceStore:
         embedder = (config.get("embedding_function") or {}).get("name")
         space = (config.get("hnsw") or {}).get("space")
         if embedder != MiniLMEmbedding.name() or space != "cosine":
-            raise self._unusable(family, f"its embedding function is {embedder!r} with {space!r} distance, "
-                                         f"Pivotal needs {MiniLMEmbedding.name()!r} (384 dimensions, cosine)")
+            raise self._unusable(
+                family,
+                f"its embedding function is {embedder!r} with {space!r} distance, "
+                f"Pivotal needs {MiniLMEmbedding.name()!r} (384 dimensions, cosine)",
+            )
 
     def _unusable(self, family: str, why: str) -> PivotalError:
-        return PivotalError(f"lesson store {self.location}: the collection for family {family!r} cannot be "
-                            f"used ({why}); nothing was changed — point --store at another folder, or move "
-                            "the old one aside")
+        return PivotalError(
+            f"lesson store {self.location}: the collection for family {family!r} cannot be "
+            f"used ({why}); nothing was changed — point --store at another folder, or move "
+            "the old one aside"
+        )
 
     def _family_collections(self, family: str | None) -> list[Any]:
         if family is not None:
             collection = self._collection(family, create=False)
             return [collection] if collection is not None else []
-        families = [c.metadata.get("family") for c in self.client.list_collections()
-                    if c.name.startswith(PREFIX) and c.metadata]
+        families = [
+            c.metadata.get("family") for c in self.client.list_collections() if c.name.startswith(PREFIX) and c.metadata
+        ]
         return [self._collection(f, create=False) for f in sorted(families)]
 
     def _put(self, lessons: list[Lesson]) -> None:
@@ -228,26 +274,31 @@ class ExperienceStore:
         for family, unique in by_family.items():
             group = list(unique.values())
             self._collection(family, create=True).upsert(
-                ids=[l.id for l in group], documents=[l.document for l in group],
-                metadatas=[l.metadata() for l in group])
+                ids=[lesson.id for lesson in group],
+                documents=[lesson.document for lesson in group],
+                metadatas=[lesson.metadata() for lesson in group],
+            )
 
     def _get(self, collection: Any, ids: list[str] | None) -> list[Lesson]:
         result = collection.get(ids=ids, include=["metadatas"])
-        return [self._lesson(i, m) for i, m in zip(result["ids"], result["metadatas"] or [])]
+        return [self._lesson(i, m) for i, m in zip(result["ids"], result["metadatas"] or [], strict=True)]
 
     def _lesson(self, lesson_id: str, metadata: Any) -> Lesson:
         try:
             return Lesson.from_record(lesson_id, dict(metadata or {}))
         except ValidationError as exc:
-            raise PivotalError(f"lesson store {self.location}: record {lesson_id!r} is not a Pivotal lesson "
-                               f"({exc.error_count()} invalid fields, first: {exc.errors()[0]['loc']}); "
-                               "was this collection written by another tool?") from None
+            raise PivotalError(
+                f"lesson store {self.location}: record {lesson_id!r} is not a Pivotal lesson "
+                f"({exc.error_count()} invalid fields, first: {exc.errors()[0]['loc']}); "
+                "was this collection written by another tool?"
+            ) from None
 
     def _query(self, collection: Any, text: str, n: int, where: dict[str, Any] | None) -> tuple[list[Recalled], bool]:
-        result = collection.query(query_texts=[text], n_results=n, where=where,
-                                  include=["metadatas", "distances"])
+        result = collection.query(query_texts=[text], n_results=n, where=where, include=["metadatas", "distances"])
         found, retired_seen = [], False
-        for lesson_id, metadata, distance in zip(result["ids"][0], result["metadatas"][0], result["distances"][0]):
+        for lesson_id, metadata, distance in zip(
+            result["ids"][0], result["metadatas"][0], result["distances"][0], strict=True
+        ):
             lesson = self._lesson(lesson_id, metadata)
             if lesson.status != "approved":
                 retired_seen = True

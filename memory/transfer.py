@@ -19,7 +19,7 @@ class ImportReport:
 
 def export_lessons(store: ExperienceStore, out: IO[str], *, family: str | None = None) -> int:
     """Every lesson, retired ones too, in a stable order, so two exports of one store are identical."""
-    lessons = sorted(store.lessons(family=family), key=lambda l: (l.family, l.created_at, l.id))
+    lessons = sorted(store.lessons(family=family), key=lambda lesson: (lesson.family, lesson.created_at, lesson.id))
     for lesson in lessons:
         out.write(json.dumps(lesson.model_dump(), ensure_ascii=False, sort_keys=True) + "\n")
     return len(lessons)

@@ -5,13 +5,14 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 import prompts
-from pivotal import prompt_data as show
+from memory.lesson import lessons_block
 from pivotal.context import Context
 from pivotal.environments.live import attach
 from pivotal.models.roles import ask_role
 from pivotal.schemas import Proposal, proposal_schema
 from pivotal.state import State
 from pivotal.task import Task
+from prompts import data as show
 
 
 async def actor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -21,19 +22,37 @@ async def actor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if state.get("compensations"):
         return _compensate(state["compensations"], replayed)
     specs = live.env.describe_actions()
-    names = _still_open([s.name for s in specs], state.get("critiques", []),
-                        _pivotal_mistakes(state["trajectory"], state.get("reflections", [])))
+    names = _still_open(
+        [s.name for s in specs],
+        state.get("critiques", []),
+        _pivotal_mistakes(state["trajectory"], state.get("reflections", [])),
+    )
     schema = proposal_schema(names, any(s.parameters.get("properties") for s in specs))
     user = prompts.render(
-        "actor", task=task.goal, actions=show.actions(specs), history=show.history(state["trajectory"]),
-        observation=state["observation"], lessons=show.lessons(state.get("lessons", [])),
+        "actor",
+        task=task.goal,
+        actions=show.actions(specs),
+        history=show.history(state["trajectory"]),
+        observation=state["observation"],
+        lessons=lessons_block(state.get("lessons", [])),
         reflections=show.reflections(state.get("reflections", [])),
-        critiques=show.critiques(state.get("critiques", [])))
+        critiques=show.critiques(state.get("critiques", [])),
+    )
     answer, updates = await ask_role(
-        context, state, "actor", schema, system=prompts.system("actor_system"),
-        user=user, fallback=Proposal.model_construct(action="", arguments={}, thought=""))
-    proposal = {"action": answer.value.action, "arguments": dict(answer.value.arguments or {}),
-                "thought": answer.value.thought, "error": answer.error if answer.fallback else ""}
+        context,
+        state,
+        "actor",
+        schema,
+        system=prompts.system("actor_system"),
+        user=user,
+        fallback=Proposal.model_construct(action="", arguments={}, thought=""),
+    )
+    proposal = {
+        "action": answer.value.action,
+        "arguments": dict(answer.value.arguments or {}),
+        "thought": answer.value.thought,
+        "error": answer.error if answer.fallback else "",
+    }
     updates["counters"]["replayed"] = replayed
     return {"proposal": proposal, **updates}
 

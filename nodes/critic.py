@@ -5,14 +5,15 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 import prompts
-from pivotal import prompt_data as show
+from memory.lesson import lessons_block
 from pivotal.context import Context
 from pivotal.environments import check_action
 from pivotal.environments.live import attach
 from pivotal.models.roles import ask_role
 from pivotal.schemas import Verdict
-from pivotal.state import State
+from pivotal.state import Critique, Proposal, State
 from pivotal.task import Task
+from prompts import data as show
 
 COUNTER = {"approve": "approved", "revise": "revised", "reject": "rejected"}
 IRREVERSIBLE_CONFIDENCE = 0.9
@@ -26,20 +27,19 @@ async def critic(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     proposal = state["proposal"] or {}
     verdict, source, updates = await _judge(state, context, task, live.env, proposal)
     verdict = _stricter_if_irreversible(verdict, live.env, proposal)
-    critique = {**proposal, **verdict.model_dump(), "source": source}
+    critique: Critique = {**proposal, **verdict.model_dump(), "source": source}
     critiques = [*state.get("critiques", []), critique]
-    next_step, chosen, reason = _decide(critiques, context)
-    if next_step == "execute" and _needs_human(context, live.env, chosen or {}):
-        next_step = "ask_human"
+    chosen, reason = _decide(critiques, context)
+    if chosen is not None:
+        chosen["needs_approval"] = _needs_human(context, live.env, chosen)
     counters = updates.setdefault("counters", {})
-    counters.update({COUNTER[verdict.decision]: 1, "replayed": replayed,
-                     "prechecked": int(source == "precheck")})
-    return {"critiques": critiques, "next": next_step, "chosen": chosen,
-            "attempt_failed": reason, **updates}
+    counters.update({COUNTER[verdict.decision]: 1, "replayed": replayed, "prechecked": int(source == "precheck")})
+    return {"critiques": critiques, "chosen": chosen, "attempt_failed": reason, **updates}
 
 
-async def _judge(state: State, context: Context, task: Task, env: Any,
-                 proposal: dict[str, Any]) -> tuple[Verdict, str, dict[str, Any]]:
+async def _judge(
+    state: State, context: Context, task: Task, env: Any, proposal: dict[str, Any]
+) -> tuple[Verdict, str, dict[str, Any]]:
     if not proposal.get("action"):
         return _reject(f"the actor gave no valid proposal ({proposal.get('error') or 'empty action'})"), "actor", {}
     if context.precheck:
@@ -49,17 +49,27 @@ async def _judge(state: State, context: Context, task: Task, env: Any,
     if not context.critic:
         return Verdict(decision="approve", confidence=1.0, diagnosis="critic disabled"), "none", {}
     user = prompts.render(
-        "critic", task=task.goal, actions=show.actions(env.describe_actions()),
-        history=show.history(state["trajectory"]), observation=state["observation"],
-        lessons=show.lessons(state.get("lessons", [])), reflections=show.reflections(state.get("reflections", [])),
+        "critic",
+        task=task.goal,
+        actions=show.actions(env.describe_actions()),
+        history=show.history(state["trajectory"]),
+        observation=state["observation"],
+        lessons=lessons_block(state.get("lessons", [])),
+        reflections=show.reflections(state.get("reflections", [])),
         critiques=show.critiques(state.get("critiques", [])),
         proposal=show.call(proposal["action"], proposal.get("arguments") or {})
-        + (f"\nreason given: {proposal['thought']}" if proposal.get("thought") else ""))
+        + (f"\nreason given: {proposal['thought']}" if proposal.get("thought") else ""),
+    )
     answer, updates = await ask_role(
-        context, state, "critic", Verdict, user=user,
+        context,
+        state,
+        "critic",
+        Verdict,
+        user=user,
         system=prompts.system("critic_system"),
         fallback=_reject("the critic gave no valid verdict; not executing an unreviewed action"),
-        metadata={"pivotal_proposal": {"action": proposal["action"], "arguments": proposal.get("arguments") or {}}})
+        metadata={"pivotal_proposal": {"action": proposal["action"], "arguments": proposal.get("arguments") or {}}},
+    )
     if answer.fallback:
         return answer.value, "critic-fallback", updates
     if answer.value.decision == "reject" and not context.critic_has_veto() and not _irreversible(env, proposal):
@@ -72,14 +82,17 @@ def _advisory(verdict: Verdict) -> Verdict:
 
     Only for reversible actions: a reject of an irreversible one stays final whoever the critic is.
     """
-    return verdict.model_copy(update={
-        "decision": "revise", "diagnosis": f"advisory reject: {verdict.diagnosis}".strip(),
-        "revision": verdict.revision or "choose a different action"})
+    return verdict.model_copy(
+        update={
+            "decision": "revise",
+            "diagnosis": f"advisory reject: {verdict.diagnosis}".strip(),
+            "revision": verdict.revision or "choose a different action",
+        }
+    )
 
 
 def _reject(reason: str) -> Verdict:
-    return Verdict(decision="reject", confidence=1.0, diagnosis=reason,
-                   revision="choose a different, valid action")
+    return Verdict(decision="reject", confidence=1.0, diagnosis=reason, revision="choose a different, valid action")
 
 
 def _irreversible(env: Any, proposal: dict[str, Any]) -> bool:
@@ -88,40 +101,49 @@ def _irreversible(env: Any, proposal: dict[str, Any]) -> bool:
 
 def _needs_human(context: Context, env: Any, chosen: dict[str, Any]) -> bool:
     wanted = set(context.require_approval_for)
-    return bool(wanted) and ("*" in wanted or chosen.get("action") in wanted
-                             or ("irreversible" in wanted and _irreversible(env, chosen)))
+    return bool(wanted) and (
+        "*" in wanted or chosen.get("action") in wanted or ("irreversible" in wanted and _irreversible(env, chosen))
+    )
 
 
 def _stricter_if_irreversible(verdict: Verdict, env: Any, proposal: dict[str, Any]) -> Verdict:
-    if verdict.decision == "approve" and _irreversible(env, proposal) \
-            and verdict.confidence < IRREVERSIBLE_CONFIDENCE:
-        return Verdict(decision="reject", confidence=verdict.confidence,
-                       diagnosis=f"irreversible action approved with confidence {verdict.confidence:.2f} "
-                                 f"< {IRREVERSIBLE_CONFIDENCE}: {verdict.diagnosis}",
-                       revision="propose a reversible action or gather more evidence first")
+    if verdict.decision == "approve" and _irreversible(env, proposal) and verdict.confidence < IRREVERSIBLE_CONFIDENCE:
+        return Verdict(
+            decision="reject",
+            confidence=verdict.confidence,
+            diagnosis=f"irreversible action approved with confidence {verdict.confidence:.2f} "
+            f"< {IRREVERSIBLE_CONFIDENCE}: {verdict.diagnosis}",
+            revision="propose a reversible action or gather more evidence first",
+        )
     return verdict
 
 
-def _decide(critiques: list[dict[str, Any]], context: Context) -> tuple[str, dict[str, Any] | None, str]:
-    """(next, proposal to execute, failure reason). Bounded: at most max_critique_rounds send-backs.
+def _decide(critiques: list[Critique], context: Context) -> tuple[Proposal | None, str]:
+    """(proposal to execute, failure reason); neither means the actor proposes again.
 
-    Pre-check bounces are cheap and certain, so they do not use up the critic's rounds; they
-    have an equal budget of their own, which keeps the loop bounded either way.
+    Bounded: at most max_critique_rounds send-backs. Pre-check bounces are cheap and certain,
+    so they do not use up the critic's rounds; they have an equal budget of their own, which
+    keeps the loop bounded either way.
     """
     last = critiques[-1]
     if last["decision"] == "approve":
-        return "execute", _proposal(last), ""
+        return _proposal(last), ""
     prechecked = sum(c["source"] == "precheck" for c in critiques)
     reviewed = len(critiques) - prechecked
     if reviewed <= context.max_critique_rounds and prechecked <= context.max_critique_rounds:
-        return "propose", None, ""
+        return None, ""
     revisable = [c for c in critiques if c["decision"] == "revise" and c["source"] in ("critic", "critic-advisory")]
     if context.on_critique_exhausted == "execute_best" and revisable:
-        return "execute", _proposal(revisable[-1]), ""
-    return "fail", None, (f"no acceptable action after {len(critiques)} proposals; "
-                          f"last verdict: {last['decision']} ({last['diagnosis']})")
+        return _proposal(revisable[-1]), ""
+    return None, (
+        f"no acceptable action after {len(critiques)} proposals; last verdict: {last['decision']} ({last['diagnosis']})"
+    )
 
 
-def _proposal(critique: dict[str, Any]) -> dict[str, Any]:
-    return {"action": critique["action"], "arguments": critique.get("arguments") or {},
-            "thought": critique.get("thought", ""), "compensates": critique.get("compensates")}
+def _proposal(critique: Critique) -> Proposal:
+    return {
+        "action": critique["action"],
+        "arguments": critique.get("arguments") or {},
+        "thought": critique.get("thought", ""),
+        "compensates": critique.get("compensates"),
+    }

@@ -1,5 +1,6 @@
 """Match each lesson candidate against the store before the gate, so a lesson already known
-costs no gate call: it only adds evidence to the stored one, whose text was gated already."""
+costs no gate call: it only adds evidence to the stored one, whose text was gated already.
+"""
 
 import asyncio
 from typing import Any
@@ -22,12 +23,17 @@ async def dedup(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     store = await asyncio.to_thread(open_store, context.store_path, context.store_url)
     marked = []
     for candidate in candidates:
-        lesson = Lesson.from_candidate(candidate, family=task.family, run_id=state["run_id"],
-                                       model=context.model_for("lesson"))
-        match = await asyncio.to_thread(store.nearest, lesson)
-        duplicate = (match is not None and match[1] >= context.dedup_similarity
-                     and not better_text(lesson.text, match[0].text))
-        marked.append({**candidate, "duplicate_of": match[0].id if duplicate else "",
-                       "similarity": round(match[1], 3) if match else 0.0})
+        lesson = Lesson.from_candidate(
+            candidate, family=task.family, run_id=state["run_id"], model=context.model_for("lesson")
+        )
+        match = await asyncio.to_thread(store.duplicate, lesson, context.dedup_similarity)
+        # a more specific text is worth a gate call: the merge may then keep it
+        known = match is not None and not better_text(lesson.text, match.lesson.text)
+        marked.append(
+            {
+                **candidate,
+                "duplicate_of": match.lesson.id if known else "",
+                "similarity": round(match.similarity, 3) if match else 0.0,
+            }
+        )
     return {"candidates": marked}
-

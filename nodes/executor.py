@@ -8,10 +8,10 @@ from langgraph.runtime import Runtime
 
 from pivotal.context import Context
 from pivotal.environments.live import attach, run_step
-from pivotal.prompt_data import clip
 from pivotal.secrets import redact, redact_tree
 from pivotal.state import State, Step
 from pivotal.task import Task
+from prompts.data import clip
 
 
 async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -23,18 +23,32 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     result, snapshot = await asyncio.to_thread(run_step, live, chosen["action"], chosen.get("arguments") or {}, key)
     observation = clip(redact(result.observation), context.max_observation_chars)  # keys never reach checkpoints
     step: Step = {
-        "index": len(state["trajectory"]), "action": chosen["action"],
-        "arguments": chosen.get("arguments") or {}, "thought": chosen.get("thought", ""),
-        "verdicts": [{k: c.get(k) for k in ("action", "arguments", "decision", "confidence", "diagnosis", "source")}
-                     for c in state.get("critiques", [])],
-        "observation": observation, "done": result.done, "success": result.success,
-        "snapshot": redact_tree(snapshot), "checkpoint_id": _checkpoint_id(),
-        "lessons": [l["id"] for l in state.get("lessons", [])], "error": bool(result.info.get("error")),
-        "compensates": chosen.get("compensates")}
+        "index": len(state["trajectory"]),
+        "action": chosen["action"],
+        "arguments": chosen.get("arguments") or {},
+        "thought": chosen.get("thought", ""),
+        "verdicts": [
+            {k: c.get(k) for k in ("action", "arguments", "decision", "confidence", "diagnosis", "source")}
+            for c in state.get("critiques", [])
+        ],
+        "observation": observation,
+        "done": result.done,
+        "success": result.success,
+        "snapshot": redact_tree(snapshot),
+        "checkpoint_id": _checkpoint_id(),
+        "lessons": [lesson["id"] for lesson in state.get("lessons", [])],
+        "error": bool(result.info.get("error")),
+        "compensates": chosen.get("compensates"),
+    }
     trajectory = [*state["trajectory"], step]
-    update: dict[str, Any] = {"trajectory": trajectory, "observation": observation, "proposal": None,
-                              "chosen": None, "critiques": [],
-                              "counters": {"executed": 1, "replayed": replayed}}
+    update: dict[str, Any] = {
+        "trajectory": trajectory,
+        "observation": observation,
+        "proposal": None,
+        "chosen": None,
+        "critiques": [],
+        "counters": {"executed": 1, "replayed": replayed},
+    }
     if result.success:
         update.update(status="success", reason=f"goal reached in {len(trajectory)} steps")
     elif result.done:

@@ -5,13 +5,14 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 import prompts
-from pivotal import prompt_data as show
+from memory.lesson import line
+from memory.screen import screen
 from pivotal.context import Context
 from pivotal.models.roles import ask_role
-from pivotal.poisoning import screen
 from pivotal.schemas import LessonVerdict
 from pivotal.state import State, add_counts
 from pivotal.task import Task
+from prompts import data as show
 
 
 async def gate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -24,27 +25,42 @@ async def gate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     for candidate in candidates:
         verdict, updates = await _review(state, context, task, candidate)
         totals = {key: add_counts(totals[key], updates.get(key)) for key in totals}
-        totals["counters"] = add_counts(totals["counters"], {("lessons_approved" if verdict.decision == "approve" else "lessons_rejected"): 1})
+        totals["counters"] = add_counts(
+            totals["counters"], {("lessons_approved" if verdict.decision == "approve" else "lessons_rejected"): 1}
+        )
         reviewed.append({**candidate, "verdict": verdict.decision, "verdict_reason": verdict.reason})
     approved = [c for c in reviewed if c["verdict"] == "approve"]
     return {"approved_lessons": approved, "candidates": reviewed, **totals}
 
 
-async def _review(state: State, context: Context, task: Task,
-                  candidate: dict[str, Any]) -> tuple[LessonVerdict, dict[str, Any]]:
+async def _review(
+    state: State, context: Context, task: Task, candidate: dict[str, Any]
+) -> tuple[LessonVerdict, dict[str, Any]]:
     problem = screen(f"{candidate['situation']}\n{candidate['text']}")
     if problem:
         return LessonVerdict(decision="reject", reason=f"poisoning screen: {problem}"), {}
     if candidate.get("duplicate_of"):
-        return LessonVerdict(decision="approve", reason=(
-            f"duplicate of stored lesson {candidate['duplicate_of']} (similarity {candidate['similarity']}): "
-            "adds evidence, its gated text stays")), {}
+        return LessonVerdict(
+            decision="approve",
+            reason=(
+                f"duplicate of stored lesson {candidate['duplicate_of']} (similarity {candidate['similarity']}): "
+                "adds evidence, its gated text stays"
+            ),
+        ), {}
     user = prompts.render(
-        "gate", task=task.goal, outcome=candidate["outcome"],
+        "gate",
+        task=task.goal,
+        outcome=candidate["outcome"],
         steps=show.steps(state["trajectory"], context.max_observation_chars),
-        lesson=f"[{candidate['kind']}] when {candidate['situation']}: {candidate['text']}")
+        lesson=line(candidate["kind"], candidate["situation"], candidate["text"]),
+    )
     answer, updates = await ask_role(
-        context, state, "gate", LessonVerdict, user=user,
+        context,
+        state,
+        "gate",
+        LessonVerdict,
+        user=user,
         system=prompts.system("gate_system"),
-        fallback=LessonVerdict(decision="reject", reason="the gate gave no valid verdict"))
+        fallback=LessonVerdict(decision="reject", reason="the gate gave no valid verdict"),
+    )
     return answer.value, updates

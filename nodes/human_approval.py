@@ -10,7 +10,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from pivotal.context import Context
-from pivotal.state import State
+from pivotal.state import Critique, Proposal, State
 
 QUESTION = 'Approve this action? Resume with {"decision": "approve" | "reject", "reason": "..."}.'
 
@@ -18,23 +18,50 @@ QUESTION = 'Approve this action? Resume with {"decision": "approve" | "reject", 
 async def human_approval(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     chosen = state["chosen"] or {}
     critiques = state.get("critiques", [])
-    reply = interrupt({"question": QUESTION, "action": chosen.get("action"),
-                       "arguments": chosen.get("arguments") or {}, "thought": chosen.get("thought", ""),
-                       "critic": (critiques[-1].get("diagnosis", "") if critiques else ""),
-                       "step": len(state.get("trajectory", []))})
+    reply = interrupt(
+        {
+            "question": QUESTION,
+            "action": chosen.get("action"),
+            "arguments": chosen.get("arguments") or {},
+            "thought": chosen.get("thought", ""),
+            "critic": (critiques[-1].get("diagnosis", "") if critiques else ""),
+            "step": len(state.get("trajectory", [])),
+        }
+    )
     decision, reason = read_reply(reply)
-    verdict = {"action": chosen.get("action"), "arguments": chosen.get("arguments") or {},
-               "thought": chosen.get("thought", ""), "decision": decision, "confidence": 1.0,
-               "diagnosis": f"human: {reason}" if reason else "human", "revision": "" if decision == "approve"
-               else (reason or "a person rejected this action; propose another"), "source": "human"}
-    if decision == "approve":
-        return {"critiques": [*critiques, verdict], "next": "execute", "counters": {"human_approved": 1}}
+    verdict: Critique = {
+        "action": chosen.get("action"),
+        "arguments": chosen.get("arguments") or {},
+        "thought": chosen.get("thought", ""),
+        "decision": decision,
+        "confidence": 1.0,
+        "diagnosis": f"human: {reason}" if reason else "human",
+        "revision": "" if decision == "approve" else (reason or "a person rejected this action; propose another"),
+        "source": "human",
+    }
+    return after_person(chosen, critiques, verdict, runtime.context.max_critique_rounds)
+
+
+def after_person(chosen: Proposal, critiques: list[Critique], verdict: Critique, rounds: int) -> dict[str, Any]:
+    """An approval lets the chosen action run; a rejection sends the actor back, at most `rounds` times a step."""
+    if verdict["decision"] == "approve":
+        return {
+            "critiques": [*critiques, verdict],
+            "chosen": {**chosen, "needs_approval": False},
+            "counters": {"human_approved": 1},
+        }
     rejected = sum(c["source"] == "human" for c in critiques) + 1
-    if rejected <= runtime.context.max_critique_rounds:
-        return {"critiques": [*critiques, verdict], "next": "propose", "chosen": None,
-                "counters": {"human_rejected": 1}}
-    return {"critiques": [*critiques, verdict], "next": "fail", "chosen": None, "counters": {"human_rejected": 1},
-            "attempt_failed": f"a person rejected {rejected} proposed actions at this step ({reason or 'no reason'})"}
+    failed = (
+        ""
+        if rejected <= rounds
+        else f"a person rejected {rejected} proposed actions at this step ({verdict['revision']})"
+    )
+    return {
+        "critiques": [*critiques, verdict],
+        "chosen": None,
+        "attempt_failed": failed,
+        "counters": {"human_rejected": 1},
+    }
 
 
 def read_reply(reply: Any) -> tuple[str, str]:

@@ -19,33 +19,54 @@ async def memory_writer(state: State, runtime: Runtime[Context]) -> dict[str, An
     task = Task.model_validate(state["task"])
     store = await asyncio.to_thread(open_store, context.store_path, context.store_url)
     written = await _write(store, state, context, task.family)
-    scored = await asyncio.to_thread(store.record_outcome, state["run_id"], task.family,
-                                     recall_usage(state), success=state.get("status") == "success")
-    retired = await asyncio.to_thread(store.enforce_limits, floor=context.utility_floor, scored=scored,
-                                      min_retrievals=context.min_recalls_to_retire, cap=context.max_lessons)
+    scored = await asyncio.to_thread(
+        store.record_outcome,
+        state["run_id"],
+        task.family,
+        recall_usage(state),
+        success=state.get("status") == "success",
+    )
+    retired = await asyncio.to_thread(
+        store.enforce_limits,
+        floor=context.utility_floor,
+        scored=scored,
+        min_retrievals=context.min_recalls_to_retire,
+        cap=context.max_lessons,
+    )
     inserted = {w.id for w in written if not w.merged}
     merged = {w.id for w in written if w.merged} - inserted  # a lesson counts once per run, however often hit
-    return {"written": sorted(inserted | merged), "retired": retired,
-            "counters": {"lessons_written": len(inserted), "lessons_merged": len(merged),
-                         "lessons_scored": len(scored), "lessons_retired": len(retired)}}
+    return {
+        "written": sorted(inserted | merged),
+        "retired": retired,
+        "counters": {
+            "lessons_written": len(inserted),
+            "lessons_merged": len(merged),
+            "lessons_scored": len(scored),
+            "lessons_retired": len(retired),
+        },
+    }
 
 
 async def _write(store: Any, state: State, context: Context, family: str) -> list[Any]:
     """New lessons may improve a stored text; known ones (no gate call) only add evidence."""
     model = context.model_for("lesson")
     approved = state.get("approved_lessons", [])
-    drafts = [(bool(c.get("duplicate_of")), Lesson.from_candidate(c, family=family, run_id=state["run_id"], model=model))
-              for c in approved]
+    drafts = [
+        (bool(c.get("duplicate_of")), Lesson.from_candidate(c, family=family, run_id=state["run_id"], model=model))
+        for c in approved
+    ]
     new = [lesson for duplicate, lesson in drafts if not duplicate]
     known = [lesson for duplicate, lesson in drafts if duplicate]
     written = await asyncio.to_thread(store.add, new, dedup_similarity=context.dedup_similarity)
-    return written + await asyncio.to_thread(store.add, known, dedup_similarity=context.dedup_similarity,
-                                             keep_text=True)
+    return written + await asyncio.to_thread(
+        store.add, known, dedup_similarity=context.dedup_similarity, keep_text=True
+    )
 
 
 def recall_usage(state: State) -> dict[str, tuple[int, int]]:
     """Per recalled lesson: steps of the final path it was shown for, and how many of those the
-    critic approved. Lessons recalled only on steps a pivot cut away still count as recalled."""
+    critic approved. Lessons recalled only on steps a pivot cut away still count as recalled.
+    """
     usage = {lesson_id: (0, 0) for lesson_id in state.get("recalled", [])}
     for step in state.get("trajectory", []):
         verdicts = step.get("verdicts") or []

@@ -25,13 +25,24 @@ async def pivot(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     trajectory = rewound.trajectory
     observation = trajectory[-1]["observation"] if trajectory else state["first_observation"]
     went_back = rewound.mode in ("snapshot", "replay")
-    note = {"rewind": rewound.mode, "kept_steps": keep if went_back else len(trajectory),
-            "not_undone": [] if went_back else _not_undone(trajectory, keep, rewound.compensations)}
-    return {"trajectory": trajectory, "observation": observation, "attempt_failed": "",
-            "reflections": [*reflections[:-1], {**reflections[-1], **note}],
-            "retries": state.get("retries", 0) + 1, "proposal": None, "chosen": None, "critiques": [],
-            "compensations": rewound.compensations, "attempt_start": 0 if went_back else len(trajectory),
-            "counters": {"replayed": rewound.replayed, "kept_steps": keep if went_back else len(trajectory)}}
+    note = {
+        "rewind": rewound.mode,
+        "kept_steps": keep if went_back else len(trajectory),
+        "not_undone": [] if went_back else _not_undone(trajectory, keep, rewound.compensations),
+    }
+    return {
+        "trajectory": trajectory,
+        "observation": observation,
+        "attempt_failed": "",
+        "reflections": [*reflections[:-1], {**reflections[-1], **note}],
+        "retries": state.get("retries", 0) + 1,
+        "proposal": None,
+        "chosen": None,
+        "critiques": [],
+        "compensations": rewound.compensations,
+        "attempt_start": 0 if went_back else len(trajectory),
+        "counters": {"replayed": rewound.replayed, "kept_steps": keep if went_back else len(trajectory)},
+    }
 
 
 def _not_undone(trajectory: list[dict[str, Any]], keep: int, compensations: list[dict[str, Any]]) -> list[int]:

@@ -20,9 +20,18 @@ async def recall(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     task = Task.model_validate(state["task"])
     query = state["observation"] if context.recall == "step" else f"{task.goal}\n{state['first_observation']}"
     store = await asyncio.to_thread(open_store, context.store_path, context.store_url)
-    found = await asyncio.to_thread(store.search, query, family=task.family, k=context.recall_k,
-                                    min_similarity=context.recall_min_similarity)
-    lessons = [{"id": r.id, "kind": r.lesson.kind, "situation": r.lesson.situation,
-                "text": r.lesson.text, "similarity": round(r.similarity, 3)} for r in found]
-    recalled = list(dict.fromkeys([*state.get("recalled", []), *(l["id"] for l in lessons)]))
+    found = await asyncio.to_thread(
+        store.search, query, family=task.family, k=context.recall_k, min_similarity=context.recall_min_similarity
+    )
+    lessons = [
+        {
+            "id": r.id,
+            "kind": r.lesson.kind,
+            "situation": r.lesson.situation,
+            "text": r.lesson.text,
+            "similarity": round(r.similarity, 3),
+        }
+        for r in found
+    ]
+    recalled = list(dict.fromkeys([*state.get("recalled", []), *(lesson["id"] for lesson in lessons)]))
     return {"lessons": lessons, "recalled": recalled}

@@ -5,13 +5,13 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 import prompts
-from pivotal import prompt_data as show
 from pivotal.context import Context
 from pivotal.environments.live import attach
 from pivotal.models.roles import ask_role
 from pivotal.schemas import Reflection
 from pivotal.state import State
 from pivotal.task import Task
+from prompts import data as show
 
 
 async def reflector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -23,23 +23,37 @@ async def reflector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     _, replayed = await attach(state["run_id"], task, state["trajectory"])
     trajectory = state["trajectory"]
     user = prompts.render(
-        "reflector", task=task.goal, outcome=state["attempt_failed"],
-        steps=show.steps(trajectory, context.max_observation_chars), observation=state["observation"],
-        reflections=show.reflections(state.get("reflections", [])))
-    fallback = Reflection(pivotal_step=max(len(trajectory) - 1, 0), error_type="unknown",
-                          diagnosis="the reflector gave no valid reflection", advice="try a different action")
+        "reflector",
+        task=task.goal,
+        outcome=state["attempt_failed"],
+        steps=show.steps(trajectory, context.max_observation_chars),
+        observation=state["observation"],
+        reflections=show.reflections(state.get("reflections", [])),
+    )
+    fallback = Reflection(
+        pivotal_step=max(len(trajectory) - 1, 0),
+        error_type="unknown",
+        diagnosis="the reflector gave no valid reflection",
+        advice="try a different action",
+    )
     answer, updates = await ask_role(
-        context, state, "reflector", Reflection, user=user, fallback=fallback,
-        system=prompts.system("reflector_system"))
+        context, state, "reflector", Reflection, user=user, fallback=fallback, system=prompts.system("reflector_system")
+    )
     reflection = answer.value.model_dump()
     reflection["pivotal_step"] = min(reflection["pivotal_step"], max(len(trajectory) - 1, 0))
-    reflection.update(attempt=state.get("retries", 0), failure=state["attempt_failed"],
-                      failed_path=[[s["action"], s["arguments"]] for s in trajectory[:reflection["pivotal_step"] + 1]])
+    reflection.update(
+        attempt=state.get("retries", 0),
+        failure=state["attempt_failed"],
+        failed_path=[[s["action"], s["arguments"]] for s in trajectory[: reflection["pivotal_step"] + 1]],
+    )
     drafts = reflection.pop("lesson_candidates")
     candidates = [{**c, "outcome": "failure", "level": "step"} for c in drafts] if context.memory else []
     updates["counters"]["replayed"] = replayed
-    result = {"reflections": [*state.get("reflections", []), reflection],
-              "candidates": [*state.get("candidates", []), *candidates], **updates}
+    result = {
+        "reflections": [*state.get("reflections", []), reflection],
+        "candidates": [*state.get("candidates", []), *candidates],
+        **updates,
+    }
     return result if will_retry else {**result, **_give_up(state)}
 
 

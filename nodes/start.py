@@ -9,10 +9,10 @@ from langgraph.runtime import Runtime
 from pivotal.context import Context
 from pivotal.environments.live import open_live
 from pivotal.errors import PivotalError
-from pivotal.prompt_data import clip
 from pivotal.secrets import redact
 from pivotal.state import State
 from pivotal.task import parse_task
+from prompts.data import clip
 
 
 async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -24,8 +24,26 @@ async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if not task.goal:
         raise PivotalError(f"the task for {task.env} has no goal; give it one (Task(goal=...) or --goal)")
     observation = clip(redact(live.first_observation), runtime.context.max_observation_chars)
-    return {"task": task.model_dump(), "run_id": run_id, "status": "running", "reason": "",
-            "observation": observation, "first_observation": observation, "trajectory": [],
-            "critiques": [], "reflections": [], "retries": 0, "lessons": [], "recalled": [],
-            "candidates": [], "approved_lessons": [], "written": [], "retired": [], "attempt_failed": "",
-            "proposal": None, "chosen": None, "attempt_start": 0, "compensations": []}
+    return {
+        "task": task.model_dump(),
+        "run_id": run_id,
+        "status": "running",
+        "reason": "",
+        "observation": observation,
+        "first_observation": observation,
+        "trajectory": [],
+        "critiques": [],
+        "reflections": [],
+        "retries": 0,
+        "lessons": [],
+        "recalled": [],
+        "candidates": [],
+        "approved_lessons": [],
+        "written": [],
+        "retired": [],
+        "attempt_failed": "",
+        "proposal": None,
+        "chosen": None,
+        "attempt_start": 0,
+        "compensations": [],
+    }

@@ -5,13 +5,14 @@ Every ablation in the benchmark is one field here, so a comparison is one switch
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pivotal.errors import PivotalError
 from pivotal.settings import settings
 
 RetryStrategy = Literal["pivotal", "full", "none"]
 RecallMode = Literal["step", "task", "off"]
+OnCritiqueExhausted = Literal["execute_best", "fail"]
 Role = Literal["actor", "critic", "reflector", "lesson"]
 
 
@@ -51,7 +52,7 @@ class Context:
     its rejects become `revise` and the deterministic pre-check keeps the hard veto."""
     precheck: bool = True
     """Deterministic check (known action, valid arguments, legal in the current state) before the critic."""
-    on_critique_exhausted: Literal["execute_best", "fail"] = "execute_best"
+    on_critique_exhausted: OnCritiqueExhausted = "execute_best"
     """`execute_best`: run the last proposal the critic asked to revise (never a rejected one)."""
     require_approval_for: list[str] = field(default_factory=list)
     """Actions a human must approve before they execute (the graph pauses with `interrupt()`):
@@ -76,16 +77,23 @@ class Context:
     local_threads: int = _setting("local_threads")
 
     def __post_init__(self) -> None:
-        for name in ("max_steps", "max_critique_rounds", "recall_k", "max_observation_chars",
-                     "local_threads", "max_lessons", "min_recalls_to_retire"):
+        for name in (
+            "max_steps",
+            "max_critique_rounds",
+            "recall_k",
+            "max_observation_chars",
+            "local_threads",
+            "max_lessons",
+            "min_recalls_to_retire",
+        ):
             if getattr(self, name) <= 0:
                 raise PivotalError(f"{name} must be > 0 (got {getattr(self, name)}); set a positive limit")
         for name in ("max_pivot_retries", "structured_retries"):
             if getattr(self, name) < 0:
                 raise PivotalError(f"{name} must be >= 0 (got {getattr(self, name)})")
-        _check_choice("retry", self.retry, ("pivotal", "full", "none"))
-        _check_choice("recall", self.recall, ("step", "task", "off"))
-        _check_choice("on_critique_exhausted", self.on_critique_exhausted, ("execute_best", "fail"))
+        _check_choice("retry", self.retry, get_args(RetryStrategy))
+        _check_choice("recall", self.recall, get_args(RecallMode))
+        _check_choice("on_critique_exhausted", self.on_critique_exhausted, get_args(OnCritiqueExhausted))
         for name in ("recall_min_similarity", "dedup_similarity", "utility_floor"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise PivotalError(f"{name} must be between 0 and 1 (got {getattr(self, name)})")
@@ -108,8 +116,9 @@ class Context:
         return asdict(self)
 
     @classmethod
-    def resumed(cls, saved: dict[str, Any], given: "Context | dict[str, Any] | None",
-                name_of: Callable[[str], str] = str) -> "Context":
+    def resumed(
+        cls, saved: dict[str, Any], given: "Context | dict[str, Any] | None", name_of: Callable[[str], str] = str
+    ) -> "Context":
         """The run's own settings; `given` may repeat them but not contradict them.
 
         `given` as a dict holds only what the caller set explicitly (CLI flags); a whole
@@ -122,9 +131,11 @@ class Context:
         base = cls(**known)
         for name, value in wanted.items():
             if name in known and known[name] != value:
-                raise PivotalError(f"{name_of(name)} {value!r} contradicts this run's saved {name} "
-                                   f"{known[name]!r}; resume without it (the run keeps its own settings) "
-                                   "or start a new run")
+                raise PivotalError(
+                    f"{name_of(name)} {value!r} contradicts this run's saved {name} "
+                    f"{known[name]!r}; resume without it (the run keeps its own settings) "
+                    "or start a new run"
+                )
         return base
 
 

@@ -9,13 +9,19 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
+Decision = Literal["approve", "revise", "reject"]
+LessonKind = Literal["strategy", "guardrail", "skill"]
+"""guardrail: a mistake to avoid; strategy or skill: something that worked."""
+Outcome = Literal["success", "failure"]
+LessonLevel = Literal["task", "step"]
+"""step lessons come from reflections on one step, task lessons from whole successful runs."""
+
 
 class Proposal(BaseModel):
     """The actor's next action."""
 
     action: str = Field(description="name of one available action")
-    arguments: dict[str, Any] = Field(default_factory=dict,
-                                      description="arguments of the action, as a JSON object")
+    arguments: dict[str, Any] = Field(default_factory=dict, description="arguments of the action, as a JSON object")
     thought: str = Field(default="", max_length=300, description="one short sentence: why this action")
 
 
@@ -29,8 +35,10 @@ def _proposal_schema(action_names: tuple[str, ...], takes_arguments: bool) -> ty
     """Cached: building a pydantic model per actor call cost ~1 ms (bench_batch profile)."""
     fields: dict[str, Any] = {"action": (Literal[action_names], Field(description="the action to take"))}
     if not takes_arguments:
-        fields["arguments"] = (dict[str, Any], Field(default_factory=dict, exclude=True,
-                                                     json_schema_extra={"hidden": True}))
+        fields["arguments"] = (
+            dict[str, Any],
+            Field(default_factory=dict, exclude=True, json_schema_extra={"hidden": True}),
+        )
     model = create_model("Proposal", __base__=Proposal, __doc__=Proposal.__doc__, **fields)
     if not takes_arguments:
         model.model_config["json_schema_extra"] = _drop_arguments
@@ -48,24 +56,32 @@ class Verdict(BaseModel):
     so each can be measured on its own.
     """
 
-    decision: Literal["approve", "revise", "reject"] = Field(
-        description="approve: safe and useful, execute it; revise: could be better, say how; "
-                    "reject: must not run")
+    decision: Decision = Field(
+        description="approve: safe and useful, execute it; revise: could be better, say how; reject: must not run"
+    )
     confidence: float = Field(ge=0.0, le=1.0, description="how sure you are of the decision, 0..1")
     diagnosis: str = Field(default="", max_length=400, description="what is right or wrong with the action")
-    revision: str = Field(default="", max_length=400,
-                          description="for revise/reject: the concrete change the actor should make")
+    revision: str = Field(
+        default="", max_length=400, description="for revise/reject: the concrete change the actor should make"
+    )
 
 
-ErrorType = Literal["wrong_action", "bad_arguments", "unsafe_action", "premature_stop",
-                    "looping", "misread_observation", "environment", "unknown"]
+ErrorType = Literal[
+    "wrong_action",
+    "bad_arguments",
+    "unsafe_action",
+    "premature_stop",
+    "looping",
+    "misread_observation",
+    "environment",
+    "unknown",
+]
 
 
 class LessonCandidate(BaseModel):
     """A lesson worth keeping across tasks, written as a principle, not a transcript."""
 
-    kind: Literal["strategy", "guardrail", "skill"] = Field(
-        description="guardrail: a mistake to avoid; strategy or skill: something that worked")
+    kind: LessonKind = Field(description="guardrail: a mistake to avoid; strategy or skill: something that worked")
     situation: str = Field(max_length=300, description="when the lesson applies")
     text: str = Field(max_length=400, description="the lesson, one or two sentences")
 

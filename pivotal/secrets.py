@@ -13,8 +13,11 @@ MIN_SECRET_CHARS = 8
 
 def secret_values() -> list[str]:
     """Values of every variable named like a secret; read each time, so a key set later is covered."""
-    return sorted({value for name, value in os.environ.items()
-                   if _SECRET_NAME.search(name) and len(value) >= MIN_SECRET_CHARS}, key=len, reverse=True)
+    return sorted(
+        {value for name, value in os.environ.items() if _SECRET_NAME.search(name) and len(value) >= MIN_SECRET_CHARS},
+        key=len,
+        reverse=True,
+    )
 
 
 def redact(text: str, values: list[str] | None = None) -> str:
@@ -37,5 +40,5 @@ def redact_tree(value: Any, values: list[str] | None = None) -> Any:
 
 
 def redact_event(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
-    """structlog processor."""
+    """Structlog processor."""
     return redact_tree(event)

@@ -1,12 +1,25 @@
-"""Graph state. Values are plain JSON so every checkpointer stores and reloads them as-is.
+"""Graph state and every shape that flows through it, typed once, here.
 
-Lists that a pivot cuts back (the trajectory) are replaced whole by the node that changes
-them; only the counters add up, through `add_counts`.
+Values are plain JSON so every checkpointer stores and reloads them as-is (and Studio shows
+them as they are). Lists that a pivot cuts back (the trajectory) are replaced whole by the
+node that changes them; only the counters add up, through `add_counts`. The structured LLM
+replies these shapes are built from are in `pivotal.schemas`.
+
+`typing_extensions.TypedDict`, not `typing.TypedDict`: on Python 3.11 the LangGraph server
+cannot build Studio's input and output forms from the latter.
 """
 
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Literal
+
+from typing_extensions import TypedDict
+
+from pivotal.environments.base import Rewind
+from pivotal.schemas import Decision, ErrorType, LessonKind, LessonLevel, Outcome
 
 Status = Literal["running", "success", "failure"]
+VerdictSource = Literal["precheck", "critic", "critic-advisory", "critic-fallback", "actor", "none", "human"]
+"""Who decided: the deterministic pre-check, the LLM critic (its reject made advisory for a
+critic without veto, or its safe fallback), an empty actor reply, no critic at all, a person."""
 
 
 def add_counts(current: dict[str, Any] | None, update: dict[str, Any] | None) -> dict[str, Any]:
@@ -20,6 +33,30 @@ def add_counts(current: dict[str, Any] | None, update: dict[str, Any] | None) ->
     return merged
 
 
+class Proposal(TypedDict, total=False):
+    """An action to take: the actor's, a pivot's compensation, or the one chosen to execute."""
+
+    action: str
+    arguments: dict[str, Any]
+    thought: str
+    error: str
+    """Why the actor's reply was unusable (its safe fallback was used); empty otherwise."""
+    compensates: int | None
+    """Index of the abandoned step this action undoes (a pivot's compensation)."""
+    needs_approval: bool
+    """Chosen, but a person must approve it first (`require_approval_for`)."""
+
+
+class Critique(Proposal, total=False):
+    """A verdict on one proposal, with the proposal it judged."""
+
+    decision: Decision
+    confidence: float
+    diagnosis: str
+    revision: str
+    source: VerdictSource
+
+
 class Step(TypedDict, total=False):
     """One executed environment step."""
 
@@ -27,7 +64,7 @@ class Step(TypedDict, total=False):
     action: str
     arguments: dict[str, Any]
     thought: str
-    verdicts: list[dict[str, Any]]
+    verdicts: list[Critique]
     observation: str
     done: bool
     success: bool
@@ -39,6 +76,48 @@ class Step(TypedDict, total=False):
     """The action raised (a tool error): nothing to compensate."""
     compensates: int | None
     """Index of the abandoned step this compensating action undid."""
+
+
+class Reflection(TypedDict, total=False):
+    """The reflector's account of a failed attempt, and what the pivot then did."""
+
+    pivotal_step: int
+    error_type: ErrorType
+    diagnosis: str
+    advice: str
+    attempt: int
+    failure: str
+    failed_path: list[list[Any]]
+    """[action, arguments] of the steps up to and including the pivotal one."""
+    rewind: Rewind
+    kept_steps: int
+    not_undone: list[int]
+    """Abandoned steps the world still holds (forward / compensate): shown to the actor as done."""
+
+
+class Candidate(TypedDict, total=False):
+    """A lesson on its way to the store: drafted, matched against the store, then gated."""
+
+    kind: LessonKind
+    situation: str
+    text: str
+    outcome: Outcome
+    level: LessonLevel
+    duplicate_of: str
+    """Id of the stored lesson it only adds evidence to (set by the dedup node), or ""."""
+    similarity: float
+    verdict: Literal["approve", "reject"]
+    verdict_reason: str
+
+
+class Recalled(TypedDict):
+    """A stored lesson recalled for the current step."""
+
+    id: str
+    kind: LessonKind
+    situation: str
+    text: str
+    similarity: float
 
 
 class InputState(TypedDict, total=False):
@@ -60,27 +139,27 @@ class State(InputState, total=False):
     observation: str
     first_observation: str
     trajectory: list[Step]
-    proposal: dict[str, Any] | None
-    critiques: list[dict[str, Any]]
+    proposal: Proposal | None
+    critiques: list[Critique]
     """Verdicts for the step being decided (cleared when a step executes)."""
-    chosen: dict[str, Any] | None
+    chosen: Proposal | None
     """The proposal the executor will run (approved, or the best one when critique rounds ran out)."""
-    next: Literal["execute", "ask_human", "propose", "fail"]
     attempt_failed: str
-    reflections: list[dict[str, Any]]
+    """Why the current attempt failed; non-empty sends the run to the reflector."""
+    reflections: list[Reflection]
     retries: int
     attempt_start: int
     """Trajectory length when this attempt began: the step budget counts the steps after it.
     0 when a pivot rewound the world (the kept prefix counts); the whole length when the world
     could not go back and the retry goes forward from it."""
-    compensations: list[dict[str, Any]]
+    compensations: list[Proposal]
     """Compensating actions a pivot queued (newest abandoned step first); the actor proposes
     them before anything else and the critic reviews each like any action."""
-    lessons: list[dict[str, Any]]
+    lessons: list[Recalled]
     """Lessons recalled for the current step."""
     recalled: list[str]
-    candidates: list[dict[str, Any]]
-    approved_lessons: list[dict[str, Any]]
+    candidates: list[Candidate]
+    approved_lessons: list[Candidate]
     written: list[str]
     retired: list[str]
     counters: Annotated[dict[str, Any], add_counts]

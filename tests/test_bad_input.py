@@ -26,15 +26,18 @@ def cli(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["--env", "nope"], "unknown environment 'nope'; choose one of"),
-    (["--model", "gpt-4"], "unknown model spec 'gpt-4'; accepted forms"),
-    (["--model", "sim:error=2"], "sim option error must be between 0 and 1"),
-    (["--model", "openai-compatible:llama3"], "needs <model>@<base_url>"),
-    (["--model", "local:/no/such/model.gguf"], "local model file not found"),
-    (["--max-steps", "0"], "max_steps must be > 0"),
-    (["--param", "seed"], "--param needs KEY=VALUE"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["--env", "nope"], "unknown environment 'nope'; choose one of"),
+        (["--model", "gpt-4"], "unknown model spec 'gpt-4'; accepted forms"),
+        (["--model", "sim:error=2"], "sim option error must be between 0 and 1"),
+        (["--model", "openai-compatible:llama3"], "needs <model>@<base_url>"),
+        (["--model", "local:/no/such/model.gguf"], "local model file not found"),
+        (["--max-steps", "0"], "max_steps must be > 0"),
+        (["--param", "seed"], "--param needs KEY=VALUE"),
+    ],
+)
 def test_cli_bad_input_is_one_line_and_exit_2(capsys, tmp_path, argv, needle):
     code, out, err = cli(capsys, "run", "--store", str(tmp_path / "s"), "--checkpoints", ":memory:", *argv)
     assert code == 2 and out == ""
@@ -53,8 +56,15 @@ def test_unreachable_base_url_is_refused_before_any_step(capsys):
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    code, _, err = cli(capsys, "run", "--model", f"openai-compatible:m@http://127.0.0.1:{port}/v1",
-                       "--no-memory", "--checkpoints", ":memory:")
+    code, _, err = cli(
+        capsys,
+        "run",
+        "--model",
+        f"openai-compatible:m@http://127.0.0.1:{port}/v1",
+        "--no-memory",
+        "--checkpoints",
+        ":memory:",
+    )
     assert code == 2 and f"cannot reach the model endpoint http://127.0.0.1:{port}/v1" in err
 
 
@@ -75,6 +85,7 @@ def test_unusable_store_directory_is_refused_before_any_step(capsys, tmp_path):
 def test_empty_goal_is_refused():
     with pytest.raises(PivotalError, match="the task is empty"):
         import asyncio
+
         asyncio.run(arun("   ", Context(**SIM), checkpoint_path=":memory:"))
 
 
@@ -95,13 +106,18 @@ def finish(answer: str) -> str:
     return f"answer recorded: {answer}"
 
 
-register_environment("flaky", lambda: ToolEnvironment(
-    [flaky_lookup, finish], lambda task, calls: True if any(c["tool"] == "finish" for c in calls) else None))
+register_environment(
+    "flaky",
+    lambda: ToolEnvironment(
+        [flaky_lookup, finish], lambda task, calls: True if any(c["tool"] == "finish" for c in calls) else None
+    ),
+)
 
 
 def test_a_tool_that_raises_becomes_an_observation():
     env = ToolEnvironment([flaky_lookup, finish], lambda task, calls: None)
     from pivotal.task import Task
+
     env.reset(Task(goal="g", env="flaky"))
     result = env.step("flaky_lookup", {})
     assert not result.done
@@ -109,25 +125,46 @@ def test_a_tool_that_raises_becomes_an_observation():
 
 
 async def test_a_run_through_a_raising_tool_still_ends_with_an_outcome():
-    result = await arun({"goal": "look the record up, then finish", "env": "flaky"},
-                        Context(model="sim:seed=3,error=1.0", critic=False, memory=False, max_steps=4,
-                                max_pivot_retries=0), checkpoint_path=":memory:")
+    result = await arun(
+        {"goal": "look the record up, then finish", "env": "flaky"},
+        Context(model="sim:seed=3,error=1.0", critic=False, memory=False, max_steps=4, max_pivot_retries=0),
+        checkpoint_path=":memory:",
+    )
     assert result.status in ("success", "failure") and result.reason
     raised = [s for s in result.trajectory if "raised ConnectionError" in s["observation"]]
     assert raised, [s["observation"] for s in result.trajectory]
 
 
 def test_long_observations_are_clipped_with_head_and_tail_kept():
-    from pivotal.prompt_data import clip
+    from prompts.data import clip
+
     text = "HEAD " + "x" * 10_000 + " TAIL"
     clipped = clip(text, 200)
     assert len(clipped) <= 200 and clipped.startswith("HEAD") and clipped.endswith("TAIL")
 
 
 def test_cli_json_has_the_documented_fields(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "pivotal.cli", "run", "--env", "gridworld", "--model", "sim",
-                           "--store", str(tmp_path / "s"), "--checkpoints", str(tmp_path / "c.sqlite"), "--json"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pivotal.cli",
+            "run",
+            "--env",
+            "gridworld",
+            "--model",
+            "sim",
+            "--store",
+            str(tmp_path / "s"),
+            "--checkpoints",
+            str(tmp_path / "c.sqlite"),
+            "--json",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["status"] == "success"

@@ -18,7 +18,6 @@ from pivotal.environments import register_environment
 from pivotal.errors import PivotalError
 
 ROOT = Path(__file__).resolve().parents[1]
-TESTS = Path(__file__).resolve().parent
 
 
 def _peak_overlap(results) -> int:
@@ -33,8 +32,13 @@ def _peak_overlap(results) -> int:
 async def test_concurrency_is_enforced_and_results_stream_as_tasks_finish():
     tasks = [{"env": "gridworld", "params": {"seed": seed}} for seed in range(12)]
     streamed = []
-    results = await run_batch(tasks, Context(model="sim:latency=0.02", memory=False), concurrency=3,
-                              checkpoint_path=":memory:", on_result=lambda i, r: streamed.append((i, r.finished_at)))
+    results = await run_batch(
+        tasks,
+        Context(model="sim:latency=0.02", memory=False),
+        concurrency=3,
+        checkpoint_path=":memory:",
+        on_result=lambda i, r: streamed.append((i, r.finished_at)),
+    )
     assert all(r.status == "success" for r in results)
     assert 2 <= _peak_overlap(results) <= 3
     assert sorted(i for i, _ in streamed) == list(range(12))
@@ -44,8 +48,11 @@ async def test_concurrency_is_enforced_and_results_stream_as_tasks_finish():
 
 async def test_one_failing_task_never_stops_the_batch():
     register_environment("explodes-later", _ExplodesLater)
-    tasks = [{"env": "gridworld", "params": {"seed": 1}}, {"env": "explodes-later"},
-             {"env": "gridworld", "params": {"seed": 2}}]
+    tasks = [
+        {"env": "gridworld", "params": {"seed": 1}},
+        {"env": "explodes-later"},
+        {"env": "gridworld", "params": {"seed": 2}},
+    ]
     results = await run_batch(tasks, Context(model="sim", memory=False), concurrency=2, checkpoint_path=":memory:")
     assert [r.status for r in results] == ["success", "error", "success"]
     assert "the environment's backend is down" in results[1].error
@@ -71,6 +78,7 @@ async def test_zero_concurrency_is_refused():
 
 # --- the CLI ----------------------------------------------------------------------------------
 
+
 def _tasks_file(folder: Path, count: int, extra: list[str] = ()) -> Path:
     path = folder / "tasks.jsonl"
     lines = [json.dumps({"env": "journal-grid", "params": {"seed": seed}}) for seed in range(count)]
@@ -79,12 +87,26 @@ def _tasks_file(folder: Path, count: int, extra: list[str] = ()) -> Path:
 
 
 def _batch(folder: Path, *flags: str, **popen) -> subprocess.Popen:
-    command = [sys.executable, "-m", "pivotal.cli", "batch", str(folder / "tasks.jsonl"), "--out",
-               str(folder / "results.jsonl"), "--checkpoints", str(folder / "checkpoints.sqlite"),
-               "--store", str(folder / "store"), "--plugin", "journal_env", *flags]
-    env = {**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{ROOT}", "JOURNAL": str(folder / "journal.jsonl")}
-    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, **popen)
+    command = [
+        sys.executable,
+        "-m",
+        "pivotal.cli",
+        "batch",
+        str(folder / "tasks.jsonl"),
+        "--out",
+        str(folder / "results.jsonl"),
+        "--checkpoints",
+        str(folder / "checkpoints.sqlite"),
+        "--store",
+        str(folder / "store"),
+        "--plugin",
+        "pivotal.testing.journal_env",
+        *flags,
+    ]
+    env = {**os.environ, "JOURNAL": str(folder / "journal.jsonl")}
+    return subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen
+    )
 
 
 def _lines(path: Path) -> list[dict]:
@@ -99,8 +121,18 @@ def test_bad_lines_are_reported_by_number_and_the_rest_run(tmp_path):
     assert sorted(rows) == [1, 2, 3, 4, 5]
     assert [rows[n]["status"] for n in (1, 2, 3)] == ["success"] * 3 and rows[4]["status"] == "error"
     assert "3 succeeded, 0 failed, 2 errors" in out
-    assert set(rows[1]) >= {"status", "reason", "steps", "llm_calls", "critic", "retries", "lessons", "usage",
-                            "trajectory", "thread_id"}
+    assert set(rows[1]) >= {
+        "status",
+        "reason",
+        "steps",
+        "llm_calls",
+        "critic",
+        "retries",
+        "lessons",
+        "usage",
+        "trajectory",
+        "thread_id",
+    }
 
 
 def test_an_existing_results_file_is_refused_without_resume_or_overwrite(tmp_path):
@@ -134,7 +166,9 @@ def test_a_batch_killed_with_sigkill_resumes_without_rerunning_anything(tmp_path
     assert "resumed" in out, err
     rows = _lines(results)
     assert sorted(row["line"] for row in rows) == list(range(1, count + 1))  # each task answered once
-    assert all(row["status"] == "success" for row in rows), [(r["line"], r["status"], r["reason"]) for r in rows if r["status"] != "success"]
+    assert all(row["status"] == "success" for row in rows), [
+        (r["line"], r["status"], r["reason"]) for r in rows if r["status"] != "success"
+    ]
 
     entries = [e for e in _lines(journal) if not e["repeat"]]  # repeats were refused by the idempotency key
     executed = Counter((e["task"], e["position"]) for e in entries)
@@ -150,4 +184,4 @@ def test_a_batch_killed_with_sigkill_resumes_without_rerunning_anything(tmp_path
     lessons = open_store(str(tmp_path / "store")).get()
     # every finished run added one piece of evidence per lesson it wrote or merged into, once, kills or not
     reported = sum(row["lessons"]["written"] + row["lessons"]["merged"] for row in rows)
-    assert lessons and sum(l.evidence for l in lessons.values()) == reported
+    assert lessons and sum(lesson.evidence for lesson in lessons.values()) == reported

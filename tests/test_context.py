@@ -4,9 +4,9 @@ import pytest
 
 from graphs import arun
 from pivotal.context import Context
-from pivotal.errors import PivotalError
 from pivotal.environments import register_environment
-from tests.helpers import Vault
+from pivotal.errors import PivotalError
+from pivotal.testing.envs import Vault
 
 register_environment("vault", Vault)
 GRID = {"env": "gridworld", "params": {"seed": 2}}
@@ -52,8 +52,14 @@ async def test_max_steps_bounds_each_attempt():
 
 
 async def test_max_critique_rounds_bounds_proposals_per_step():
-    result = await run({"goal": "open the vault", "env": "vault"}, actor_model="sim:error=1.0",
-                       critic_model="sim", max_critique_rounds=3, max_steps=2, max_pivot_retries=0)
+    result = await run(
+        {"goal": "open the vault", "env": "vault"},
+        actor_model="sim:error=1.0",
+        critic_model="sim",
+        max_critique_rounds=3,
+        max_steps=2,
+        max_pivot_retries=0,
+    )
     assert all(len([v for v in s["verdicts"] if v["source"] != "precheck"]) <= 4 for s in result.trajectory)
     assert result.usage["critic"]["calls"] <= 2 * 4
 
@@ -106,9 +112,15 @@ def test_critic_veto_is_automatic_for_the_embedded_model_only():
 async def test_advisory_critic_keeps_the_veto_on_irreversible_actions():
     verdicts = []
     for seed in range(4):
-        result = await run({"goal": "open the vault", "env": "vault"}, actor_model=f"sim:error=1.0,seed={seed}",
-                           critic_model="sim", critic_veto=False, max_critique_rounds=1, max_steps=2,
-                           max_pivot_retries=0)
+        result = await run(
+            {"goal": "open the vault", "env": "vault"},
+            actor_model=f"sim:error=1.0,seed={seed}",
+            critic_model="sim",
+            critic_veto=False,
+            max_critique_rounds=1,
+            max_steps=2,
+            max_pivot_retries=0,
+        )
         verdicts += [v for s in result.trajectory for v in s["verdicts"]]
         assert "wipe_disk" not in Vault.executed
     wipe = {(v["decision"], v["source"]) for v in verdicts if v["action"] == "wipe_disk"}
@@ -123,9 +135,18 @@ async def test_advisory_critic_reject_of_a_reversible_action_becomes_a_revise():
     assert not [v for v in verdicts if v["decision"] == "reject" and v["source"] == "critic"]
 
 
-@pytest.mark.parametrize("field,value", [("max_steps", 0), ("max_critique_rounds", -1), ("recall_k", 0),
-                                         ("max_pivot_retries", -1), ("retry", "sometimes"),
-                                         ("recall", "always"), ("recall_min_similarity", 2.0)])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("max_steps", 0),
+        ("max_critique_rounds", -1),
+        ("recall_k", 0),
+        ("max_pivot_retries", -1),
+        ("retry", "sometimes"),
+        ("recall", "always"),
+        ("recall_min_similarity", 2.0),
+    ],
+)
 def test_bad_limits_and_choices_fail_with_one_clear_line(field, value):
     with pytest.raises(PivotalError) as error:
         Context(**{field: value})

@@ -16,8 +16,15 @@ def _walk_expert(env, limit=50):
     raise AssertionError("expert never finished")
 
 
-@pytest.mark.parametrize("env_name,params", [("gridworld", {"seed": 4}), ("gridworld", {"seed": 9, "size": 8}),
-                                             ("frozenlake", {}), ("frozenlake", {"size": 6, "seed": 1})])
+@pytest.mark.parametrize(
+    "env_name,params",
+    [
+        ("gridworld", {"seed": 4}),
+        ("gridworld", {"seed": 9, "size": 8}),
+        ("frozenlake", {}),
+        ("frozenlake", {"size": 6, "seed": 1}),
+    ],
+)
 def test_expert_path_reaches_a_verified_goal(env_name, params):
     env = make_environment(env_name)
     env.reset(Task(env=env_name, params=params))
@@ -72,7 +79,7 @@ async def test_live_environment_follows_a_cut_trajectory():
     live = open_live("run-x", task)
     try:
         steps = []
-        for index in range(3):
+        for _ in range(3):
             name, arguments = live.env.expert_action()
             live.env.step(name, arguments)
             live.applied.append((name, arguments))
@@ -84,6 +91,7 @@ async def test_live_environment_follows_a_cut_trajectory():
 
 
 # --- taxi (Gymnasium Taxi-v4) and configs (tools adapter) ---------------------------------------
+
 
 def test_taxi_penalises_an_illegal_pickup_and_the_oracle_calls_it_fatal():
     from pivotal.environments.taxi import Taxi

@@ -6,7 +6,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from graphs import arun, build_graph
 from pivotal.context import Context
 from pivotal.environments import register_environment
-from tests.helpers import ReplayOnlyGridWorld, Vault
+from pivotal.testing.envs import ReplayOnlyGridWorld, Vault
 
 register_environment("vault", Vault)
 register_environment("vault-policy", lambda: Vault(forbid_in_precheck=True))
@@ -36,8 +36,14 @@ def _proposed(result, decision: str) -> set[str]:
 
 
 async def test_llm_critic_rejection_keeps_fatal_action_from_running():
-    result = await run({"goal": "open the vault", "env": "vault"}, actor_model="sim:error=1.0,seed=4",
-                       critic_model="sim", precheck=False, max_steps=4, **OFFLINE)
+    result = await run(
+        {"goal": "open the vault", "env": "vault"},
+        actor_model="sim:error=1.0,seed=4",
+        critic_model="sim",
+        precheck=False,
+        max_steps=4,
+        **OFFLINE,
+    )
     rejected = [c for s in result.trajectory for c in s["verdicts"] if c["action"] == "wipe_disk"]
     assert rejected and all(c["decision"] == "reject" and c["source"] == "critic" for c in rejected)
     assert "wipe_disk" not in Vault.executed
@@ -47,8 +53,13 @@ async def test_llm_critic_rejection_keeps_fatal_action_from_running():
 async def test_precheck_rejects_on_its_own_with_the_llm_critic_off():
     sources, executed = set(), []
     for seed in range(6):
-        result = await run({"goal": "open the vault", "env": "vault-policy"}, model=f"sim:error=1.0,seed={seed}",
-                           critic=False, max_steps=4, **OFFLINE)
+        result = await run(
+            {"goal": "open the vault", "env": "vault-policy"},
+            model=f"sim:error=1.0,seed={seed}",
+            critic=False,
+            max_steps=4,
+            **OFFLINE,
+        )
         sources |= {c["source"] for s in result.trajectory for c in s["verdicts"] if c["action"] == "wipe_disk"}
         executed += Vault.executed
         assert result.usage.get("critic") is None  # no LLM critic call was made
@@ -57,8 +68,9 @@ async def test_precheck_rejects_on_its_own_with_the_llm_critic_off():
 
 
 async def test_precheck_stops_moves_into_walls_in_gridworld():
-    result = await run({"env": "gridworld", "params": {"seed": 2}}, model="sim:error=0.5,seed=1",
-                       critic=False, max_steps=12, **OFFLINE)
+    result = await run(
+        {"env": "gridworld", "params": {"seed": 2}}, model="sim:error=0.5,seed=1", critic=False, max_steps=12, **OFFLINE
+    )
     assert result.critic["prechecked"] > 0
     for step in result.trajectory:
         blocked = {v["action"] for v in step["verdicts"] if v["source"] == "precheck"}
@@ -66,17 +78,29 @@ async def test_precheck_stops_moves_into_walls_in_gridworld():
 
 
 async def test_critique_loop_is_bounded_and_takes_the_fail_path():
-    result = await run({"goal": "open the vault", "env": "vault"}, actor_model="sim:error=1.0,seed=3",
-                       critic_model="sim", max_critique_rounds=1, on_critique_exhausted="fail",
-                       max_steps=4, **OFFLINE)
+    result = await run(
+        {"goal": "open the vault", "env": "vault"},
+        actor_model="sim:error=1.0,seed=3",
+        critic_model="sim",
+        max_critique_rounds=1,
+        on_critique_exhausted="fail",
+        max_steps=4,
+        **OFFLINE,
+    )
     assert result.status == "failure"
     assert result.reason.startswith("no acceptable action after 2 proposals")
     assert result.executed == 0 and Vault.executed == []
 
 
 async def test_execute_best_runs_a_revised_proposal_never_a_rejected_one():
-    result = await run({"goal": "open the vault", "env": "vault"}, actor_model="sim:error=1.0,seed=3",
-                       critic_model="sim", max_critique_rounds=1, max_steps=2, **OFFLINE)
+    result = await run(
+        {"goal": "open the vault", "env": "vault"},
+        actor_model="sim:error=1.0,seed=3",
+        critic_model="sim",
+        max_critique_rounds=1,
+        max_steps=2,
+        **OFFLINE,
+    )
     assert result.executed == 2
     for step in result.trajectory:
         assert step["action"] == "noop"  # the revised proposal; wipe_disk was rejected
@@ -98,8 +122,11 @@ async def test_pivotal_retry_beats_full_retry_over_ten_seeds():
     totals = {"pivotal": [0, 0], "full": [0, 0]}
     for seed in range(10):
         for retry in totals:
-            result = await run({"env": "gridworld", "params": {"seed": seed}}, retry=retry,
-                               **{**FAILING_SEED, "model": f"sim:error=0.35,seed={seed}"})
+            result = await run(
+                {"env": "gridworld", "params": {"seed": seed}},
+                retry=retry,
+                **{**FAILING_SEED, "model": f"sim:error=0.35,seed={seed}"},
+            )
             totals[retry][0] += result.status == "success"
             totals[retry][1] += result.executed
     (pivotal_wins, pivotal_steps), (full_wins, full_steps) = totals["pivotal"], totals["full"]
@@ -126,8 +153,9 @@ async def test_reflection_reaches_the_actor_after_a_pivot():
 
 async def test_every_step_records_a_checkpoint_to_fork_from():
     saver = InMemorySaver()
-    result = await arun({"env": "gridworld", "params": {"seed": 1}}, Context(model="sim", memory=False),
-                        checkpointer=saver)
+    result = await arun(
+        {"env": "gridworld", "params": {"seed": 1}}, Context(model="sim", memory=False), checkpointer=saver
+    )
     graph = build_graph(checkpointer=saver)
     ids = [s["checkpoint_id"] for s in result.trajectory]
     assert ids and all(ids)
@@ -140,8 +168,9 @@ async def test_every_step_records_a_checkpoint_to_fork_from():
 
 async def test_sqlite_checkpointer_is_the_default(tmp_path):
     path = tmp_path / "checkpoints.sqlite"
-    result = await arun({"env": "gridworld", "params": {"seed": 1}}, Context(model="sim", memory=False),
-                        checkpoint_path=str(path))
+    result = await arun(
+        {"env": "gridworld", "params": {"seed": 1}}, Context(model="sim", memory=False), checkpoint_path=str(path)
+    )
     assert result.status == "success" and path.stat().st_size > 0
 
 
@@ -155,5 +184,11 @@ async def test_graph_input_accepts_a_bare_goal_string():
 async def test_perfect_models_solve_built_in_environments(env):
     result = await run({"env": env, "params": {"seed": 3}}, model="sim", **OFFLINE)
     assert result.status == "success"
-    assert result.critic == {"approved": result.executed, "revised": 0, "rejected": 0, "prechecked": 0,
-                             "human_approved": 0, "human_rejected": 0}
+    assert result.critic == {
+        "approved": result.executed,
+        "revised": 0,
+        "rejected": 0,
+        "prechecked": 0,
+        "human_approved": 0,
+        "human_rejected": 0,
+    }

@@ -15,8 +15,10 @@ TASK = {"env": "gridworld", "params": {"seed": 1}}
 
 @pytest.fixture
 def every_move(tmp_path):
-    return {"context": Context(model="sim", memory=False, require_approval_for=["*"]),
-            "checkpoint_path": str(tmp_path / "cp.sqlite")}
+    return {
+        "context": Context(model="sim", memory=False, require_approval_for=["*"]),
+        "checkpoint_path": str(tmp_path / "cp.sqlite"),
+    }
 
 
 async def test_a_run_pauses_before_executing_and_an_approval_executes_it(every_move):
@@ -57,11 +59,19 @@ def purge() -> str:
 
 
 async def test_irreversible_mode_pauses_only_for_actions_the_environment_marks(tmp_path):
-    register_environment("records", lambda: ToolEnvironment(
-        [archive, purge], lambda task, made: True if any(c["tool"] == "purge" for c in made) else None,
-        intro="Clean up the records.", irreversible=["purge"]))
-    options = {"context": Context(model="sim", memory=False, critic=False, require_approval_for=["irreversible"],
-                                  max_steps=6), "checkpoint_path": str(tmp_path / "cp.sqlite")}
+    register_environment(
+        "records",
+        lambda: ToolEnvironment(
+            [archive, purge],
+            lambda task, made: True if any(c["tool"] == "purge" for c in made) else None,
+            intro="Clean up the records.",
+            irreversible=["purge"],
+        ),
+    )
+    options = {
+        "context": Context(model="sim", memory=False, critic=False, require_approval_for=["irreversible"], max_steps=6),
+        "checkpoint_path": str(tmp_path / "cp.sqlite"),
+    }
     result = await arun({"goal": "clean up", "env": "records"}, **options)
     while result.status == "interrupted":
         assert result.interrupt["action"] == "purge"
@@ -71,8 +81,16 @@ async def test_irreversible_mode_pauses_only_for_actions_the_environment_marks(t
     assert all(step["verdicts"][-1]["source"] != "human" for step in result.trajectory if step["action"] == "archive")
 
 
-@pytest.mark.parametrize("reply,expected", [
-    ("approve", "approve"), ({"decision": "Approve", "reason": "ok"}, "approve"), ("no", "reject"),
-    ({"decision": "maybe"}, "reject"), (42, "reject"), ({}, "reject")])
+@pytest.mark.parametrize(
+    "reply,expected",
+    [
+        ("approve", "approve"),
+        ({"decision": "Approve", "reason": "ok"}, "approve"),
+        ("no", "reject"),
+        ({"decision": "maybe"}, "reject"),
+        (42, "reject"),
+        ({}, "reject"),
+    ],
+)
 def test_anything_but_a_clear_approval_is_a_rejection(reply, expected):
     assert read_reply(reply)[0] == expected

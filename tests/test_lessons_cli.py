@@ -8,17 +8,24 @@ from memory.lesson import Lesson
 from memory.store import close_stores, open_store
 from pivotal.cli import main
 
-TEXTS = ["Check the file exists before reading it.", "Close files after writing them.",
-         "Never write outside the workspace folder."]
+TEXTS = [
+    "Check the file exists before reading it.",
+    "Close files after writing them.",
+    "Never write outside the workspace folder.",
+]
 
 
 @pytest.fixture
 def store_dir(tmp_path):
     folder = str(tmp_path / "store")
     store = open_store(folder)
-    store.add([Lesson(kind="guardrail", situation="file work", text=text, outcome="failure", family=family,
-                      run_id="r1") for text, family in zip(TEXTS, ["files", "files", "workspace"])],
-              dedup_similarity=0.9)
+    store.add(
+        [
+            Lesson(kind="guardrail", situation="file work", text=text, outcome="failure", family=family, run_id="r1")
+            for text, family in zip(TEXTS, ["files", "files", "workspace"], strict=False)
+        ],
+        dedup_similarity=0.9,
+    )
     store.record_outcome("r2", "files", {next(iter(store.get(family="files"))): (2, 1)}, success=True)
     close_stores()  # the CLI opens it as a user would
     return folder
@@ -45,8 +52,9 @@ def test_import_reports_bad_rows_by_line_and_imports_the_good_ones(capsys, store
     cli(capsys, "lessons", "export", str(exported), "--store", store_dir)
     good = exported.read_text().splitlines()
     mixed = tmp_path / "mixed.jsonl"
-    mixed.write_text("\n".join([good[0], "{not json", json.dumps({"kind": "rumour", "text": "x"}), good[1],
-                                 good[0]]) + "\n")
+    mixed.write_text(
+        "\n".join([good[0], "{not json", json.dumps({"kind": "rumour", "text": "x"}), good[1], good[0]]) + "\n"
+    )
     code, _, err = cli(capsys, "lessons", "import", str(mixed), "--store", str(tmp_path / "copy"))
     assert code == 2
     assert f"{mixed}:2: skipped: not JSON" in err and f"{mixed}:3: skipped: kind" in err

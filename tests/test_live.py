@@ -19,8 +19,10 @@ async def test_hosted_model_runs_a_gridworld_task(provider):
     variable, spec = LIVE[provider]
     if not os.environ.get(variable):
         pytest.skip(f"{variable} is not set")
-    result = await arun({"env": "gridworld", "params": {"seed": 1, "size": 4}},
-                        Context(model=spec, memory=False, max_steps=10, max_pivot_retries=1),
-                        checkpoint_path=":memory:")
+    result = await arun(
+        {"env": "gridworld", "params": {"seed": 1, "size": 4}},
+        Context(model=spec, memory=False, max_steps=10, max_pivot_retries=1),
+        checkpoint_path=":memory:",
+    )
     assert result.status in ("success", "failure") and result.reason
     assert result.usage["actor"]["input_tokens"] > 0 and result.usage["actor"]["fallbacks"] == 0

@@ -10,27 +10,60 @@ from pathlib import Path
 from pivotal import logs
 
 ROOT = Path(__file__).resolve().parents[1]
-TESTS = Path(__file__).resolve().parent
 PLANTED = "sk-planted-0123456789abcdefXYZ"
 
 
 def _cli(*argv: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pivotal.cli", *argv], cwd=ROOT, capture_output=True, text=True,
-                          timeout=180, env={**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{ROOT}", **env})
+    return subprocess.run(
+        [sys.executable, "-m", "pivotal.cli", *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, **env},
+    )
 
 
 def test_every_node_transition_is_one_json_event_with_its_fields(tmp_path):
-    done = _cli("run", "--env", "gridworld", "--seed", "7", "--model", "sim:error=0.35,seed=7", "--max-steps", "12",
-                "--no-critic",
-                "--store", str(tmp_path / "store"), "--checkpoints", ":memory:", "--json", PIVOTAL_LOG_LEVEL="INFO")
+    done = _cli(
+        "run",
+        "--env",
+        "gridworld",
+        "--seed",
+        "7",
+        "--model",
+        "sim:error=0.35,seed=7",
+        "--max-steps",
+        "12",
+        "--no-critic",
+        "--store",
+        str(tmp_path / "store"),
+        "--checkpoints",
+        ":memory:",
+        "--json",
+        PIVOTAL_LOG_LEVEL="INFO",
+    )
     assert done.returncode == 0, done.stderr
     events = [json.loads(line) for line in done.stderr.splitlines()]  # not a terminal: every line is JSON
     nodes = [e for e in events if e["event"] == "node"]
     result = json.loads(done.stdout)
-    assert {e["node"] for e in nodes} >= {"start", "recall", "actor", "critic", "executor", "reflector", "pivot",
-                                          "distill", "dedup", "gate", "memory_writer"}
+    assert {e["node"] for e in nodes} >= {
+        "start",
+        "recall",
+        "actor",
+        "critic",
+        "executor",
+        "reflector",
+        "pivot",
+        "distill",
+        "dedup",
+        "gate",
+        "memory_writer",
+    }
     assert all({"run_id", "task_id", "step", "latency_ms", "tokens", "level", "timestamp"} <= set(e) for e in nodes)
-    assert {e["run_id"] for e in nodes} == {result["run_id"]} and {e["task_id"] for e in nodes} == {result["task"]["id"]}
+    assert {e["run_id"] for e in nodes} == {result["run_id"]} and {e["task_id"] for e in nodes} == {
+        result["task"]["id"]
+    }
     verdicts = [e["verdict"] for e in nodes if e["node"] == "critic"]
     assert verdicts.count("approve") == result["critic"]["approved"]
     assert verdicts.count("reject") == result["critic"]["rejected"] > 0  # the pre-check's rejections
@@ -38,8 +71,17 @@ def test_every_node_transition_is_one_json_event_with_its_fields(tmp_path):
 
 
 def test_the_level_comes_from_settings(tmp_path):
-    done = _cli("run", "--env", "gridworld", "--model", "sim", "--no-memory", "--checkpoints", ":memory:",
-                PIVOTAL_LOG_LEVEL="WARNING")
+    done = _cli(
+        "run",
+        "--env",
+        "gridworld",
+        "--model",
+        "sim",
+        "--no-memory",
+        "--checkpoints",
+        ":memory:",
+        PIVOTAL_LOG_LEVEL="WARNING",
+    )
     assert done.returncode == 0 and done.stderr == ""
 
 
@@ -64,13 +106,40 @@ def test_logs_are_human_readable_on_a_terminal(monkeypatch):
 def test_a_planted_key_never_reaches_logs_or_results(tmp_path):
     """The tool prints the key; the run, its debug logs, its JSON and a batch's results must not."""
     env = {"OPENAI_API_KEY": PLANTED, "PIVOTAL_LOG_LEVEL": "DEBUG"}
-    single = _cli("run", "--env", "leaky", "--goal", "show the configuration", "--plugin", "leaky_env", "--model", "sim", "--store",
-                  str(tmp_path / "store"), "--checkpoints", str(tmp_path / "cp.sqlite"), "--json", **env)
+    single = _cli(
+        "run",
+        "--env",
+        "leaky",
+        "--goal",
+        "show the configuration",
+        "--plugin",
+        "pivotal.testing.leaky_env",
+        "--model",
+        "sim",
+        "--store",
+        str(tmp_path / "store"),
+        "--checkpoints",
+        str(tmp_path / "cp.sqlite"),
+        "--json",
+        **env,
+    )
     assert single.returncode == 0, single.stderr
     (tmp_path / "tasks.jsonl").write_text(json.dumps({"env": "leaky", "goal": "show the configuration"}) + "\n")
-    batch = _cli("batch", str(tmp_path / "tasks.jsonl"), "--out", str(tmp_path / "results.jsonl"), "--plugin",
-                 "leaky_env", "--model", "sim", "--store", str(tmp_path / "store2"), "--checkpoints",
-                 str(tmp_path / "cp2.sqlite"), **env)
+    batch = _cli(
+        "batch",
+        str(tmp_path / "tasks.jsonl"),
+        "--out",
+        str(tmp_path / "results.jsonl"),
+        "--plugin",
+        "pivotal.testing.leaky_env",
+        "--model",
+        "sim",
+        "--store",
+        str(tmp_path / "store2"),
+        "--checkpoints",
+        str(tmp_path / "cp2.sqlite"),
+        **env,
+    )
     assert batch.returncode == 0, batch.stderr
     everything = single.stdout + single.stderr + batch.stdout + batch.stderr + (tmp_path / "results.jsonl").read_text()
     for artefact in ("cp.sqlite", "cp2.sqlite"):  # checkpoints hold every observation

@@ -1,5 +1,5 @@
 """Hosted-provider paths end to end: the real `openai`/`anthropic` SDKs, through langchain,
-against a loopback server speaking their wire formats (tests/loopback_provider.py).
+against a loopback server speaking their wire formats (pivotal/testing/loopback_provider.py).
 
 What is proven here and nowhere else: the factory's clients reach the configured base URL
 with the key, structured output survives the real request/response shapes, the SDKs' own
@@ -19,13 +19,14 @@ from langchain_core.tools import tool
 from graphs import arun, run
 from memory.lesson import Lesson
 from memory.store import open_store
-from loopback_provider import ANTHROPIC_PATH, OPENAI_PATH, Loopback, generic_responder, loopback
 from pivotal.context import Context
 from pivotal.environments import register_environment
 from pivotal.environments.tools import ToolEnvironment
 from pivotal.models.factory import make_model
 from pivotal.schemas import LessonDrafts, LessonVerdict, Reflection, Verdict, proposal_schema
 from pivotal.settings import settings
+from pivotal.testing.envs import finish_environment
+from pivotal.testing.loopback_provider import ANTHROPIC_PATH, OPENAI_PATH, Loopback, generic_responder, loopback
 
 CLIENT_TIMEOUT_S = 0.5
 ROLE_SCHEMA = {"actor": "Proposal", "critic": "Verdict"}
@@ -34,11 +35,6 @@ PROVIDERS = {"openai": ("openai:gpt-test", OPENAI_PATH), "anthropic": ("anthropi
 
 
 # --- environments -----------------------------------------------------------------------------
-
-@tool
-def finish() -> str:
-    """Declare the task finished."""
-    return "finished"
 
 
 @tool
@@ -49,12 +45,14 @@ def submit(answer: str) -> str:
 
 def _called(name: str):
     """Verifier: done and succeeded once `name` ran without error; not done before."""
+
     def verify(task: Any, calls: list[dict[str, Any]]) -> bool | None:
         return True if any(c["tool"] == name and not c["error"] for c in calls) else None
+
     return verify
 
 
-register_environment("wire-finish", lambda: ToolEnvironment([finish], _called("finish"), intro="Call finish."))
+register_environment("wire-finish", finish_environment())
 register_environment("wire-submit", lambda: ToolEnvironment([submit], _called("submit"), intro="Submit 42."))
 FINISH_TASK = {"goal": "finish the task", "env": "wire-finish"}
 SUBMIT_TASK = {"goal": "submit the answer 42", "env": "wire-submit"}
@@ -68,6 +66,7 @@ def answer_42(schema_name: str, schema: dict[str, Any], messages: list[Any]) -> 
 
 
 # --- fixtures and helpers ---------------------------------------------------------------------
+
 
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Loopback]:
@@ -126,9 +125,19 @@ def assert_usage_matches_server(result: Any, server: Loopback) -> None:
 
 # --- the fake provider's own answers ---------------------------------------------------------
 
-@pytest.mark.parametrize("schema", [Verdict, Reflection, LessonDrafts, LessonVerdict,
-                                    proposal_schema(["finish"], False), proposal_schema(["submit"], True)],
-                         ids=lambda schema: schema.__name__)
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        Verdict,
+        Reflection,
+        LessonDrafts,
+        LessonVerdict,
+        proposal_schema(["finish"], False),
+        proposal_schema(["submit"], True),
+    ],
+    ids=lambda schema: schema.__name__,
+)
 def test_generic_responder_answers_every_role_schema_validly(schema: Any) -> None:
     """Runs that rely on the generic answers test the graph, not a filler that cannot fill."""
     answer = generic_responder(schema.__name__, schema.model_json_schema(), [])
@@ -139,6 +148,7 @@ def test_generic_responder_answers_every_role_schema_validly(schema: Any) -> Non
 
 
 # --- a whole task, per provider ---------------------------------------------------------------
+
 
 async def test_openai_task_runs_end_to_end(server: Loopback) -> None:
     result = await arun(FINISH_TASK, context("openai:gpt-test"), checkpoint_path=":memory:")
@@ -156,13 +166,26 @@ async def test_openai_task_runs_end_to_end(server: Loopback) -> None:
 async def test_recalled_guardrails_reach_the_critic_as_rules_over_the_wire(server: Loopback, tmp_path) -> None:
     """What a hosted critic receives: the guardrail inside <lessons> (data) and the system rule to enforce it."""
     store = open_store(str(tmp_path / "store"))
-    guardrail = Lesson(kind="guardrail", situation="asked to call finish", outcome="failure",
-                       family="wire-finish", text="Never call finish twice in one task.")
+    guardrail = Lesson(
+        kind="guardrail",
+        situation="asked to call finish",
+        outcome="failure",
+        family="wire-finish",
+        text="Never call finish twice in one task.",
+    )
     store.add([guardrail], dedup_similarity=0.9)
 
-    result = await arun(FINISH_TASK, context("openai:gpt-test", memory=True, lesson_model="sim",
-                                             store_path=str(tmp_path / "store"), recall_min_similarity=0.0),
-                        checkpoint_path=":memory:")
+    result = await arun(
+        FINISH_TASK,
+        context(
+            "openai:gpt-test",
+            memory=True,
+            lesson_model="sim",
+            store_path=str(tmp_path / "store"),
+            recall_min_similarity=0.0,
+        ),
+        checkpoint_path=":memory:",
+    )
 
     assert result.status == "success" and result.lessons["recalled"] == 1
     [critic] = requests_for(server, "Verdict")
@@ -197,7 +220,9 @@ async def test_tool_arguments_cross_the_wire(server: Loopback, provider: str) ->
     assert "received 42" in result.trajectory[0]["observation"]
 
 
-async def test_openai_compatible_spec_reaches_its_own_base_url(server: Loopback, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_openai_compatible_spec_reaches_its_own_base_url(
+    server: Loopback, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("OPENAI_BASE_URL")
     spec = f"openai-compatible:served-model@{server.base_url_openai}"
 
@@ -220,6 +245,7 @@ def test_sequential_blocking_runs_share_the_client_cleanly(server: Loopback, pro
 
 
 # --- faults the SDK's own retries absorb ------------------------------------------------------
+
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 async def test_rate_limit_is_retried_after_retry_after(server: Loopback, provider: str) -> None:
@@ -270,6 +296,7 @@ async def test_slow_reply_times_out_at_the_configured_timeout_and_is_retried(ser
 
 # --- malformed replies: re-asked, bounded, never fatal ----------------------------------------
 
+
 @pytest.mark.parametrize("fault", ["truncated", "invalid"])
 @pytest.mark.parametrize("provider", list(PROVIDERS))
 async def test_malformed_reply_is_reasked(server: Loopback, provider: str, fault: str) -> None:
@@ -300,8 +327,11 @@ async def test_reasks_are_bounded_then_the_role_falls_back(server: Loopback) -> 
     server.faults.extend([("invalid",)] * 20)
     retries, rounds = 1, 1
 
-    result = await arun(FINISH_TASK, context("anthropic:claude-test", structured_retries=retries,
-                                             max_critique_rounds=rounds), checkpoint_path=":memory:")
+    result = await arun(
+        FINISH_TASK,
+        context("anthropic:claude-test", structured_retries=retries, max_critique_rounds=rounds),
+        checkpoint_path=":memory:",
+    )
 
     asks = rounds + 1  # the fallback proposal is rejected, the actor gets `rounds` more tries
     assert result.status == "failure" and "no acceptable action" in result.reason
@@ -311,6 +341,7 @@ async def test_reasks_are_bounded_then_the_role_falls_back(server: Loopback) -> 
 
 
 # --- a provider that stays down ---------------------------------------------------------------
+
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 async def test_permanently_failing_provider_ends_the_run_with_a_reason(server: Loopback, provider: str) -> None:
@@ -334,15 +365,21 @@ async def test_permanently_failing_provider_ends_the_run_with_a_reason(server: L
 
 # --- fallback model and client-side rate limit -------------------------------------------------
 
+
 async def test_fallback_model_takes_over_when_the_provider_stays_down(server: Loopback) -> None:
     server.faults.extend([("500",)] * 2)  # both SDK attempts of the first actor call fail
 
-    result = await arun(FINISH_TASK, context("openai:gpt-test", fallback_model="anthropic:claude-test"),
-                        checkpoint_path=":memory:")
+    result = await arun(
+        FINISH_TASK, context("openai:gpt-test", fallback_model="anthropic:claude-test"), checkpoint_path=":memory:"
+    )
 
     assert result.status == "success", result.reason
     assert [(r.path, r.status) for r in server.requests] == [
-        (OPENAI_PATH, 500), (OPENAI_PATH, 500), (ANTHROPIC_PATH, 200), (OPENAI_PATH, 200)]
+        (OPENAI_PATH, 500),
+        (OPENAI_PATH, 500),
+        (ANTHROPIC_PATH, 200),
+        (OPENAI_PATH, 200),
+    ]
     assert result.usage["actor"]["fallbacks"] == 0  # the backup answered; no safe-default verdict
 
 

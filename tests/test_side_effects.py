@@ -1,7 +1,9 @@
 """Side effects happen once: retries, resumes, forks and restarts never run an executed tool again.
 
 Every test counts from the world's side: the support desk's ledger file holds one line per
-refund, reversal and email that really happened (tests/ledger_env.py).
+refund, reversal and email that really happened (pivotal/testing/ledger_env.py). In the tests
+across processes the application registers the support desk from its own module, `support_app`,
+loaded with `--plugin` as a user's app would be.
 """
 
 import asyncio
@@ -15,12 +17,11 @@ from pathlib import Path
 
 import pytest
 
-import ledger_env  # noqa: F401 — registers the support-desk environments
-from graphs import arun, build_graph
+from graphs import arun
 from pivotal.context import Context
+from pivotal.testing import ledger_env  # noqa: F401 — registers the support-desk environments
 
-TESTS = Path(__file__).parent
-ROOT = TESTS.parent
+ROOT = Path(__file__).resolve().parents[1]
 SIM = dict(model="sim", memory=False, max_steps=6)
 
 
@@ -52,8 +53,9 @@ async def test_a_retry_goes_forward_and_never_refunds_again(tmp_path, retry):
 
 
 async def test_a_pivot_compensates_the_abandoned_refund_through_the_critic(tmp_path):
-    result = await arun(task(tmp_path, "support-desk-saga", mistake="refund"), Context(**SIM),
-                        checkpoint_path=":memory:")
+    result = await arun(
+        task(tmp_path, "support-desk-saga", mistake="refund"), Context(**SIM), checkpoint_path=":memory:"
+    )
     assert result.status == "success"
     refunds, reversals = ledger(tmp_path, "refund"), ledger(tmp_path, "reversal")
     assert len(refunds) == 2 == decided(result, "refund") and len(reversals) == 1
@@ -65,8 +67,9 @@ async def test_a_pivot_compensates_the_abandoned_refund_through_the_critic(tmp_p
 
 
 async def test_a_full_retry_compensates_every_abandoned_side_effect_newest_first(tmp_path):
-    result = await arun(task(tmp_path, "support-desk-saga", mistake="email"), Context(retry="full", **SIM),
-                        checkpoint_path=":memory:")
+    result = await arun(
+        task(tmp_path, "support-desk-saga", mistake="email"), Context(retry="full", **SIM), checkpoint_path=":memory:"
+    )
     assert result.status == "success"
     refunds, reversals = ledger(tmp_path, "refund"), ledger(tmp_path, "reversal")
     assert len(refunds) == decided(result, "refund") == 2 and len(reversals) == 1
@@ -75,12 +78,29 @@ async def test_a_full_retry_compensates_every_abandoned_side_effect_newest_first
 
 # --- across processes -----------------------------------------------------------------------
 
-def cli(*args: str, tests_on_path: bool = True, **popen) -> subprocess.Popen:
-    """`pivotal ...` in a new process, as a user would run it; ledger_env importable only when asked."""
-    path = os.pathsep.join([str(TESTS), str(ROOT)] if tests_on_path else [str(ROOT)])
-    return subprocess.Popen([sys.executable, "-m", "pivotal.cli", *args], cwd=ROOT, stdin=subprocess.DEVNULL,
-                            env={**os.environ, "PYTHONPATH": path}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **popen)
+
+@pytest.fixture
+def app(tmp_path: Path) -> Path:
+    """The application's folder, holding the module that registers its environment."""
+    folder = tmp_path / "app"
+    folder.mkdir()
+    (folder / "support_app.py").write_text("from pivotal.testing import ledger_env  # registers support-desk\n")
+    return folder
+
+
+def cli(*args: str, app: Path | None = None, **popen) -> subprocess.Popen:
+    """`pivotal ...` in a new process, as a user would run it, with the app's folder importable when given."""
+    env = {**os.environ, "PYTHONPATH": str(app)} if app else dict(os.environ)
+    return subprocess.Popen(
+        [sys.executable, "-m", "pivotal.cli", *args],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **popen,
+    )
 
 
 def finish(*args: str, **kwargs) -> tuple[int, str, str]:
@@ -89,30 +109,53 @@ def finish(*args: str, **kwargs) -> tuple[int, str, str]:
     return process.returncode, out, err
 
 
-def paused_run(tmp_path: Path, *approvals: str) -> dict:
+def paused_run(tmp_path: Path, app: Path, *approvals: str) -> dict:
     flags = [flag for action in approvals for flag in ("--require-approval-for", action)]
-    code, out, err = finish("run", "--env", "support-desk", "--param", f"ledger={tmp_path / 'ledger.jsonl'}",
-                            "--model", "sim", "--no-memory", "--checkpoints", str(tmp_path / "cp.sqlite"),
-                            "--plugin", "ledger_env", "--json", *flags)
+    code, out, err = finish(
+        "run",
+        "--env",
+        "support-desk",
+        "--param",
+        f"ledger={tmp_path / 'ledger.jsonl'}",
+        "--model",
+        "sim",
+        "--no-memory",
+        "--checkpoints",
+        str(tmp_path / "cp.sqlite"),
+        "--plugin",
+        "support_app",
+        "--json",
+        *flags,
+        app=app,
+    )
     assert code == 0, err
     return json.loads(out)
 
 
-def resume(tmp_path: Path, thread: str, *flags: str, **kwargs) -> tuple[int, str, str]:
-    return finish("resume", thread, "--decision", "approve", "--checkpoints", str(tmp_path / "cp.sqlite"),
-                  "--json", *flags, **kwargs)
+def resume(tmp_path: Path, thread: str, *flags: str, app: Path | None = None) -> tuple[int, str, str]:
+    return finish(
+        "resume",
+        thread,
+        "--decision",
+        "approve",
+        "--checkpoints",
+        str(tmp_path / "cp.sqlite"),
+        "--json",
+        *flags,
+        app=app,
+    )
 
 
-def test_approvals_resumed_in_other_processes_refund_once_and_keep_the_run_settings(tmp_path):
-    paused = paused_run(tmp_path, "refund", "send_email")
+def test_approvals_resumed_in_other_processes_refund_once_and_keep_the_run_settings(tmp_path, app):
+    paused = paused_run(tmp_path, app, "refund", "send_email")
     assert paused["status"] == "interrupted" and paused["interrupt"]["action"] == "refund"
     assert ledger(tmp_path) == []
     # no --plugin, no --model, no --require-approval-for: the thread kept them
-    code, out, err = resume(tmp_path, paused["thread_id"])
+    code, out, err = resume(tmp_path, paused["thread_id"], app=app)
     assert code == 0, err
     after_refund = json.loads(out)
     assert after_refund["status"] == "interrupted" and after_refund["interrupt"]["action"] == "send_email"
-    code, out, err = resume(tmp_path, paused["thread_id"])
+    code, out, err = resume(tmp_path, paused["thread_id"], app=app)
     done = json.loads(out)
     assert done["status"] == "success", err
     assert len(ledger(tmp_path, "refund")) == 1 == decided_row(done, "refund")
@@ -123,14 +166,14 @@ def decided_row(row: dict, action: str) -> int:
     return sum(step["action"] == action for step in row["trajectory"])
 
 
-def test_a_failed_resume_leaves_the_thread_waiting(tmp_path):
-    paused = paused_run(tmp_path, "send_email")
+def test_a_failed_resume_leaves_the_thread_waiting(tmp_path, app):
+    paused = paused_run(tmp_path, app, "send_email")
     assert paused["interrupt"]["action"] == "send_email" and len(ledger(tmp_path, "refund")) == 1
-    code, _, err = resume(tmp_path, paused["thread_id"], tests_on_path=False)  # the plugin cannot be imported
-    assert code == 2 and "cannot import plugin 'ledger_env'" in err and len(err.strip().splitlines()) == 1
-    code, _, err = resume(tmp_path, paused["thread_id"], "--model", "sim:error=0.5")
+    code, _, err = resume(tmp_path, paused["thread_id"])  # run from elsewhere: the app's module is not importable
+    assert code == 2 and "cannot import plugin 'support_app'" in err and len(err.strip().splitlines()) == 1
+    code, _, err = resume(tmp_path, paused["thread_id"], "--model", "sim:error=0.5", app=app)
     assert code == 2 and "--model 'sim:error=0.5' contradicts this run's saved model 'sim'" in err
-    code, out, err = resume(tmp_path, paused["thread_id"])  # still waiting: the approval was not used up
+    code, out, err = resume(tmp_path, paused["thread_id"], app=app)  # still waiting: the approval was not used up
     assert code == 0 and json.loads(out)["status"] == "success", err
     assert len(ledger(tmp_path, "refund")) == 1 and len(ledger(tmp_path, "email")) == 1
 
@@ -138,11 +181,15 @@ def test_a_failed_resume_leaves_the_thread_waiting(tmp_path):
 def test_a_studio_fork_in_another_process_restores_the_tools_without_running_them(tmp_path):
     path = str(tmp_path / "cp.sqlite")
     result = asyncio.run(arun(task(tmp_path), Context(**SIM), checkpoint_path=path))
-    assert result.status == "success" and [s["action"] for s in result.trajectory] == \
-        ["lookup_order", "refund", "send_email"]
+    assert result.status == "success" and [s["action"] for s in result.trajectory] == [
+        "lookup_order",
+        "refund",
+        "send_email",
+    ]
     fork_at = result.trajectory[2]["checkpoint_id"]  # just before the email: re-decide it with an edited text
     script = f"""
-import asyncio, json, ledger_env
+import asyncio, json
+from pivotal.testing import ledger_env
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from graphs import build_graph
 from pivotal.context import Context
@@ -161,8 +208,7 @@ async def main():
 
 asyncio.run(main())
 """
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(ROOT)])})
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     forked = json.loads(done.stdout.strip().splitlines()[-1])
     assert forked["status"] == "success" and forked["actions"] == ["lookup_order", "refund", "send_email"]
@@ -172,13 +218,20 @@ asyncio.run(main())
 
 
 def batch(tmp_path: Path, *flags: str) -> subprocess.Popen:
-    return cli("batch", str(tmp_path / "tasks.jsonl"), "--out", str(tmp_path / "results.jsonl"),
-               "--checkpoints", str(tmp_path / "cp.sqlite"), *flags)
+    return cli(
+        "batch",
+        str(tmp_path / "tasks.jsonl"),
+        "--out",
+        str(tmp_path / "results.jsonl"),
+        "--checkpoints",
+        str(tmp_path / "cp.sqlite"),
+        *flags,
+    )
 
 
 def kill_during_the_refund(tmp_path: Path, env: str) -> None:
     (tmp_path / "tasks.jsonl").write_text(json.dumps(task(tmp_path, env, slow_refund=3)) + "\n")
-    first = batch(tmp_path, "--model", "sim", "--no-memory", "--plugin", "ledger_env")
+    first = batch(tmp_path, "--model", "sim", "--no-memory", "--plugin", "pivotal.testing.ledger_env")
     deadline = time.monotonic() + 120
     while not ledger(tmp_path, "refund"):
         assert first.poll() is None and time.monotonic() < deadline, first.communicate()
@@ -211,5 +264,7 @@ def test_kill_9_during_a_refund_without_idempotency_says_at_least_once(tmp_path)
     [row] = results(tmp_path)
     assert row["at_least_once"] == [1], err  # the refund was in flight: the result says it may have run twice
     assert len(ledger(tmp_path, "refund")) == 2  # ... and it did (the verifier then sees a double refund) ...
-    assert decided_row(row, "refund") == 1 and ledger(tmp_path, "refund")[0]["pid"] != ledger(tmp_path, "refund")[1]["pid"]
+    assert (
+        decided_row(row, "refund") == 1 and ledger(tmp_path, "refund")[0]["pid"] != ledger(tmp_path, "refund")[1]["pid"]
+    )
     assert len(ledger(tmp_path, "email")) == decided_row(row, "send_email")  # ... and no other step ran again

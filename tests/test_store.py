@@ -1,5 +1,6 @@
 """The experience store on a real Chroma PersistentClient: dedup, recall, utility, eviction,
-concurrency, bad stores. Every test uses its own folder."""
+concurrency, bad stores. Every test uses its own folder.
+"""
 
 import subprocess
 import sys
@@ -18,10 +19,16 @@ ROOT = Path(__file__).resolve().parents[1]
 DEDUP = 0.9
 
 
-def lesson(text: str, *, kind: str = "guardrail", family: str = "files", situation: str = "reading files",
-           run_id: str = "run-a", **fields) -> Lesson:
-    return Lesson(kind=kind, situation=situation, text=text, outcome="failure", family=family,
-                  run_id=run_id, **fields)
+def lesson(
+    text: str,
+    *,
+    kind: str = "guardrail",
+    family: str = "files",
+    situation: str = "reading files",
+    run_id: str = "run-a",
+    **fields,
+) -> Lesson:
+    return Lesson(kind=kind, situation=situation, text=text, outcome="failure", family=family, run_id=run_id, **fields)
 
 
 @pytest.fixture
@@ -31,10 +38,10 @@ def store(tmp_path):
 
 # --- write path -------------------------------------------------------------------------------
 
+
 def test_a_paraphrase_merges_into_the_stored_lesson_and_bumps_evidence(store):
     first = store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)
-    second = store.add([lesson("Before reading a file, make sure it exists.", run_id="run-b")],
-                       dedup_similarity=DEDUP)
+    second = store.add([lesson("Before reading a file, make sure it exists.", run_id="run-b")], dedup_similarity=DEDUP)
     assert second[0].merged and second[0].id == first[0].id
     stored = store.get()
     assert len(stored) == 1 and stored[first[0].id].evidence == 2
@@ -42,18 +49,24 @@ def test_a_paraphrase_merges_into_the_stored_lesson_and_bumps_evidence(store):
 
 
 def test_different_lessons_kinds_and_families_stay_apart(store):
-    store.add([lesson("Avoid this: moving left hits the wall."),
-               lesson("Avoid this: moving up hits the wall."),  # one key word differs: 0.81 similar
-               lesson("Avoid this: moving left hits the wall.", kind="strategy"),
-               lesson("Avoid this: moving left hits the wall.", family="other")], dedup_similarity=DEDUP)
+    store.add(
+        [
+            lesson("Avoid this: moving left hits the wall."),
+            lesson("Avoid this: moving up hits the wall."),  # one key word differs: 0.81 similar
+            lesson("Avoid this: moving left hits the wall.", kind="strategy"),
+            lesson("Avoid this: moving left hits the wall.", family="other"),
+        ],
+        dedup_similarity=DEDUP,
+    )
     assert store.count() == 4
     assert sorted(store.families()) == ["files", "other"]
 
 
 def test_a_merge_keeps_the_more_specific_text_and_never_deletes(store):
     store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)
-    written = store.add([lesson("Check that the file exists before reading it, to avoid errors.", run_id="b")],
-                        dedup_similarity=0.8)
+    written = store.add(
+        [lesson("Check that the file exists before reading it, to avoid errors.", run_id="b")], dedup_similarity=0.8
+    )
     kept = store.get()[written[0].id]
     assert written[0].merged and kept.text == "Check that the file exists before reading it, to avoid errors."
     assert kept.evidence == 2 and store.count() == 1
@@ -61,8 +74,11 @@ def test_a_merge_keeps_the_more_specific_text_and_never_deletes(store):
 
 def test_keep_text_merges_evidence_without_touching_the_gated_text(store):
     store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)
-    written = store.add([lesson("Check that the file exists before reading it, to avoid errors.", run_id="b")],
-                        dedup_similarity=0.8, keep_text=True)
+    written = store.add(
+        [lesson("Check that the file exists before reading it, to avoid errors.", run_id="b")],
+        dedup_similarity=0.8,
+        keep_text=True,
+    )
     assert store.get()[written[0].id].text == "Check the file exists before reading it."
 
 
@@ -76,10 +92,16 @@ def test_the_same_run_written_twice_counts_once(store):
 
 # --- read path --------------------------------------------------------------------------------
 
+
 def test_recall_filters_family_and_floor_and_ranks_by_similarity(store):
-    store.add([lesson("Check the file exists before reading it."),
-               lesson("Close files after writing them.", situation="writing files"),
-               lesson("Check the file exists before reading it.", family="other")], dedup_similarity=DEDUP)
+    store.add(
+        [
+            lesson("Check the file exists before reading it."),
+            lesson("Close files after writing them.", situation="writing files"),
+            lesson("Check the file exists before reading it.", family="other"),
+        ],
+        dedup_similarity=DEDUP,
+    )
     found = store.search("about to read a file that may not exist", family="files", k=5, min_similarity=0.2)
     assert [r.lesson.text for r in found][0] == "Check the file exists before reading it."
     assert all(r.lesson.family == "files" for r in found)
@@ -89,8 +111,13 @@ def test_recall_filters_family_and_floor_and_ranks_by_similarity(store):
 
 
 def test_retired_lessons_are_kept_but_never_recalled(store):
-    written = store.add([lesson(f"Check the file {name} exists before reading it.", situation=f"reading {name}")
-                         for name in ("a.txt", "b.txt", "c.txt")], dedup_similarity=0.99)
+    written = store.add(
+        [
+            lesson(f"Check the file {name} exists before reading it.", situation=f"reading {name}")
+            for name in ("a.txt", "b.txt", "c.txt")
+        ],
+        dedup_similarity=0.99,
+    )
     assert len({w.id for w in written}) == 3
     retired = store.retire([written[0].id], "test")
     found = store.search("reading a.txt", family="files", k=3, min_similarity=0.0)
@@ -110,6 +137,7 @@ def test_recall_still_fills_k_when_retired_lessons_crowd_the_neighbourhood(store
 
 # --- utility and eviction ---------------------------------------------------------------------
 
+
 def test_outcomes_update_counts_and_utility_once_per_run(store):
     [w] = store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)
     store.record_outcome("r1", "files", {w.id: (3, 3)}, success=True)
@@ -121,8 +149,10 @@ def test_outcomes_update_counts_and_utility_once_per_run(store):
 
 
 def test_weak_lessons_retire_below_the_floor_only_after_enough_recalls(store):
-    [weak, fresh] = store.add([lesson("Check the file exists before reading it."),
-                               lesson("Close files after writing them.")], dedup_similarity=DEDUP)
+    [weak, fresh] = store.add(
+        [lesson("Check the file exists before reading it."), lesson("Close files after writing them.")],
+        dedup_similarity=DEDUP,
+    )
     for run in ("r1", "r2"):
         store.record_outcome(run, "files", {weak.id: (1, 0)}, success=False)
     assert store.enforce_limits(floor=0.3, min_retrievals=3, cap=100) == []
@@ -134,10 +164,17 @@ def test_weak_lessons_retire_below_the_floor_only_after_enough_recalls(store):
 
 
 def test_the_cap_retires_the_lowest_utility_first(store):
-    written = store.add([lesson(text) for text in ("Check the file exists before reading it.",
-                                                     "Close files after writing them.",
-                                                     "Never write outside the workspace folder.")],
-                        dedup_similarity=DEDUP)
+    written = store.add(
+        [
+            lesson(text)
+            for text in (
+                "Check the file exists before reading it.",
+                "Close files after writing them.",
+                "Never write outside the workspace folder.",
+            )
+        ],
+        dedup_similarity=DEDUP,
+    )
     store.record_outcome("r1", "files", {written[0].id: (1, 1)}, success=True)
     store.record_outcome("r2", "files", {written[1].id: (1, 0)}, success=False)
     retired = store.enforce_limits(floor=0.0, min_retrievals=99, cap=2)
@@ -147,32 +184,48 @@ def test_the_cap_retires_the_lowest_utility_first(store):
 
 # --- concurrency ------------------------------------------------------------------------------
 
+
 async def test_fifty_concurrent_runs_lose_no_lesson_and_duplicate_none(tmp_path):
     store_path = str(tmp_path / "store")
     tasks = [{"env": "gridworld", "params": {"seed": seed % 10}} for seed in range(50)]
-    context = Context(model="sim:error=0.35,seed=3", lesson_model="sim", critic=False, max_steps=12,
-                      store_path=store_path)
+    context = Context(
+        model="sim:error=0.35,seed=3", lesson_model="sim", critic=False, max_steps=12, store_path=store_path
+    )
     results = await run_batch(tasks, context, concurrency=50, checkpoint_path=":memory:")
     store = open_store(store_path)
     stored = store.get()
     assert sum(r.lessons["written"] for r in results) == len(stored) > 0  # every insert landed once
     assert sum(r.lessons["merged"] for r in results) > 0  # the same lessons recurred across runs
     # each insert is one piece of evidence and each merge adds one: nothing lost, nothing twice
-    assert sum(l.evidence for l in stored.values()) == sum(r.lessons["written"] + r.lessons["merged"] for r in results)
+    assert sum(lesson.evidence for lesson in stored.values()) == sum(
+        r.lessons["written"] + r.lessons["merged"] for r in results
+    )
     for lesson_ in stored.values():  # no two stored lessons are near-duplicates of each other
-        match = [r for r in store.search(lesson_.document, family="gridworld", k=2, min_similarity=DEDUP)
-                 if r.id != lesson_.id and r.lesson.kind == lesson_.kind]
+        match = [
+            r
+            for r in store.search(lesson_.document, family="gridworld", k=2, min_similarity=DEDUP)
+            if r.id != lesson_.id and r.lesson.kind == lesson_.kind
+        ]
         assert not match, (lesson_.text, match[0].lesson.text)
 
 
 # --- bad stores -------------------------------------------------------------------------------
 
+
 def test_a_store_held_by_another_process_is_refused_clearly(tmp_path):
     folder = tmp_path / "store"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from memory.store import open_store; "
-         "open_store(sys.argv[1]); print('open', flush=True); time.sleep(60)", str(folder)],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from memory.store import open_store; "
+            "open_store(sys.argv[1]); print('open', flush=True); time.sleep(60)",
+            str(folder),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "open"
         with pytest.raises(PivotalError, match=rf"in use by process {holder.pid}.*PIVOTAL_STORE_URL"):
@@ -198,8 +251,7 @@ def test_a_corrupt_store_is_refused_and_left_as_it_was(tmp_path):
 def test_a_collection_from_another_embedding_model_is_refused_and_kept(tmp_path):
     folder = tmp_path / "store"
     client = chromadb.PersistentClient(path=str(folder))
-    foreign = client.create_collection(collection_name("files"), metadata={"family": "files"},
-                                       embedding_function=None)
+    foreign = client.create_collection(collection_name("files"), metadata={"family": "files"}, embedding_function=None)
     foreign.add(ids=["x"], embeddings=[[0.1, 0.2, 0.3]], documents=["three dimensions"])
     client.close()
     store = open_store(str(folder))
@@ -213,8 +265,10 @@ def test_a_collection_from_another_embedding_model_is_refused_and_kept(tmp_path)
 
 
 def test_after_a_run_only_the_lessons_it_scored_are_checked_against_the_floor(store):
-    [weak, other] = store.add([lesson("Check the file exists before reading it."),
-                               lesson("Close files after writing them.")], dedup_similarity=DEDUP)
+    [weak, other] = store.add(
+        [lesson("Check the file exists before reading it."), lesson("Close files after writing them.")],
+        dedup_similarity=DEDUP,
+    )
     for run in ("r1", "r2", "r3"):
         store.record_outcome(run, "files", {other.id: (1, 0)}, success=False)
     scored = store.record_outcome("r4", "files", {weak.id: (1, 0)}, success=False)

@@ -12,7 +12,7 @@ from memory.lesson import Lesson
 from memory.store import open_store
 from pivotal.context import Context
 from pivotal.errors import PivotalError
-from servers import chroma_server, free_port
+from pivotal.testing.servers import chroma_server, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,10 +25,15 @@ def server_url(tmp_path_factory):
 
 def test_the_store_works_against_a_chroma_server(server_url):
     store = open_store("", server_url)
-    first, paraphrase = (Lesson(kind="guardrail", situation="reading files", text=text, outcome="failure",
-                                family="server-unit", run_id=run)
-                         for text, run in (("Check the file exists before reading it.", "r1"),
-                                           ("Before reading a file, make sure that it exists.", "r2")))
+    first, paraphrase = (
+        Lesson(
+            kind="guardrail", situation="reading files", text=text, outcome="failure", family="server-unit", run_id=run
+        )
+        for text, run in (
+            ("Check the file exists before reading it.", "r1"),
+            ("Before reading a file, make sure that it exists.", "r2"),
+        )
+    )
     store.add([first], dedup_similarity=0.9)
     assert store.add([paraphrase], dedup_similarity=0.9)[0].merged
     [found] = store.search("about to read a file", family="server-unit", k=3, min_similarity=0.2)
@@ -37,32 +42,71 @@ def test_the_store_works_against_a_chroma_server(server_url):
 
 
 async def test_a_run_writes_and_a_later_run_recalls_through_the_server(server_url):
-    context = Context(model="sim:error=0.35,seed=7", lesson_model="sim", critic=False, max_steps=12,
-                      store_url=server_url, store_path="/nonexistent/never-used")
-    first = await arun({"env": "gridworld", "params": {"seed": 7}, "family": "server-run"}, context,
-                       checkpoint_path=":memory:")
+    context = Context(
+        model="sim:error=0.35,seed=7",
+        lesson_model="sim",
+        critic=False,
+        max_steps=12,
+        store_url=server_url,
+        store_path="/nonexistent/never-used",
+    )
+    first = await arun(
+        {"env": "gridworld", "params": {"seed": 7}, "family": "server-run"}, context, checkpoint_path=":memory:"
+    )
     assert first.lessons["written"] >= 1
-    later = await arun({"env": "gridworld", "params": {"seed": 2}, "family": "server-run"}, context,
-                       checkpoint_path=":memory:")
+    later = await arun(
+        {"env": "gridworld", "params": {"seed": 2}, "family": "server-run"}, context, checkpoint_path=":memory:"
+    )
     assert later.lessons["recalled"] >= 1
     assert not Path("/nonexistent/never-used").exists()
 
 
 def test_several_processes_share_one_server_and_lose_no_lesson(server_url):
     """A store folder admits one process; a server admits many."""
-    runs = [subprocess.Popen(
-        [sys.executable, "-m", "pivotal.cli", "run", "--env", "gridworld", "--seed", str(seed), "--family",
-         "server-procs", "--model", f"sim:error=0.35,seed={seed}", "--lesson-model", "sim", "--no-critic",
-         "--max-steps", "12", "--store-url", server_url, "--checkpoints", ":memory:", "--json"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for seed in range(4)]
+    runs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "pivotal.cli",
+                "run",
+                "--env",
+                "gridworld",
+                "--seed",
+                str(seed),
+                "--family",
+                "server-procs",
+                "--model",
+                f"sim:error=0.35,seed={seed}",
+                "--lesson-model",
+                "sim",
+                "--no-critic",
+                "--max-steps",
+                "12",
+                "--store-url",
+                server_url,
+                "--checkpoints",
+                ":memory:",
+                "--json",
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for seed in range(4)
+    ]
     results = []
     for process in runs:
         out, err = process.communicate(timeout=180)
         assert process.returncode == 0, err
         results.append(json.loads(out))
     stored = open_store("", server_url).get(family="server-procs")
-    assert sum(l.evidence for l in stored.values()) == sum(
-        r["lessons"]["written"] + r["lessons"]["merged"] for r in results) > 0
+    assert (
+        sum(lesson.evidence for lesson in stored.values())
+        == sum(r["lessons"]["written"] + r["lessons"]["merged"] for r in results)
+        > 0
+    )
 
 
 def test_a_server_that_is_down_is_refused_with_what_to_do():

@@ -12,8 +12,8 @@ import pytest
 from langgraph_sdk import get_client
 
 from graphs.builder import NODES
-from pivotal.studio_cli import QUIET
-from servers import free_port, serve
+from pivotal.cli.studio import QUIET
+from pivotal.testing.servers import free_port, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 LANGGRAPH = Path(sys.executable).parent / "langgraph"
@@ -38,27 +38,39 @@ async def test_studio_runs_a_task_shows_every_node_and_forks_from_a_step(studio)
 
     context = {"model": "sim:error=0.3,seed=1", "store_path": str(folder / "store")}
     thread = await client.threads.create()
-    final = await client.runs.wait(thread["thread_id"], assistant["assistant_id"],
-                                   input={"task": {"env": "gridworld", "params": {"seed": 1}}}, context=context)
+    final = await client.runs.wait(
+        thread["thread_id"],
+        assistant["assistant_id"],
+        input={"task": {"env": "gridworld", "params": {"seed": 1}}},
+        context=context,
+    )
     assert final["status"] == "success", final
     history = await client.threads.get_history(thread["thread_id"], limit=500)
     checkpoints = {state["checkpoint"]["checkpoint_id"]: state for state in history}
     step = final["trajectory"][1]
     assert checkpoints[step["checkpoint_id"]]["next"] == ["executor"]  # the step's own checkpoint
 
-    forked = await client.runs.wait(thread["thread_id"], assistant["assistant_id"], input=None,
-                                    checkpoint_id=step["checkpoint_id"], context=context)
+    forked = await client.runs.wait(
+        thread["thread_id"], assistant["assistant_id"], input=None, checkpoint_id=step["checkpoint_id"], context=context
+    )
     assert forked["trajectory"][:1] == final["trajectory"][:1]  # the prefix before the fork is kept
     after = await client.threads.get_history(thread["thread_id"], limit=1000)
-    assert any(state["parent_checkpoint"] and state["parent_checkpoint"]["checkpoint_id"] == step["checkpoint_id"]
-               and state["checkpoint"]["checkpoint_id"] not in checkpoints for state in after)
+    assert any(
+        state["parent_checkpoint"]
+        and state["parent_checkpoint"]["checkpoint_id"] == step["checkpoint_id"]
+        and state["checkpoint"]["checkpoint_id"] not in checkpoints
+        for state in after
+    )
     assert "BlockingError" not in log_path.read_text()
 
 
-@pytest.mark.parametrize("graphs,needle", [
-    ({"pivotal": "./graphs/missing.py:graph"}, "does not exist"),
-    ({"pivotal": "./graphs/__init__.py:no_such_graph"}, "has no compiled graph named 'no_such_graph'"),
-])
+@pytest.mark.parametrize(
+    "graphs,needle",
+    [
+        ({"pivotal": "./graphs/missing.py:graph"}, "does not exist"),
+        ({"pivotal": "./graphs/__init__.py:no_such_graph"}, "has no compiled graph named 'no_such_graph'"),
+    ],
+)
 def test_a_config_pointing_at_a_missing_graph_is_a_one_line_error(tmp_path, capsys, graphs, needle):
     import json
 

@@ -40,8 +40,14 @@ class Plan:
 
 def context_for(config: str, env: str, model: str, plan: Plan, store: str) -> Context:
     limits = {"max_steps": MAX_STEPS.get(env, 20), **plan.limits}
-    return Context(model=model, lesson_model="sim" if model.startswith("sim") else model,
-                   max_pivot_retries=plan.max_pivot_retries, store_path=store, **limits, **CONFIGS[config])
+    return Context(
+        model=model,
+        lesson_model="sim" if model.startswith("sim") else model,
+        max_pivot_retries=plan.max_pivot_retries,
+        store_path=store,
+        **limits,
+        **CONFIGS[config],
+    )
 
 
 def model_spec(plan: Plan, error: float, stream: int, task: int) -> str:
@@ -67,11 +73,23 @@ async def run_stream(plan: Plan, env: str, error: float, config: str, stream: in
 def record(result: Any, env: str, error: float, config: str, stream: int, index: int, wall: float) -> dict[str, Any]:
     truth = judge_trajectory(result.task, result.trajectory)
     tokens = sum(int(u.get("input_tokens", 0)) + int(u.get("output_tokens", 0)) for u in result.usage.values())
-    return {"env": env, "error": error, "config": config, "stream": stream, "index": index,
-            "status": result.status, "attempts": result.retries.get("count", 0) + 1,
-            "executed": result.executed, "replayed": result.replayed, "llm_calls": result.llm_calls,
-            "tokens": tokens, "wall_s": round(wall, 3), "revised": result.critic.get("revised", 0),
-            "lessons": result.lessons, **truth}
+    return {
+        "env": env,
+        "error": error,
+        "config": config,
+        "stream": stream,
+        "index": index,
+        "status": result.status,
+        "attempts": result.retries.get("count", 0) + 1,
+        "executed": result.executed,
+        "replayed": result.replayed,
+        "llm_calls": result.llm_calls,
+        "tokens": tokens,
+        "wall_s": round(wall, 3),
+        "revised": result.critic.get("revised", 0),
+        "lessons": result.lessons,
+        **truth,
+    }
 
 
 async def run_plan(plan: Plan, concurrency: int = 4) -> list[dict[str, Any]]:
@@ -82,6 +100,11 @@ async def run_plan(plan: Plan, concurrency: int = 4) -> list[dict[str, Any]]:
         async with limit:
             return await run_stream(plan, env, error, config, stream)
 
-    jobs = [one(env, error, config, stream) for env in plan.envs for error in plan.errors
-            for config in plan.configs for stream in range(plan.streams)]
+    jobs = [
+        one(env, error, config, stream)
+        for env in plan.envs
+        for error in plan.errors
+        for config in plan.configs
+        for stream in range(plan.streams)
+    ]
     return [row for rows in await asyncio.gather(*jobs) for row in rows]

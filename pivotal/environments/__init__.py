@@ -2,8 +2,16 @@
 
 from collections.abc import Callable
 
-from pivotal.environments.base import (ActionSpec, Environment, Idempotent, Oracle, Prechecked, Restorable,
-                                       StepResult, check_action)
+from pivotal.environments.base import (
+    ActionSpec,
+    Environment,
+    Idempotent,
+    Oracle,
+    Prechecked,
+    Restorable,
+    StepResult,
+    check_action,
+)
 from pivotal.errors import PivotalError
 
 Factory = Callable[[], Environment]
@@ -11,26 +19,34 @@ Factory = Callable[[], Environment]
 
 def _gridworld() -> Environment:
     from pivotal.environments.gridworld import GridWorld
+
     return GridWorld()
 
 
 def _frozenlake() -> Environment:
     from pivotal.environments.frozenlake import FrozenLake
+
     return FrozenLake()
 
 
 def _taxi() -> Environment:
     from pivotal.environments.taxi import Taxi
+
     return Taxi()
 
 
 def _configs() -> Environment:
     from pivotal.environments.configs import ConfigCopy
+
     return ConfigCopy()
 
 
-_FACTORIES: dict[str, Factory] = {"gridworld": _gridworld, "frozenlake": _frozenlake, "taxi": _taxi,
-                                  "configs": _configs}
+_FACTORIES: dict[str, Factory] = {
+    "gridworld": _gridworld,
+    "frozenlake": _frozenlake,
+    "taxi": _taxi,
+    "configs": _configs,
+}
 
 
 def register_environment(name: str, factory: Factory) -> None:
@@ -44,10 +60,23 @@ def environment_names() -> list[str]:
 
 def make_environment(name: str) -> Environment:
     if name not in _FACTORIES:
-        raise PivotalError(f"unknown environment {name!r}; choose one of {', '.join(environment_names())} "
-                           "or register yours with register_environment()")
+        raise PivotalError(
+            f"unknown environment {name!r}; choose one of {', '.join(environment_names())} "
+            "or register yours with register_environment()"
+        )
     return _FACTORIES[name]()
 
 
-__all__ = ["ActionSpec", "Environment", "Idempotent", "Oracle", "Prechecked", "Restorable", "StepResult",
-           "check_action", "environment_names", "make_environment", "register_environment"]
+__all__ = [
+    "ActionSpec",
+    "Environment",
+    "Idempotent",
+    "Oracle",
+    "Prechecked",
+    "Restorable",
+    "StepResult",
+    "check_action",
+    "environment_names",
+    "make_environment",
+    "register_environment",
+]

@@ -75,7 +75,8 @@ class Idempotent(Protocol):
     that attempt of that run. A run killed after an action ran but before its checkpoint was
     written executes that one step again on resume, with the same key: `step_once` must not
     act twice for one key (return the first result instead). Without it that one step is
-    at-least-once, and the run's result says so (`at_least_once`)."""
+    at-least-once, and the run's result says so (`at_least_once`).
+    """
 
     def step_once(self, key: str, name: str, arguments: dict[str, Any]) -> StepResult: ...
 
@@ -145,8 +146,7 @@ def check_action(env: Environment, name: str, arguments: dict[str, Any]) -> str 
     return None
 
 
-_JSON_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool,
-               "object": dict, "array": list}
+_JSON_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool, "object": dict, "array": list}
 
 
 def _argument_problem(schema: dict[str, Any], arguments: dict[str, Any]) -> str | None:

@@ -23,26 +23,35 @@ class ConfigCopy(ToolEnvironment):
 
     def __init__(self) -> None:
         self.store: dict[str, str] = {}
-        tools = [StructuredTool.from_function(self._read, name="read", description="Read the value at a config path."),
-                 StructuredTool.from_function(self._write, name="write",
-                                              description="Write a value to a config path."),
-                 StructuredTool.from_function(self._delete, name="delete",
-                                              description="Delete a config path. Cannot be undone."),
-                 StructuredTool.from_function(self._submit, name="submit",
-                                              description="Finish the task with a short answer.")]
+        tools = [
+            StructuredTool.from_function(self._read, name="read", description="Read the value at a config path."),
+            StructuredTool.from_function(self._write, name="write", description="Write a value to a config path."),
+            StructuredTool.from_function(
+                self._delete, name="delete", description="Delete a config path. Cannot be undone."
+            ),
+            StructuredTool.from_function(
+                self._submit, name="submit", description="Finish the task with a short answer."
+            ),
+        ]
         super().__init__(tools, self._verify, irreversible=["delete"])
         self.rewind = "snapshot"  # the config store is in this object: restoring it really goes back
 
     def reset(self, task: Task) -> str:
         rng = random.Random(int(task.params.get("seed", 0)))
         self.service, self.key = rng.choice(SERVICES), rng.choice(KEYS)
-        self.store = {f"{env}/{service}/{key}": str(rng.randrange(1, 5000))
-                      for env in ("staging", "production") for service in SERVICES for key in KEYS}
+        self.store = {
+            f"{env}/{service}/{key}": str(rng.randrange(1, 5000))
+            for env in ("staging", "production")
+            for service in SERVICES
+            for key in KEYS
+        }
         self.source, self.target = f"staging/{self.service}/{self.key}", f"production/{self.service}/{self.key}"
         super().reset(task)
-        return (f"Task: copy {self.key} of {self.service} from staging to production, then submit 'done'. "
-                f"Paths look like staging/<service>/<key>. Services: {', '.join(SERVICES)}. "
-                f"Keys: {', '.join(KEYS)}.")
+        return (
+            f"Task: copy {self.key} of {self.service} from staging to production, then submit 'done'. "
+            f"Paths look like staging/<service>/<key>. Services: {', '.join(SERVICES)}. "
+            f"Keys: {', '.join(KEYS)}."
+        )
 
     # --- tools ---------------------------------------------------------------------------
     def _read(self, path: str) -> str:
@@ -77,8 +86,11 @@ class ConfigCopy(ToolEnvironment):
 
     # --- Oracle (used by sim models) ------------------------------------------------------
     def _plan(self) -> list[tuple[str, dict[str, Any]]]:
-        return [("read", {"path": self.source}), ("write", {"path": self.target, "value": self.store.get(self.source, "")}),
-                ("submit", {"answer": "done"})]
+        return [
+            ("read", {"path": self.source}),
+            ("write", {"path": self.target, "value": self.store.get(self.source, "")}),
+            ("submit", {"answer": "done"}),
+        ]
 
     def _progress(self, calls: list[tuple[str, dict[str, Any]]]) -> int:
         plan, done = self._plan(), 0

@@ -25,8 +25,7 @@ class FrozenLake:
 
         params = task.params
         seed = int(params.get("seed", 0))
-        options: dict[str, Any] = {"is_slippery": bool(params.get("slippery", False)),
-                                   "render_mode": "ansi"}
+        options: dict[str, Any] = {"is_slippery": bool(params.get("slippery", False)), "render_mode": "ansi"}
         if "size" in params:
             options["desc"] = generate_random_map(size=int(params["size"]), seed=seed)
         else:
@@ -47,8 +46,9 @@ class FrozenLake:
             event = f"You moved {name} and fell through the ice into a hole."
         else:
             event = f"You moved {name}." + (" Time is up." if truncated else "")
-        return StepResult(self._render(event), done=bool(terminated or truncated), success=success,
-                          info={"reward": float(reward)})
+        return StepResult(
+            self._render(event), done=bool(terminated or truncated), success=success, info={"reward": float(reward)}
+        )
 
     def describe_actions(self) -> list[ActionSpec]:
         return [ActionSpec(name, f"move one tile {name}") for name in ACTIONS]
@@ -96,8 +96,10 @@ class FrozenLake:
     def _render(self, event: str) -> str:
         row, col = self._position()
         board = self.env.render().strip("\n")
-        return (f"{event} You are at row {row}, col {col} (highlighted). Tiles: S start, F frozen "
-                f"(safe), H hole (ends the task), G goal.\n{board}")
+        return (
+            f"{event} You are at row {row}, col {col} (highlighted). Tiles: S start, F frozen "
+            f"(safe), H hole (ends the task), G goal.\n{board}"
+        )
 
     def _position(self) -> tuple[int, int]:
         return divmod(int(self.env.unwrapped.s), len(self.desc[0]))

@@ -33,15 +33,13 @@ class GridWorld:
         if not 4 <= size <= 12:
             raise PivotalError(f"gridworld size must be 4..12 (got {size})")
         seed = int(task.params.get("seed", 0))
-        self._generate(size, seed, float(task.params.get("walls", 0.15)),
-                       float(task.params.get("holes", 0.12)))
+        self._generate(size, seed, float(task.params.get("walls", 0.15)), float(task.params.get("holes", 0.12)))
         self.pos, self.done, self.moves = self.start, False, 0
         return self.render("New maze.")
 
     def step(self, name: str, arguments: dict[str, Any]) -> StepResult:
         if self.done:
-            return StepResult(self.render("The episode is over."), done=True,
-                              success=self.pos == self.goal)
+            return StepResult(self.render("The episode is over."), done=True, success=self.pos == self.goal)
         problem = self.check(name, arguments)
         if problem:
             return StepResult(self.render(f"Nothing happened: {problem}."))
@@ -52,8 +50,7 @@ class GridWorld:
             return StepResult(self.render(f"You moved {name} and fell into a hole."), done=True)
         if self.pos == self.goal:
             self.done = True
-            return StepResult(self.render(f"You moved {name} and reached the goal."), done=True,
-                              success=True)
+            return StepResult(self.render(f"You moved {name} and reached the goal."), done=True, success=True)
         return StepResult(self.render(f"You moved {name}."))
 
     def describe_actions(self) -> list[ActionSpec]:
@@ -79,8 +76,11 @@ class GridWorld:
     # --- Oracle (used by sim models) ------------------------------------------------------
     def expert_action(self) -> tuple[str, dict[str, Any]] | None:
         distance = self._distances()
-        best = [name for name, delta in MOVES.items()
-                if distance.get(_add(self.pos, delta), 10**6) == distance.get(self.pos, 0) - 1]
+        best = [
+            name
+            for name, delta in MOVES.items()
+            if distance.get(_add(self.pos, delta), 10**6) == distance.get(self.pos, 0) - 1
+        ]
         return (best[0], {}) if best and not self.done else None
 
     def judge(self, name: str, arguments: dict[str, Any]) -> tuple[str, str]:
@@ -115,9 +115,11 @@ class GridWorld:
         for r in range(self.size):
             rows.append(f"{r:2d} " + " ".join(self._symbol((r, c)) for c in range(self.size)))
         around = ", ".join(f"{name}={self._describe(_add(self.pos, d))}" for name, d in MOVES.items())
-        return (f"{event} You (A) are at row {self.pos[0]}, col {self.pos[1]}; the goal G is at "
-                f"row {self.goal[0]}, col {self.goal[1]}. Around you: {around}.\n"
-                "Legend: # wall, O hole (falling in ends the task), . floor.\n" + "\n".join(rows))
+        return (
+            f"{event} You (A) are at row {self.pos[0]}, col {self.pos[1]}; the goal G is at "
+            f"row {self.goal[0]}, col {self.goal[1]}. Around you: {around}.\n"
+            "Legend: # wall, O hole (falling in ends the task), . floor.\n" + "\n".join(rows)
+        )
 
     def _symbol(self, cell: Cell) -> str:
         if cell == self.pos:
@@ -148,8 +150,7 @@ class GridWorld:
             cell = queue.popleft()
             for delta in MOVES.values():
                 nxt = _add(cell, delta)
-                if (self._inside(nxt) and nxt not in distance and nxt not in self.walls
-                        and nxt not in self.holes):
+                if self._inside(nxt) and nxt not in distance and nxt not in self.walls and nxt not in self.holes:
                     distance[nxt] = distance[cell] + 1
                     queue.append(nxt)
         return distance
@@ -164,7 +165,7 @@ class GridWorld:
             rng.shuffle(free)
             n_walls, n_holes = int(len(free) * wall_share), int(len(free) * hole_share)
             self.walls = set(free[:n_walls])
-            self.holes = set(free[n_walls:n_walls + n_holes])
+            self.holes = set(free[n_walls : n_walls + n_holes])
             path = self._distances().get(self.start)
             if path is not None and path >= size - 1:
                 return

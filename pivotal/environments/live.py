@@ -140,8 +140,14 @@ def _compensations(env: Compensating, trajectory: list[dict[str, Any]], keep: in
             continue
         undo = env.compensation(step["action"], step["arguments"])
         if undo is not None:
-            pending.append({"action": undo[0], "arguments": undo[1], "compensates": step["index"],
-                            "thought": f"undo step {step['index']} ({step['action']}), abandoned by the retry"})
+            pending.append(
+                {
+                    "action": undo[0],
+                    "arguments": undo[1],
+                    "compensates": step["index"],
+                    "thought": f"undo step {step['index']} ({step['action']}), abandoned by the retry",
+                }
+            )
     return pending
 
 
@@ -149,7 +155,8 @@ def run_step(live: Live, name: str, arguments: dict[str, Any], key: str):
     """Execute one new action (blocking: call from a thread); tracked so later syncs know it ran.
 
     `key` names this step of this attempt of this run; it is the same when a resumed run
-    executes the step again, so an `Idempotent` environment can refuse to act twice."""
+    executes the step again, so an `Idempotent` environment can refuse to act twice.
+    """
     with live.lock:
         if isinstance(live.env, Idempotent):
             result = live.env.step_once(key, name, arguments)

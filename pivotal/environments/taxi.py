@@ -41,13 +41,19 @@ class Taxi:
             event = f"Illegal {name}: nothing to {name} here (penalty)."
         else:
             event = f"You did {name}." + (" Time is up." if truncated else "")
-        return StepResult(self._render(event), done=bool(terminated or truncated), success=success,
-                          info={"reward": float(reward)})
+        return StepResult(
+            self._render(event), done=bool(terminated or truncated), success=success, info={"reward": float(reward)}
+        )
 
     def describe_actions(self) -> list[ActionSpec]:
-        moves = {"south": "drive one cell down", "north": "drive one cell up", "east": "drive one cell right",
-                 "west": "drive one cell left", "pickup": "pick the passenger up (only at their stop)",
-                 "dropoff": "drop the passenger off (only at their destination)"}
+        moves = {
+            "south": "drive one cell down",
+            "north": "drive one cell up",
+            "east": "drive one cell right",
+            "west": "drive one cell left",
+            "pickup": "pick the passenger up (only at their stop)",
+            "dropoff": "drop the passenger off (only at their destination)",
+        }
         return [ActionSpec(name, text) for name, text in moves.items()]
 
     def snapshot(self) -> dict[str, Any]:
@@ -60,7 +66,10 @@ class Taxi:
     def expert_action(self) -> tuple[str, dict[str, Any]] | None:
         here, distance = self._state(), self._distances()
         for name, action in ACTIONS.items():
-            if self._next(here, action) is None or distance.get(self._next(here, action), 1 << 30) == distance.get(here, 0) - 1:
+            if (
+                self._next(here, action) is None
+                or distance.get(self._next(here, action), 1 << 30) == distance.get(here, 0) - 1
+            ):
                 return name, {}
         return None
 
@@ -119,8 +128,14 @@ class Taxi:
         while changed:  # relax until stable: a small graph (≤ 500 states)
             changed = False
             for state in order:
-                best = min((distance[self._next(state, a)] + 1 for a in range(6)
-                            if self._next(state, a) is not None and self._next(state, a) in distance), default=None)
+                best = min(
+                    (
+                        distance[self._next(state, a)] + 1
+                        for a in range(6)
+                        if self._next(state, a) is not None and self._next(state, a) in distance
+                    ),
+                    default=None,
+                )
                 if best is not None and best < distance.get(state, 1 << 30):
                     distance[state], changed = best, True
         return distance
@@ -133,8 +148,13 @@ class Taxi:
     def _render(self, event: str) -> str:
         row, col, passenger, destination = self.env.unwrapped.decode(self._state())
         locs = self.env.unwrapped.locs
-        rider = ("The passenger is in the taxi." if passenger == 4 else
-                 f"The passenger waits at {STOPS[passenger]} (row {locs[passenger][0]}, col {locs[passenger][1]}).")
+        rider = (
+            "The passenger is in the taxi."
+            if passenger == 4
+            else f"The passenger waits at {STOPS[passenger]} (row {locs[passenger][0]}, col {locs[passenger][1]})."
+        )
         board = "\n".join("".join(c.decode() for c in line) for line in self.env.unwrapped.desc.tolist())
-        return (f"{event} The taxi is at row {row}, col {col}. {rider} Destination: {STOPS[destination]} "
-                f"(row {locs[destination][0]}, col {locs[destination][1]}). '|' are walls; ':' can be crossed.\n{board}")
+        return (
+            f"{event} The taxi is at row {row}, col {col}. {rider} Destination: {STOPS[destination]} "
+            f"(row {locs[destination][0]}, col {locs[destination][1]}). '|' are walls; ':' can be crossed.\n{board}"
+        )

@@ -31,10 +31,16 @@ class ToolEnvironment:
     Without compensations the retry goes forward from the real state (`rewind = "forward"`).
     """
 
-    def __init__(self, tools: Sequence[BaseTool], verifier: Verifier, *,
-                 intro: str = "", irreversible: Sequence[str] = (),
-                 compensations: Mapping[str, Undo] | None = None,
-                 max_output_chars: int = 4000) -> None:
+    def __init__(
+        self,
+        tools: Sequence[BaseTool],
+        verifier: Verifier,
+        *,
+        intro: str = "",
+        irreversible: Sequence[str] = (),
+        compensations: Mapping[str, Undo] | None = None,
+        max_output_chars: int = 4000,
+    ) -> None:
         self.tools = {tool.name: tool for tool in tools}
         self.verifier = verifier
         self.intro = intro
@@ -43,8 +49,9 @@ class ToolEnvironment:
         named = set(self.compensations) | {undo for undo in self.compensations.values() if isinstance(undo, str)}
         unknown = sorted(named - set(self.tools))
         if unknown:
-            raise PivotalError(f"compensations name tools that are not given: {', '.join(unknown)}; "
-                               f"tools are {', '.join(self.tools)}")
+            raise PivotalError(
+                f"compensations name tools that are not given: {', '.join(unknown)}; tools are {', '.join(self.tools)}"
+            )
         self.rewind = "compensate" if self.compensations else "forward"
         self.max_output_chars = max_output_chars
         self.calls: list[Call] = []
@@ -65,14 +72,18 @@ class ToolEnvironment:
 
     def record(self, call: Call) -> StepResult:
         """Log a call and let the verifier judge. An `Idempotent` subclass that recognises a
-        repeated key records the first call's outcome here instead of calling the tool again."""
+        repeated key records the first call's outcome here instead of calling the tool again.
+        """
         name = call["tool"]
         self.calls.append(call)
         verdict = self.verifier(self.task, self.calls)  # type: ignore[arg-type]
-        observation = (f"{name} raised {call['error']}" if call["error"]
-                       else f"{name} returned: {call['output']}")
-        return StepResult(observation, done=verdict is not None, success=bool(verdict),
-                          info={"error": call["error"]} if call["error"] else {})
+        observation = f"{name} raised {call['error']}" if call["error"] else f"{name} returned: {call['output']}"
+        return StepResult(
+            observation,
+            done=verdict is not None,
+            success=bool(verdict),
+            info={"error": call["error"]} if call["error"] else {},
+        )
 
     def snapshot(self) -> dict[str, Any]:
         return {"calls": [dict(call) for call in self.calls]}
@@ -88,9 +99,12 @@ class ToolEnvironment:
         return (undo, dict(arguments)) if isinstance(undo, str) else undo(dict(arguments))
 
     def describe_actions(self) -> list[ActionSpec]:
-        return [ActionSpec(tool.name, tool.description or tool.name, _parameters(tool),
-                           irreversible=tool.name in self.irreversible)
-                for tool in self.tools.values()]
+        return [
+            ActionSpec(
+                tool.name, tool.description or tool.name, _parameters(tool), irreversible=tool.name in self.irreversible
+            )
+            for tool in self.tools.values()
+        ]
 
     def check(self, name: str, arguments: dict[str, Any]) -> str | None:
         schema = self.tools[name].args_schema

@@ -6,23 +6,31 @@ and langchain-openai costs ~7 s, which every CLI call and test run would otherwi
 
 import os
 from functools import lru_cache
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
 from pivotal.errors import PivotalError
 from pivotal.settings import settings
 
-ACCEPTED = ("sim[:error=0.3,seed=7,invalid=0.1,latency=0.05]", "local", "local:/path/to/model.gguf",
-            "openai:<model>", "anthropic:<model>", "openai-compatible:<model>@<base_url>")
+PROVIDERS = {
+    "sim": "sim[:error=0.3,seed=7,invalid=0.1,latency=0.05]",
+    "local": "local, local:/path/to/model.gguf",
+    "openai": "openai:<model>",
+    "anthropic": "anthropic:<model>",
+    "openai-compatible": "openai-compatible:<model>@<base_url>",
+}
+"""Every provider a spec can name, with the forms it accepts (for the error message)."""
+NEEDS_MODEL = {"openai", "anthropic", "openai-compatible"}
+ACCEPTED = tuple(PROVIDERS.values())
 
 
 def parse_spec(spec: str) -> tuple[str, str]:
     """(provider, rest) with a clear error for anything we do not accept."""
     spec = (spec or "").strip()
     provider, _, rest = spec.partition(":")
-    if provider in ("sim", "local") or (provider in ("openai", "anthropic", "openai-compatible") and rest):
+    if provider in PROVIDERS and (rest or provider not in NEEDS_MODEL):
         return provider, rest
     raise PivotalError(f"unknown model spec {spec!r}; accepted forms: {', '.join(ACCEPTED)}")
 
@@ -54,7 +62,9 @@ def _sim(options: str) -> BaseChatModel:
     for item in filter(None, options.split(",")):
         key, _, value = item.partition("=")
         if key not in ("error", "seed", "invalid", "latency"):
-            raise PivotalError(f"unknown sim option {key!r}; use error, seed, invalid, latency (e.g. sim:error=0.3,seed=7)")
+            raise PivotalError(
+                f"unknown sim option {key!r}; use error, seed, invalid, latency (e.g. sim:error=0.3,seed=7)"
+            )
         try:
             values[key] = float(value)
         except ValueError:
@@ -62,8 +72,12 @@ def _sim(options: str) -> BaseChatModel:
     for key in ("error", "invalid"):
         if not 0.0 <= values.get(key, 0.0) <= 1.0:
             raise PivotalError(f"sim option {key} must be between 0 and 1")
-    return SimChatModel(error=values.get("error", 0.0), seed=int(values.get("seed", 0)),
-                        invalid=values.get("invalid", 0.0), latency=values.get("latency", 0.0))
+    return SimChatModel(
+        error=values.get("error", 0.0),
+        seed=int(values.get("seed", 0)),
+        invalid=values.get("invalid", 0.0),
+        latency=values.get("latency", 0.0),
+    )
 
 
 def _local(path: str, threads: int) -> BaseChatModel:
@@ -94,31 +108,42 @@ def _rate_limiter(per_second: float):
     """One limiter per rate, shared by every hosted model, so the cap holds process-wide."""
     from langchain_core.rate_limiters import InMemoryRateLimiter
 
-    return InMemoryRateLimiter(requests_per_second=per_second, check_every_n_seconds=0.05,
-                               max_bucket_size=max(1.0, per_second))
+    return InMemoryRateLimiter(
+        requests_per_second=per_second, check_every_n_seconds=0.05, max_bucket_size=max(1.0, per_second)
+    )
 
 
 def _need_key(variable: str, provider: str) -> str:
     key = os.environ.get(variable, "")
     if not key:
-        raise PivotalError(f"{provider} needs an API key: set {variable} (in the environment or .env), "
-                           "or use --model local to run offline")
+        raise PivotalError(
+            f"{provider} needs an API key: set {variable} (in the environment or .env), "
+            "or use --model local to run offline"
+        )
     return key
 
 
 def _openai(model: str) -> BaseChatModel:
     from langchain_openai import ChatOpenAI
 
-    return ChatOpenAI(model=model, api_key=_need_key("OPENAI_API_KEY", "openai"),
-                      base_url=os.environ.get("OPENAI_BASE_URL") or None, **_client_limits(),
-                      http_async_client=_own_pool())
+    return ChatOpenAI(
+        model=model,
+        api_key=_need_key("OPENAI_API_KEY", "openai"),
+        base_url=os.environ.get("OPENAI_BASE_URL") or None,
+        **_client_limits(),
+        http_async_client=_own_pool(),
+    )
 
 
 def _anthropic(model: str) -> BaseChatModel:
     from langchain_anthropic import ChatAnthropic
 
-    return ChatAnthropic(model=model, api_key=_need_key("ANTHROPIC_API_KEY", "anthropic"),
-                         base_url=os.environ.get("ANTHROPIC_BASE_URL") or None, **_client_limits())
+    return ChatAnthropic(
+        model=model,
+        api_key=_need_key("ANTHROPIC_API_KEY", "anthropic"),
+        base_url=os.environ.get("ANTHROPIC_BASE_URL") or None,
+        **_client_limits(),
+    )
 
 
 def _openai_compatible(rest: str) -> BaseChatModel:
@@ -126,8 +151,14 @@ def _openai_compatible(rest: str) -> BaseChatModel:
 
     model, _, base_url = rest.partition("@")
     if not model or not base_url.startswith(("http://", "https://")):
-        raise PivotalError(f"openai-compatible spec needs <model>@<base_url>, e.g. "
-                           f"openai-compatible:llama3@http://127.0.0.1:11434/v1 (got {rest!r})")
-    return ChatOpenAI(model=model, base_url=base_url,
-                      api_key=os.environ.get("PIVOTAL_OPENAI_COMPATIBLE_API_KEY") or "not-needed",
-                      **_client_limits(), http_async_client=_own_pool())
+        raise PivotalError(
+            f"openai-compatible spec needs <model>@<base_url>, e.g. "
+            f"openai-compatible:llama3@http://127.0.0.1:11434/v1 (got {rest!r})"
+        )
+    return ChatOpenAI(
+        model=model,
+        base_url=base_url,
+        api_key=os.environ.get("PIVOTAL_OPENAI_COMPATIBLE_API_KEY") or "not-needed",
+        **_client_limits(),
+        http_async_client=_own_pool(),
+    )

@@ -13,8 +13,9 @@ import importlib.util
 import json
 import threading
 import uuid
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -61,8 +62,7 @@ def validate_model_file(path: str | Path) -> Path:
         magic = handle.read(4)
     if magic != b"GGUF":
         raise PivotalError(
-            f"not a GGUF file: {model_file} — "
-            "pass local:/path/to/model.gguf pointing at a llama.cpp GGUF model"
+            f"not a GGUF file: {model_file} — pass local:/path/to/model.gguf pointing at a llama.cpp GGUF model"
         )
     return model_file
 
@@ -72,9 +72,7 @@ def require_xllamacpp() -> Any:
     try:
         import xllamacpp
     except ImportError as error:
-        raise PivotalError(
-            f"xllamacpp is not installed ({error}) — pip install xllamacpp"
-        ) from None
+        raise PivotalError(f"xllamacpp is not installed ({error}) — pip install xllamacpp") from None
     return xllamacpp
 
 
@@ -98,9 +96,7 @@ def _server_for(path: str, n_threads: int, n_ctx: int) -> tuple[Any, threading.L
         return _servers[key]
 
 
-def _pick_tool(
-    tools: Sequence[dict[str, Any]] | None, tool_choice: Any
-) -> dict[str, Any] | None:
+def _pick_tool(tools: Sequence[dict[str, Any]] | None, tool_choice: Any) -> dict[str, Any] | None:
     """Choose the one tool whose schema will constrain the reply.
 
     A grammar can force one schema, not a free choice between tools, so several
@@ -116,9 +112,7 @@ def _pick_tool(
         raise ValueError(f"tool_choice names {named!r}, which is not among the bound tools")
     if len(tools) == 1:
         return tools[0]
-    raise ValueError(
-        "LocalChatModel can force only one tool per call; name it with tool_choice"
-    )
+    raise ValueError("LocalChatModel can force only one tool per call; name it with tool_choice")
 
 
 def _chosen_name(tool_choice: Any) -> str | None:

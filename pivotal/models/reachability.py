@@ -34,5 +34,7 @@ def check_reachable(spec: str, timeout: float = 3.0) -> None:
             return
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
-        raise PivotalError(f"cannot reach the model endpoint {url} for {spec.partition('@')[0]} ({reason}); "
-                           "start the server or fix the base URL") from None
+        raise PivotalError(
+            f"cannot reach the model endpoint {url} for {spec.partition('@')[0]} ({reason}); "
+            "start the server or fix the base URL"
+        ) from None

@@ -41,19 +41,25 @@ class SimChatModel(BaseChatModel):
     def bind_tools(self, tools, *, tool_choice=None, **kwargs):
         return self.bind(tools=[convert_to_openai_tool(t) for t in tools], tool_choice=tool_choice, **kwargs)
 
-    def _generate(self, messages: list[BaseMessage], stop=None,
-                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+    def _generate(
+        self, messages: list[BaseMessage], stop=None, run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any
+    ) -> ChatResult:
         return self._reply(messages, getattr(run_manager, "metadata", None) or {}, kwargs.get("tools"))
 
-    async def _agenerate(self, messages: list[BaseMessage], stop=None,
-                         run_manager: AsyncCallbackManagerForLLMRun | None = None,
-                         **kwargs: Any) -> ChatResult:
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop=None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
         if self.latency:
             await asyncio.sleep(self.latency)
         return self._reply(messages, getattr(run_manager, "metadata", None) or {}, kwargs.get("tools"))
 
-    def _reply(self, messages: list[BaseMessage], metadata: dict[str, Any],
-               tools: list[dict[str, Any]] | None) -> ChatResult:
+    def _reply(
+        self, messages: list[BaseMessage], metadata: dict[str, Any], tools: list[dict[str, Any]] | None
+    ) -> ChatResult:
         prompt = "\n".join(str(m.content) for m in messages)
         role = str(metadata.get("pivotal_role", ""))
         rng = random.Random(hashlib.sha256(f"{self.seed}|{role}|{prompt}".encode()).digest())
@@ -71,8 +77,12 @@ def _tool_message(name: str, args: dict[str, Any], malformed: bool) -> AIMessage
     call_id = f"call_{uuid.uuid4().hex[:12]}"
     if malformed:
         raw = json.dumps(args)[: max(1, len(json.dumps(args)) // 2)]
-        return AIMessage(content="", invalid_tool_calls=[
-            {"name": name, "args": raw, "id": call_id, "error": "truncated JSON", "type": "invalid_tool_call"}])
+        return AIMessage(
+            content="",
+            invalid_tool_calls=[
+                {"name": name, "args": raw, "id": call_id, "error": "truncated JSON", "type": "invalid_tool_call"}
+            ],
+        )
     return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": call_id, "type": "tool_call"}])
 
 
@@ -88,8 +98,9 @@ def _guardrails(prompt: str) -> str:
     return "\n".join(line for line in block.lower().splitlines() if "[guardrail]" in line)
 
 
-def _answer(role: str, metadata: dict[str, Any], rng: random.Random, error: float,
-            schema: dict[str, Any], guardrails: str = "") -> dict[str, Any]:
+def _answer(
+    role: str, metadata: dict[str, Any], rng: random.Random, error: float, schema: dict[str, Any], guardrails: str = ""
+) -> dict[str, Any]:
     live = lookup(str(metadata.get("pivotal_run", "")))
     oracle = live.env if live and isinstance(live.env, Oracle) else None
     wrong = rng.random() < error
@@ -106,10 +117,17 @@ def _answer(role: str, metadata: dict[str, Any], rng: random.Random, error: floa
     return _fill(schema)
 
 
-def _act(live: Live | None, oracle: Oracle | None, rng: random.Random, wrong: bool,
-         schema: dict[str, Any], guardrails: str = "") -> dict[str, Any]:
+def _act(
+    live: Live | None,
+    oracle: Oracle | None,
+    rng: random.Random,
+    wrong: bool,
+    schema: dict[str, Any],
+    guardrails: str = "",
+) -> dict[str, Any]:
     """A wrong pick that a recalled guardrail names is dropped for the expert's move: the sim's
-    model of an LLM heeding its lessons, so memory can pay off only when recall surfaces them."""
+    model of an LLM heeding its lessons, so memory can pay off only when recall surfaces them.
+    """
     action = schema.get("properties", {}).get("action", {})
     names = action.get("enum") or ([action["const"]] if "const" in action else [])  # one tool: a const
     expert = oracle.expert_action() if oracle else None
@@ -120,7 +138,11 @@ def _act(live: Live | None, oracle: Oracle | None, rng: random.Random, wrong: bo
     # plausible mistakes that pass the schema check, so the critic has something to judge.
     pick = {"action": rng.choice(choices), "arguments": dict(expert[1]) if expert else {}, "thought": "exploring"}
     if expert and _warned(oracle, pick, guardrails):
-        return {"action": expert[0], "arguments": expert[1], "thought": "a recalled guardrail warns against the other move"}
+        return {
+            "action": expert[0],
+            "arguments": expert[1],
+            "thought": "a recalled guardrail warns against the other move",
+        }
     return pick
 
 
@@ -136,14 +158,22 @@ def _criticise(oracle: Oracle | None, proposal: dict[str, Any], wrong: bool, gua
     if oracle is None:
         return {"decision": "approve", "confidence": 0.5, "diagnosis": "no oracle", "revision": ""}
     if reason := _warned(oracle, proposal, guardrails):
-        return {"decision": "reject", "confidence": 0.95, "diagnosis": f"a recalled guardrail forbids this: {reason}",
-                "revision": "take another action"}
+        return {
+            "decision": "reject",
+            "confidence": 0.95,
+            "diagnosis": f"a recalled guardrail forbids this: {reason}",
+            "revision": "take another action",
+        }
     quality, reason = oracle.judge(str(proposal.get("action", "")), proposal.get("arguments") or {})
     decision = {"good": "approve", "poor": "revise", "fatal": "reject"}[quality]
     if wrong:
         decision = "revise" if decision == "approve" else "approve"
-    return {"decision": decision, "confidence": 0.9, "diagnosis": reason,
-            "revision": "" if decision == "approve" else f"Do not do that: {reason}."}
+    return {
+        "decision": decision,
+        "confidence": 0.9,
+        "diagnosis": reason,
+        "revision": "" if decision == "approve" else f"Do not do that: {reason}.",
+    }
 
 
 def _reflect(live: Live | None, oracle: Oracle | None, rng: random.Random, wrong: bool) -> dict[str, Any]:
@@ -155,8 +185,13 @@ def _reflect(live: Live | None, oracle: Oracle | None, rng: random.Random, wrong
     if wrong and steps:
         index = rng.randrange(steps)
     lesson = {"kind": "guardrail", "situation": reason, "text": f"Avoid this: {reason}."}
-    return {"pivotal_step": index, "error_type": "wrong_action", "diagnosis": reason,
-            "advice": f"At step {index}, choose differently: {reason}.", "lesson_candidates": [lesson]}
+    return {
+        "pivotal_step": index,
+        "error_type": "wrong_action",
+        "diagnosis": reason,
+        "advice": f"At step {index}, choose differently: {reason}.",
+        "lesson_candidates": [lesson],
+    }
 
 
 def _distill(live: Live | None, metadata: dict[str, Any]) -> dict[str, Any]:
@@ -164,8 +199,9 @@ def _distill(live: Live | None, metadata: dict[str, Any]) -> dict[str, Any]:
         return {"lessons": []}
     path = ", ".join(name for name, _ in live.applied)
     first = live.first_observation.split("\n", 1)[0]
-    return {"lessons": [{"kind": "skill", "situation": first,
-                         "text": f"This sequence of moves reached the goal: {path}."}]}
+    return {
+        "lessons": [{"kind": "skill", "situation": first, "text": f"This sequence of moves reached the goal: {path}."}]
+    }
 
 
 def _fill(schema: dict[str, Any]) -> dict[str, Any]:

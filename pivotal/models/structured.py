@@ -23,9 +23,17 @@ class Answer(Generic[T]):
     usage: dict[str, float] = field(default_factory=dict)
 
 
-async def ask(model: BaseChatModel, schema: type[T], messages: list[BaseMessage], *,
-              role: str, fallback: T, retries: int, metadata: dict[str, Any],
-              backup: BaseChatModel | None = None) -> Answer[T]:
+async def ask(
+    model: BaseChatModel,
+    schema: type[T],
+    messages: list[BaseMessage],
+    *,
+    role: str,
+    fallback: T,
+    retries: int,
+    metadata: dict[str, Any],
+    backup: BaseChatModel | None = None,
+) -> Answer[T]:
     """Ask for `schema`; re-ask up to `retries` times with the parser's complaint; else `fallback`.
 
     `backup` is a second model LangChain switches to when the first raises (provider down
@@ -49,9 +57,13 @@ async def ask(model: BaseChatModel, schema: type[T], messages: list[BaseMessage]
         if reply.get("parsed") is not None and not reply.get("parsing_error"):
             return Answer(reply["parsed"], usage=usage)
         error = _one_line(reply.get("parsing_error") or "no structured reply")
-        conversation = [*messages, HumanMessage(
-            f"Your previous reply was not valid ({error}). Reply again with only the "
-            f"{schema.__name__} fields, as valid JSON matching the schema.")]
+        conversation = [
+            *messages,
+            HumanMessage(
+                f"Your previous reply was not valid ({error}). Reply again with only the "
+                f"{schema.__name__} fields, as valid JSON matching the schema."
+            ),
+        ]
     usage["fallbacks"] = 1
     return Answer(fallback, fallback=True, error=error, usage=usage)
 
@@ -72,7 +84,8 @@ _runnables: dict[tuple[int, type[BaseModel]], tuple[BaseChatModel, Any]] = {}
 
 def _method(model: BaseChatModel) -> dict[str, str]:
     """Tool calling for OpenAI too: its default strict json_schema refuses free-form `arguments`
-    objects, and it parses inside the SDK, so a malformed reply would raise instead of being re-asked."""
+    objects, and it parses inside the SDK, so a malformed reply would raise instead of being re-asked.
+    """
     return {"method": "function_calling"} if type(model).__module__.startswith("langchain_openai") else {}
 
 

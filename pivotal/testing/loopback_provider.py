@@ -48,6 +48,7 @@ class Recorded:
 
 # --- schema-valid filler --------------------------------------------------------------------
 
+
 def generic_responder(schema_name: str, schema: dict[str, Any], messages: list[Any]) -> dict[str, Any]:
     """Schema-valid arguments with no task knowledge: enough for a trivial task to succeed.
 
@@ -86,8 +87,7 @@ def _resolve(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     """Follow `$ref` and pick the first non-null branch of `anyOf`/`oneOf`/`allOf`."""
     while True:
         if "$ref" in schema:
-            schema = {**defs[schema["$ref"].rsplit("/", 1)[-1]],
-                      **{k: v for k, v in schema.items() if k != "$ref"}}
+            schema = {**defs[schema["$ref"].rsplit("/", 1)[-1]], **{k: v for k, v in schema.items() if k != "$ref"}}
             continue
         branches = schema.get("anyOf") or schema.get("oneOf") or schema.get("allOf")
         if branches:
@@ -114,6 +114,7 @@ def invalid_arguments(schema: dict[str, Any], arguments: dict[str, Any]) -> dict
 
 
 # --- wire formats ---------------------------------------------------------------------------
+
 
 def _tokens(payload: Any) -> int:
     """A stable stand-in for a tokenizer: roughly one token per four characters."""
@@ -146,7 +147,10 @@ def openai_strict_problem(schema: dict[str, Any], path: tuple[str, ...] = ()) ->
         if schema.get("additionalProperties") is not False:
             return f"In context={path}, 'additionalProperties' is required to be supplied and to be false."
         if sorted(schema.get("required", [])) != sorted(properties):
-            return f"In context={path}, 'required' is required to be supplied and to be an array including every key in properties."
+            return (
+                f"In context={path}, 'required' is required to be supplied and to be an array including every key "
+                "in properties."
+            )
         children = [(("properties", key), sub) for key, sub in properties.items()]
     else:
         children = [(("items",), schema["items"])] if isinstance(schema.get("items"), dict) else []
@@ -162,9 +166,14 @@ def openai_strict_problem(schema: dict[str, Any], path: tuple[str, ...] = ()) ->
 def _openai_rejection(body: dict[str, Any]) -> str | None:
     """OpenAI's 400 message for a strict schema it refuses, else None."""
     name, schema, mode = _openai_schema(body)
-    strict = (body.get("response_format", {}).get("json_schema", {}).get("strict") if mode == "json_schema"
-              else next((t["function"].get("strict") for t in body.get("tools") or []
-                         if t.get("function", {}).get("name") == name), None))
+    strict = (
+        body.get("response_format", {}).get("json_schema", {}).get("strict")
+        if mode == "json_schema"
+        else next(
+            (t["function"].get("strict") for t in body.get("tools") or [] if t.get("function", {}).get("name") == name),
+            None,
+        )
+    )
     problem = openai_strict_problem(schema) if strict else None
     if problem is None:
         return None
@@ -185,23 +194,35 @@ def _anthropic_schema(body: dict[str, Any]) -> tuple[str, dict[str, Any], str]:
 def _openai_reply(body: dict[str, Any], mode: str, name: str, text: str) -> tuple[dict[str, Any], dict[str, int]]:
     """`text` is the JSON (possibly broken on purpose) the model "wrote"."""
     if mode == "tool":
-        message = {"role": "assistant", "content": None, "refusal": None, "tool_calls": [
-            {"id": f"call_{next(_ids)}", "type": "function", "function": {"name": name, "arguments": text}}]}
+        message = {
+            "role": "assistant",
+            "content": None,
+            "refusal": None,
+            "tool_calls": [
+                {"id": f"call_{next(_ids)}", "type": "function", "function": {"name": name, "arguments": text}}
+            ],
+        }
         forced = isinstance(body.get("tool_choice"), dict) or body.get("tool_choice") == "required"
         finish = "stop" if forced else "tool_calls"
     else:
         message, finish = {"role": "assistant", "content": text, "refusal": None}, "stop"
     prompt, completion = _tokens(body.get("messages")), _tokens(text)
     usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
-    reply = {"id": f"chatcmpl-{next(_ids)}", "object": "chat.completion", "created": 1700000000,
-             "model": body.get("model", ""), "system_fingerprint": "fp_loopback",
-             "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
-             "usage": usage}
+    reply = {
+        "id": f"chatcmpl-{next(_ids)}",
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": body.get("model", ""),
+        "system_fingerprint": "fp_loopback",
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
+        "usage": usage,
+    }
     return reply, usage
 
 
-def _anthropic_reply(body: dict[str, Any], mode: str, name: str, arguments: dict[str, Any] | None,
-                     text: str) -> tuple[dict[str, Any], dict[str, int]]:
+def _anthropic_reply(
+    body: dict[str, Any], mode: str, name: str, arguments: dict[str, Any] | None, text: str
+) -> tuple[dict[str, Any], dict[str, int]]:
     """A tool_use block when `arguments` is given, else one text block holding `text`."""
     if arguments is not None and mode == "tool":
         content = [{"type": "tool_use", "id": f"toolu_{next(_ids)}", "name": name, "input": arguments}]
@@ -209,9 +230,16 @@ def _anthropic_reply(body: dict[str, Any], mode: str, name: str, arguments: dict
     else:
         content, stop = [{"type": "text", "text": text}], ("max_tokens" if mode == "tool" else "end_turn")
     usage = {"input_tokens": _tokens([body.get("system"), body.get("messages")]), "output_tokens": _tokens(content)}
-    reply = {"id": f"msg_{next(_ids)}", "type": "message", "role": "assistant", "model": body.get("model", ""),
-             "content": content, "stop_reason": stop, "stop_sequence": None,
-             "usage": {**usage, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}
+    reply = {
+        "id": f"msg_{next(_ids)}",
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model", ""),
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {**usage, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
+    }
     return reply, usage
 
 
@@ -224,6 +252,7 @@ def _error_body(path: str, status: int, message: str) -> dict[str, Any]:
 
 
 # --- server ---------------------------------------------------------------------------------
+
 
 class Loopback:
     """The running fake provider: point an SDK at `base_url_openai` or `base_url_anthropic`."""
@@ -240,8 +269,9 @@ class Loopback:
         self._server.daemon_threads = True
         self._server.block_on_close = False
         self._server.loopback = self  # type: ignore[attr-defined]
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,),
-                                        name="loopback-provider", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), name="loopback-provider", daemon=True
+        )
 
     @property
     def root_url(self) -> str:
@@ -273,8 +303,9 @@ class Loopback:
 
         A "timeout" fault's late reply is left out: it is sent after the client gave up.
         """
-        return [r for r in self.requests
-                if r.status == 200 and r.fault != "timeout" and (path is None or r.path == path)]
+        return [
+            r for r in self.requests if r.status == 200 and r.fault != "timeout" and (path is None or r.path == path)
+        ]
 
     def _next_fault(self) -> Fault | None:
         with self._lock:
@@ -284,7 +315,9 @@ class Loopback:
         with self._lock:
             self.requests.append(recorded)
 
-    def answer(self, path: str, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, dict[str, str], dict[str, Any]]:
+    def answer(
+        self, path: str, body: dict[str, Any], headers: dict[str, str]
+    ) -> tuple[int, dict[str, str], dict[str, Any]]:
         """(status, extra headers, JSON body) for one request; status 0: close without replying.
 
         Called from a server thread. OpenAI's strict-schema check comes first and consumes no

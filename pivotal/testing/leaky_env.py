@@ -1,4 +1,6 @@
-"""A tool that leaks the OpenAI key into its output, as a careless real tool might. CLI plugin."""
+"""A tool that leaks the OpenAI key into its output, as a careless real tool might.
+CLI plugin: `--plugin pivotal.testing.leaky_env`.
+"""
 
 import os
 
@@ -14,5 +16,9 @@ def show_config() -> str:
     return f"endpoint=https://api.example.com key={os.environ.get('OPENAI_API_KEY', '')}"
 
 
-register_environment("leaky", lambda: ToolEnvironment(
-    [show_config], lambda task, calls: True if calls else None, intro="Show the configuration."))
+register_environment(
+    "leaky",
+    lambda: ToolEnvironment(
+        [show_config], lambda task, calls: True if calls else None, intro="Show the configuration."
+    ),
+)

@@ -4,9 +4,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
+from memory.lesson import LessonStatus
 from pivotal.errors import PivotalError
+from pivotal.schemas import LessonKind
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
@@ -16,15 +18,17 @@ def add_commands(commands: Any) -> None:
     actions = lessons.add_subparsers(required=True, metavar="action")
     listing = _action(actions, "list", "one line per lesson", _list)
     listing.add_argument("--family")
-    listing.add_argument("--status", choices=["approved", "retired", "all"], default="approved")
-    listing.add_argument("--kind", choices=["strategy", "guardrail", "skill"])
+    listing.add_argument("--status", choices=[*get_args(LessonStatus), "all"], default="approved")
+    listing.add_argument("--kind", choices=get_args(LessonKind))
     listing.add_argument("--json", action="store_true", help="one JSON object per line")
     show = _action(actions, "show", "one lesson, every field", _show)
     show.add_argument("id")
     export = _action(actions, "export", "write every lesson (retired too) as JSONL", _export)
     export.add_argument("file", help="output file, or - for stdout")
     export.add_argument("--family")
-    imported = _action(actions, "import", "add lessons from a JSONL export (bad rows are reported and skipped)", _import)
+    imported = _action(
+        actions, "import", "add lessons from a JSONL export (bad rows are reported and skipped)", _import
+    )
     imported.add_argument("file")
     retire = _action(actions, "retire", "stop recalling lessons (they stay for audit)", _retire)
     retire.add_argument("ids", nargs="+")
@@ -48,14 +52,18 @@ def _store(args: argparse.Namespace):
 
 
 def _list(args: argparse.Namespace) -> int:
-    for lesson in sorted(_store(args).lessons(family=args.family), key=lambda l: (l.family, -l.utility, l.id)):
+    for lesson in sorted(
+        _store(args).lessons(family=args.family), key=lambda lesson_: (lesson_.family, -lesson_.utility, lesson_.id)
+    ):
         if (args.status != "all" and lesson.status != args.status) or (args.kind and lesson.kind != args.kind):
             continue
         if args.json:
             print(json.dumps(lesson.model_dump(), ensure_ascii=False))
         else:
-            print(f"{lesson.id}  {lesson.family:<12} {lesson.kind:<9} {lesson.status:<8} "
-                  f"u={lesson.utility:.2f} ev={lesson.evidence:<3} {lesson.text[:70]}")
+            print(
+                f"{lesson.id}  {lesson.family:<12} {lesson.kind:<9} {lesson.status:<8} "
+                f"u={lesson.utility:.2f} ev={lesson.evidence:<3} {lesson.text[:70]}"
+            )
     return EXIT_OK
 
 
@@ -112,10 +120,19 @@ def _stats(args: argparse.Namespace) -> int:
         row["kinds"][lesson.kind] = row["kinds"].get(lesson.kind, 0) + 1
         if lesson.status == "approved":
             row["utility"].append(lesson.utility)
-    stats = {"store": store.location, "disk_bytes": _disk_bytes(store.location), "families": {
-        family: {"approved": r["approved"], "retired": r["retired"], "kinds": r["kinds"],
-                 "mean_utility": round(sum(r["utility"]) / len(r["utility"]), 3) if r["utility"] else None}
-        for family, r in sorted(rows.items())}}
+    stats = {
+        "store": store.location,
+        "disk_bytes": _disk_bytes(store.location),
+        "families": {
+            family: {
+                "approved": r["approved"],
+                "retired": r["retired"],
+                "kinds": r["kinds"],
+                "mean_utility": round(sum(r["utility"]) / len(r["utility"]), 3) if r["utility"] else None,
+            }
+            for family, r in sorted(rows.items())
+        },
+    }
     print(json.dumps(stats, indent=2))
     return EXIT_OK
 

@@ -35,8 +35,22 @@ def _studio(args: argparse.Namespace) -> int:
     port = args.port or _port()
     print(f"Studio: https://smith.langchain.com/studio/?baseUrl=http://127.0.0.1:{port}", file=sys.stderr)
     os.chdir(config.parent.resolve())
-    os.execve(langgraph, [langgraph, "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port",
-                          str(port), "--config", config.name], {**os.environ, **QUIET})
+    os.execve(
+        langgraph,
+        [
+            langgraph,
+            "dev",
+            "--no-browser",
+            "--no-reload",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--config",
+            config.name,
+        ],
+        {**os.environ, **QUIET},
+    )
     return 0  # not reached
 
 
@@ -47,7 +61,7 @@ def check_config(config: Path) -> dict[str, str]:
     try:
         graphs = json.loads(config.read_text(encoding="utf-8"))["graphs"]
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise PivotalError(f"{config} is not a LangGraph config with a \"graphs\" map ({exc})") from None
+        raise PivotalError(f'{config} is not a LangGraph config with a "graphs" map ({exc})') from None
     for name, target in graphs.items():
         _load(config, name, target)
     return graphs
@@ -57,8 +71,10 @@ def _load(config: Path, name: str, target: str) -> None:
     path_text, _, attribute = str(target).partition(":")
     path = (config.parent / path_text).resolve()
     if not path.is_file() or not attribute:
-        raise PivotalError(f"{config}: graph {name!r} points at {target!r}, but {path} does not exist "
-                           "or no :attribute is given; expected e.g. ./graphs/__init__.py:graph")
+        raise PivotalError(
+            f"{config}: graph {name!r} points at {target!r}, but {path} does not exist "
+            "or no :attribute is given; expected e.g. ./graphs/__init__.py:graph"
+        )
     root = str(config.parent.resolve())
     if root not in sys.path:
         sys.path.insert(0, root)

@@ -1,9 +1,21 @@
-"""State rendered as the data blocks of the prompts (the instructions live in `prompts/`)."""
+"""State rendered as the data blocks of the prompts (the instructions live in the .md files).
+
+Recalled lessons are rendered by `memory.lesson.lessons_block`, beside the lesson record.
+"""
 
 import json
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
-from pivotal.environments import ActionSpec
+
+class Action(Protocol):
+    """What the actions block shows of an action (an environment's `ActionSpec` has it all)."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    irreversible: bool
+
 
 HISTORY_STEPS = 8
 PAST = {"approve": "approved", "revise": "sent back for revision", "reject": "rejected"}
@@ -14,11 +26,13 @@ def clip(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     half = max(limit // 2 - 40, 1)
-    return (f"{text[:half]}\n[... {len(text) - 2 * half} characters cut; raise max_observation_chars "
-            f"to see more ...]\n{text[-half:]}")
+    return (
+        f"{text[:half]}\n[... {len(text) - 2 * half} characters cut; raise max_observation_chars "
+        f"to see more ...]\n{text[-half:]}"
+    )
 
 
-def actions(specs: list[ActionSpec]) -> str:
+def actions(specs: Sequence[Action]) -> str:
     lines = []
     for spec in specs:
         params = spec.parameters.get("properties") if spec.parameters else None
@@ -44,33 +58,34 @@ def history(trajectory: list[dict[str, Any]]) -> str:
 def steps(trajectory: list[dict[str, Any]], limit: int) -> str:
     if not trajectory:
         return "(no steps executed)"
-    return "\n".join(f"step {s['index']}: {call(s['action'], s['arguments'])} -> "
-                     f"{clip(s['observation'], limit // 4)}" for s in trajectory)
+    return "\n".join(
+        f"step {s['index']}: {call(s['action'], s['arguments'])} -> {clip(s['observation'], limit // 4)}"
+        for s in trajectory
+    )
 
 
 def call(action: str, arguments: dict[str, Any]) -> str:
     return f"{action}({json.dumps(arguments)})" if arguments else action
 
 
-def lessons(recalled: list[dict[str, Any]]) -> str:
-    if not recalled:
-        return "(none)"
-    return "\n".join(f"- [{l['kind']}] when {l['situation']}: {l['text']}" for l in recalled)
-
-
 def reflections(items: list[dict[str, Any]]) -> str:
     if not items:
         return "(none)"
-    return "\n".join(f"- attempt {r['attempt']}: step {r['pivotal_step']} was the mistake "
-                     f"({r['error_type']}): {r['diagnosis']} Advice: {r['advice']}{_rewind(r)}" for r in items)
+    return "\n".join(
+        f"- attempt {r['attempt']}: step {r['pivotal_step']} was the mistake "
+        f"({r['error_type']}): {r['diagnosis']} Advice: {r['advice']}{_rewind(r)}"
+        for r in items
+    )
 
 
 def _rewind(reflection: dict[str, Any]) -> str:
     """What the retry could not take back: the actor must treat those steps as done."""
     mode, stayed = reflection.get("rewind"), reflection.get("not_undone") or []
     if mode in ("forward", "compensate") and stayed:
-        return (f" The world could not be rewound: steps {', '.join(map(str, stayed))} stay done; "
-                "go on from the current state and do not repeat what already succeeded.")
+        return (
+            f" The world could not be rewound: steps {', '.join(map(str, stayed))} stay done; "
+            "go on from the current state and do not repeat what already succeeded."
+        )
     if mode == "compensate":
         return " The abandoned steps are being undone by their compensating actions."
     return ""
@@ -79,5 +94,8 @@ def _rewind(reflection: dict[str, Any]) -> str:
 def critiques(items: list[dict[str, Any]]) -> str:
     if not items:
         return "(none)"
-    return "\n".join(f"- {call(c['action'], c['arguments'])} was {PAST[c['decision']]} by the "
-                     f"{c['source']}: {c['diagnosis']} {c['revision']}".rstrip() for c in items)
+    return "\n".join(
+        f"- {call(c['action'], c['arguments'])} was {PAST[c['decision']]} by the "
+        f"{c['source']}: {c['diagnosis']} {c['revision']}".rstrip()
+        for c in items
+    )

@@ -7,7 +7,7 @@ names `reverse_refund` as its compensation) and `support-desk-once` (acts once p
 key, like a payment API). Task params: `ledger` (path), `order`, `amount`, `mistake`
 (`email`: the first email bounces; `refund`: the first refund goes to a closed card, which the
 customer reports when the email arrives), `slow_refund` (seconds the refund tool waits after
-paying, so a test can kill the process mid-step). The CLI loads it with `--plugin ledger_env`.
+paying, so a test can kill the process mid-step). The CLI loads it with `--plugin pivotal.testing.ledger_env`.
 """
 
 import json
@@ -31,16 +31,26 @@ class SupportDesk(ToolEnvironment):
 
     def __init__(self, compensate: bool = False) -> None:
         self.key = ""
-        tools = [StructuredTool.from_function(self._lookup_order, name="lookup_order",
-                                              description="Look up an order's total and customer."),
-                 StructuredTool.from_function(self._refund, name="refund",
-                                              description="Refund an amount of an order to the customer's card."),
-                 StructuredTool.from_function(self._reverse_refund, name="reverse_refund",
-                                              description="Reverse an earlier refund of an order."),
-                 StructuredTool.from_function(self._send_email, name="send_email",
-                                              description="Email the customer of an order.")]
-        super().__init__(tools, self._verify, irreversible=["refund"],
-                         compensations={"refund": "reverse_refund"} if compensate else None)
+        tools = [
+            StructuredTool.from_function(
+                self._lookup_order, name="lookup_order", description="Look up an order's total and customer."
+            ),
+            StructuredTool.from_function(
+                self._refund, name="refund", description="Refund an amount of an order to the customer's card."
+            ),
+            StructuredTool.from_function(
+                self._reverse_refund, name="reverse_refund", description="Reverse an earlier refund of an order."
+            ),
+            StructuredTool.from_function(
+                self._send_email, name="send_email", description="Email the customer of an order."
+            ),
+        ]
+        super().__init__(
+            tools,
+            self._verify,
+            irreversible=["refund"],
+            compensations={"refund": "reverse_refund"} if compensate else None,
+        )
 
     def reset(self, task: Task) -> str:
         self.ledger = Path(task.params["ledger"])

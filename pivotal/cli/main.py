@@ -10,7 +10,7 @@ import sys
 
 from dotenv import load_dotenv
 
-from pivotal import batch_cli, bench_cli, lessons_cli, options, studio_cli
+from pivotal.cli import batch, bench, lessons, options, studio
 from pivotal.errors import PivotalError
 
 EXIT_SUCCESS, EXIT_TASK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -25,8 +25,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pivotal: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        print("pivotal: interrupted; the last checkpoint is kept (resume with the same --thread-id)",
-              file=sys.stderr)
+        print("pivotal: interrupted; the last checkpoint is kept (resume with the same --thread-id)", file=sys.stderr)
         return 130
 
 
@@ -37,8 +36,11 @@ def _parser() -> argparse.ArgumentParser:
     options.task_options(run)
     options.context_options(run)
     options.plugin_option(run)
-    run.add_argument("--checkpoints", metavar="PATH", help="SQLite checkpoint file, or :memory: "
-                     "(default: PIVOTAL_CHECKPOINT_PATH or .pivotal/checkpoints.sqlite)")
+    run.add_argument(
+        "--checkpoints",
+        metavar="PATH",
+        help="SQLite checkpoint file, or :memory: (default: PIVOTAL_CHECKPOINT_PATH or .pivotal/checkpoints.sqlite)",
+    )
     run.add_argument("--thread-id", help="LangGraph thread id (default: a new one per run)")
     run.add_argument("--json", action="store_true", help="print the full result as JSON")
     run.add_argument("--check", action="store_true", help="exit 1 when the task fails (for scripts and CI)")
@@ -54,11 +56,12 @@ def _parser() -> argparse.ArgumentParser:
     options.plugin_option(paused)
     paused.set_defaults(handler=_resume)
     envs = commands.add_parser("envs", help="list the environments a task can name")
+    options.plugin_option(envs)
     envs.set_defaults(handler=_envs)
-    batch_cli.add_commands(commands)
-    lessons_cli.add_commands(commands)
-    bench_cli.add_commands(commands)
-    studio_cli.add_commands(commands)
+    batch.add_commands(commands)
+    lessons.add_commands(commands)
+    bench.add_commands(commands)
+    studio.add_commands(commands)
     return parser
 
 
@@ -67,8 +70,13 @@ def _run(args: argparse.Namespace) -> int:
 
     options.load_plugins(args.plugin)
     context = options.context_from(args)
-    result = run(options.task_from(args), context, checkpoint_path=args.checkpoints, thread_id=args.thread_id,
-                 plugins=args.plugin)
+    result = run(
+        options.task_from(args),
+        context,
+        checkpoint_path=args.checkpoints,
+        thread_id=args.thread_id,
+        plugins=args.plugin,
+    )
     while result.status == "interrupted" and sys.stdin.isatty():
         result = resume(result.thread_id, _ask(result.interrupt or {}), context, checkpoint_path=args.checkpoints)
     return _report(result, args)
@@ -87,8 +95,10 @@ def _resume(args: argparse.Namespace) -> int:
 
 def _ask(pending: dict) -> dict:
     """The terminal's way to answer an approval pause; anything but y/yes rejects."""
-    print(f"\napproval needed at step {pending.get('step')}: {pending.get('action')} {pending.get('arguments') or ''}",
-          file=sys.stderr)
+    print(
+        f"\napproval needed at step {pending.get('step')}: {pending.get('action')} {pending.get('arguments') or ''}",
+        file=sys.stderr,
+    )
     if pending.get("critic"):
         print(f"  critic: {pending['critic']}", file=sys.stderr)
     answer = input("  approve? [y/N] ").strip().lower()
@@ -102,8 +112,10 @@ def _report(result, args: argparse.Namespace) -> int:
     else:
         _print_trace(result)
     if result.status == "interrupted" and not args.json:
-        print(f"paused for approval of {result.interrupt['action']}: continue with `pivotal resume "
-              f"{result.thread_id} --decision approve|reject` (same --checkpoints and model flags)")
+        print(
+            f"paused for approval of {result.interrupt['action']}: continue with `pivotal resume "
+            f"{result.thread_id} --decision approve|reject` (same --checkpoints and model flags)"
+        )
     return EXIT_TASK_FAILED if args.check and result.status != "success" else EXIT_SUCCESS
 
 
@@ -115,24 +127,25 @@ def _print_trace(result) -> None:
         observation = step["observation"].strip().splitlines()[0][:90] if step["observation"].strip() else ""
         print(f"  {step['index']:>3}. {step['action']:<12} [{verdicts}] {observation}")
     for reflection in result.reflections:
-        print(f"  reflection (attempt {reflection['attempt']}): pivotal step {reflection['pivotal_step']}, "
-              f"{reflection['error_type']}: {reflection['advice']}")
+        print(
+            f"  reflection (attempt {reflection['attempt']}): pivotal step {reflection['pivotal_step']}, "
+            f"{reflection['error_type']}: {reflection['advice']}"
+        )
     critic, retries, lessons = result.critic, result.retries, result.lessons
     print(f"{result.status}: {result.reason}")
-    print(f"final path {result.trajectory_length} steps; env steps {result.steps} "
-          f"(executed {result.executed}, replayed {result.replayed}), "
-          f"llm calls {result.llm_calls}, critic approved {critic['approved']} / revised {critic['revised']} "
-          f"/ rejected {critic['rejected']}, retries {retries['count']} ({retries['strategy']}), "
-          f"lessons recalled {lessons['recalled']} / written {lessons['written']}, {result.wall_s:.1f} s, "
-          f"thread {result.thread_id}")
+    print(
+        f"final path {result.trajectory_length} steps; env steps {result.steps} "
+        f"(executed {result.executed}, replayed {result.replayed}), "
+        f"llm calls {result.llm_calls}, critic approved {critic['approved']} / revised {critic['revised']} "
+        f"/ rejected {critic['rejected']}, retries {retries['count']} ({retries['strategy']}), "
+        f"lessons recalled {lessons['recalled']} / written {lessons['written']}, {result.wall_s:.1f} s, "
+        f"thread {result.thread_id}"
+    )
 
 
 def _envs(args: argparse.Namespace) -> int:
     from pivotal.environments import environment_names
 
+    options.load_plugins(args.plugin)
     print("\n".join(environment_names()))
     return EXIT_SUCCESS
-
-
-if __name__ == "__main__":
-    sys.exit(main())

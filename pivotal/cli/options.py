@@ -5,9 +5,9 @@ import importlib
 import json
 import os
 import sys
-from typing import Any
+from typing import Any, get_args
 
-from pivotal.context import Context
+from pivotal.context import Context, OnCritiqueExhausted, RecallMode, RetryStrategy
 from pivotal.errors import PivotalError
 
 
@@ -16,8 +16,13 @@ def task_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--env", default="gridworld", help="environment name (see `pivotal envs`)")
     group.add_argument("--goal", default="", help="task goal (default: the environment's own goal)")
     group.add_argument("--seed", type=int, help="environment seed (same as --param seed=N)")
-    group.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
-                       help="environment parameter; VALUE is read as JSON when it parses (repeatable)")
+    group.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="environment parameter; VALUE is read as JSON when it parses (repeatable)",
+    )
     group.add_argument("--family", default="", help="lesson family (default: the environment name)")
 
 
@@ -25,16 +30,20 @@ def context_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("models and switches (defaults come from PIVOTAL_* / .env)")
     for role in ("", "actor-", "critic-", "reflector-", "lesson-"):
         group.add_argument(f"--{role}model", help=f"model spec for {role.rstrip('-') or 'every role'}")
-    group.add_argument("--retry", choices=["pivotal", "full", "none"], help="after a failed attempt")
-    group.add_argument("--recall", choices=["step", "task", "off"], help="when lessons are retrieved")
+    group.add_argument("--retry", choices=get_args(RetryStrategy), help="after a failed attempt")
+    group.add_argument("--recall", choices=get_args(RecallMode), help="when lessons are retrieved")
     group.add_argument("--no-critic", dest="critic", action="store_false", default=None)
     group.add_argument("--no-precheck", dest="precheck", action="store_false", default=None)
     group.add_argument("--no-memory", dest="memory", action="store_false", default=None)
-    group.add_argument("--on-critique-exhausted", choices=["execute_best", "fail"])
+    group.add_argument("--on-critique-exhausted", choices=get_args(OnCritiqueExhausted))
     group.add_argument("--store", dest="store_path", metavar="DIR", help="Chroma experience store folder")
     group.add_argument("--store-url", metavar="URL", help="Chroma server shared by several processes")
-    group.add_argument("--require-approval-for", action="append", metavar="ACTION",
-                       help="pause for a person before ACTION runs; 'irreversible' or '*' for classes (repeatable)")
+    group.add_argument(
+        "--require-approval-for",
+        action="append",
+        metavar="ACTION",
+        help="pause for a person before ACTION runs; 'irreversible' or '*' for classes (repeatable)",
+    )
     for name in ("max-steps", "max-critique-rounds", "max-pivot-retries", "local-threads"):
         group.add_argument(f"--{name}", type=int)
 
@@ -46,8 +55,11 @@ def context_from(args: argparse.Namespace) -> Context:
 
 def context_flags(args: argparse.Namespace) -> dict[str, Any]:
     """The Context fields set by a flag on this command line, and nothing else."""
-    return {name: value for name, value in vars(args).items()
-            if name in Context.field_names() and value not in (None, "", [])}
+    return {
+        name: value
+        for name, value in vars(args).items()
+        if name in Context.field_names() and value not in (None, "", [])
+    }
 
 
 FLAG_NAMES = {"store_path": "--store", "critic": "--no-critic", "precheck": "--no-precheck", "memory": "--no-memory"}
@@ -81,8 +93,13 @@ def _param(item: str) -> tuple[str, Any]:
 
 
 def plugin_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--plugin", action="append", default=[], metavar="MODULE",
-                        help="import MODULE first (it registers your environments); repeatable")
+    parser.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE first (it registers your environments); repeatable",
+    )
 
 
 def load_plugins(modules: list[str]) -> None:

@@ -1,7 +1,8 @@
 """A gridworld whose moves are "real" actions: each is written to an outside journal
 ($JOURNAL), which is how tests prove from the environment's side that no action ran twice.
 Like a payment API with idempotency keys, it acts once per key (pivotal's `Idempotent`).
-Loaded by the CLI as a plugin (`--plugin journal_env`)."""
+Loaded by the CLI as a plugin (`--plugin pivotal.testing.journal_env`).
+"""
 
 import json
 import os
@@ -23,8 +24,19 @@ class JournalGrid(GridWorld):
         # The outside effect happens once per key; a repeat is logged as such (to count how often a
         # resumed run re-issued an action) and changes nothing outside. The maze follows the move.
         with open(journal, "a", encoding="utf-8") as log:
-            log.write(json.dumps({"key": key, "task": self.tag, "position": self.position, "action": name,
-                                  "pid": os.getpid(), "repeat": done}) + "\n")
+            log.write(
+                json.dumps(
+                    {
+                        "key": key,
+                        "task": self.tag,
+                        "position": self.position,
+                        "action": name,
+                        "pid": os.getpid(),
+                        "repeat": done,
+                    }
+                )
+                + "\n"
+            )
         self.position += 1
         return super().step(name, arguments)
 

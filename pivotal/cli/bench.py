@@ -22,8 +22,13 @@ def add_commands(commands: Any) -> None:
     bench.add_argument("--errors", nargs="+", type=float, help="sim error rates (default 0.1 0.3 0.5)")
     bench.add_argument("--streams", type=int, help="task streams per configuration and environment")
     bench.add_argument("--tasks", type=int, help="tasks per stream (they share one lesson store)")
-    bench.add_argument("--local", type=int, default=0, metavar="N",
-                       help="also run N gridworld tasks with the embedded model (slow: ~1.5 min each)")
+    bench.add_argument(
+        "--local",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also run N gridworld tasks with the embedded model (slow: ~1.5 min each)",
+    )
     bench.add_argument("--concurrency", type=int, default=4, help="streams run at once")
     bench.set_defaults(handler=_bench)
 
@@ -38,8 +43,13 @@ def _bench(args: argparse.Namespace) -> int:
         raise PivotalError("pivotal bench draws its plots with matplotlib: pip install -e '.[bench]'") from None
 
     shape = dict(QUICK if args.quick else FULL)
-    shape.update({k: v for k, v in (("envs", args.envs), ("errors", args.errors), ("streams", args.streams),
-                                    ("tasks", args.tasks)) if v is not None})
+    shape.update(
+        {
+            k: v
+            for k, v in (("envs", args.envs), ("errors", args.errors), ("streams", args.streams), ("tasks", args.tasks))
+            if v is not None
+        }
+    )
     if shape["streams"] <= 0 or shape["tasks"] <= 0 or args.concurrency <= 0:
         raise PivotalError("--streams, --tasks and --concurrency must be > 0")
     plan = Plan(**shape)
@@ -55,12 +65,24 @@ def _bench(args: argparse.Namespace) -> int:
 def _results(records: list[dict[str, Any]], plan: Any, local: dict[str, Any] | None, wall: float) -> dict[str, Any]:
     from pivotal.bench import metrics
 
-    return {"meta": {"command": "pivotal " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "pivotal bench",
-                     "tasks_run": len(records), "wall_s": round(wall, 1), "model": plan.model,
-                     "errors": plan.errors, "envs": plan.envs, "streams": plan.streams, "tasks": plan.tasks,
-                     "configs": plan.configs},
-            "groups": metrics.by_group(records), "pivotal_vs_full": metrics.pivotal_vs_full(records),
-            "memory_curve": metrics.memory_curve(records), "local": local, "records": records}
+    return {
+        "meta": {
+            "command": "pivotal " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "pivotal bench",
+            "tasks_run": len(records),
+            "wall_s": round(wall, 1),
+            "model": plan.model,
+            "errors": plan.errors,
+            "envs": plan.envs,
+            "streams": plan.streams,
+            "tasks": plan.tasks,
+            "configs": plan.configs,
+        },
+        "groups": metrics.by_group(records),
+        "pivotal_vs_full": metrics.pivotal_vs_full(records),
+        "memory_curve": metrics.memory_curve(records),
+        "local": local,
+        "records": records,
+    }
 
 
 async def _local(tasks: int) -> dict[str, Any]:
@@ -68,11 +90,22 @@ async def _local(tasks: int) -> dict[str, Any]:
     from pivotal.bench.ablations import Plan, run_stream
     from pivotal.bench.metrics import summarise
 
-    plan = Plan(envs=["gridworld"], errors=[0.0], streams=tasks, tasks=1, model="local", max_pivot_retries=1,
-                params={"size": 4}, limits={"max_steps": 6, "max_critique_rounds": 1})
+    plan = Plan(
+        envs=["gridworld"],
+        errors=[0.0],
+        streams=tasks,
+        tasks=1,
+        model="local",
+        max_pivot_retries=1,
+        params={"size": 4},
+        limits={"max_steps": 6, "max_critique_rounds": 1},
+    )
     configs = {}
     for config in ("actor", "critic+pivotal"):
         rows = [row for seed in range(tasks) for row in await run_stream(plan, "gridworld", 0.0, config, seed)]
         configs[config] = summarise(rows)
-    return {"env": f"gridworld seeds 0–{tasks - 1}, 4x4, max 6 steps, 1 critique round, 1 retry",
-            "tasks": tasks, "configs": configs}
+    return {
+        "env": f"gridworld seeds 0–{tasks - 1}, 4x4, max 6 steps, 1 critique round, 1 retry",
+        "tasks": tasks,
+        "configs": configs,
+    }

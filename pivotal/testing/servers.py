@@ -1,5 +1,6 @@
 """Starting real local servers in tests and the reliability suite: a free port, a log outside
-the project, and a wait until the server answers."""
+the project, and a wait until the server answers.
+"""
 
 import socket
 import subprocess

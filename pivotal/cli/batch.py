@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from pivotal import options
+from pivotal.cli import options
 from pivotal.errors import PivotalError
 
 EXIT_OK, EXIT_TASK_FAILED = 0, 1
@@ -24,13 +24,15 @@ EXIT_OK, EXIT_TASK_FAILED = 0, 1
 
 def add_commands(commands: Any) -> None:
     batch = commands.add_parser("batch", help="run every task of a JSONL file concurrently; resumable")
-    batch.add_argument("tasks", help="JSONL file, one task per line: {\"env\": ..., \"goal\": ..., \"params\": {...}}")
+    batch.add_argument("tasks", help='JSONL file, one task per line: {"env": ..., "goal": ..., "params": {...}}')
     batch.add_argument("--out", required=True, help="results JSONL, one line per task as it finishes")
     batch.add_argument("--concurrency", type=int, default=4, help="tasks in flight at once (default 4)")
     mode = batch.add_mutually_exclusive_group()
     mode.add_argument("--resume", action="store_true", help="continue the batch that wrote --out")
     mode.add_argument("--overwrite", action="store_true", help="replace an existing --out and start afresh")
-    batch.add_argument("--checkpoints", metavar="PATH", help="SQLite checkpoint file (default: PIVOTAL_CHECKPOINT_PATH)")
+    batch.add_argument(
+        "--checkpoints", metavar="PATH", help="SQLite checkpoint file (default: PIVOTAL_CHECKPOINT_PATH)"
+    )
     batch.add_argument("--check", action="store_true", help="exit 1 when any task did not succeed")
     options.context_options(batch)
     options.plugin_option(batch)
@@ -52,8 +54,15 @@ def _batch(args: argparse.Namespace) -> int:
         for number, why in bad:
             print(f"{args.tasks}:{number}: skipped: {why}", file=sys.stderr)
             if number not in done:
-                _write(results, {"line": number, "status": "error", "reason": f"bad task line: {why}",
-                                 "error": f"bad task line: {why}"})
+                _write(
+                    results,
+                    {
+                        "line": number,
+                        "status": "error",
+                        "reason": f"bad task line: {why}",
+                        "error": f"bad task line: {why}",
+                    },
+                )
         pending = [(number, task) for number, task in lines if number not in done]
         started = time.perf_counter()
         asyncio.run(_run(pending, context, args.concurrency, state, results))
@@ -63,8 +72,9 @@ def _batch(args: argparse.Namespace) -> int:
     return EXIT_TASK_FAILED if args.check and failed else EXIT_OK
 
 
-async def _run(pending: list[tuple[int, dict[str, Any]]], context: Any, concurrency: int,
-               state: dict[str, Any], results: Any) -> None:
+async def _run(
+    pending: list[tuple[int, dict[str, Any]]], context: Any, concurrency: int, state: dict[str, Any], results: Any
+) -> None:
     from graphs.runner import run_batch
 
     progress = _progress(len(pending))
@@ -74,10 +84,16 @@ async def _run(pending: list[tuple[int, dict[str, Any]]], context: Any, concurre
         progress.update(1)
 
     try:
-        await run_batch([task for _, task in pending], context, concurrency=concurrency,
-                        checkpoint_path=state["checkpoints"], thread_prefix=state["thread_prefix"],
-                        on_result=record, thread_keys=[str(number) for number, _ in pending],
-                        plugins=state.get("plugins", []))
+        await run_batch(
+            [task for _, task in pending],
+            context,
+            concurrency=concurrency,
+            checkpoint_path=state["checkpoints"],
+            thread_prefix=state["thread_prefix"],
+            on_result=record,
+            thread_keys=[str(number) for number, _ in pending],
+            plugins=state.get("plugins", []),
+        )
     finally:
         progress.close()
 
@@ -129,8 +145,9 @@ def _saved_batch(out: Path, marker: Path) -> dict[str, Any]:
     return json.loads(marker.read_text(encoding="utf-8"))
 
 
-def _batch_state(args: argparse.Namespace, out: Path, marker: Path, saved: dict[str, Any],
-                 context: Any) -> dict[str, Any]:
+def _batch_state(
+    args: argparse.Namespace, out: Path, marker: Path, saved: dict[str, Any], context: Any
+) -> dict[str, Any]:
     """What a resume needs to go on exactly as the batch started: threads, checkpoints, settings, plugins."""
     from pivotal.settings import settings
 
@@ -143,9 +160,13 @@ def _batch_state(args: argparse.Namespace, out: Path, marker: Path, saved: dict[
         raise PivotalError(f"{out} exists; pass --resume to continue that batch or --overwrite to replace it")
     if (args.checkpoints or settings().checkpoint_path) == ":memory:":
         print("pivotal: warning: in-memory checkpoints: this batch cannot be resumed", file=sys.stderr)
-    state = {"thread_prefix": f"batch-{uuid.uuid4().hex[:12]}",
-             "checkpoints": args.checkpoints or settings().checkpoint_path, "tasks": str(Path(args.tasks).resolve()),
-             "context": context.saved(), "plugins": list(args.plugin)}
+    state = {
+        "thread_prefix": f"batch-{uuid.uuid4().hex[:12]}",
+        "checkpoints": args.checkpoints or settings().checkpoint_path,
+        "tasks": str(Path(args.tasks).resolve()),
+        "context": context.saved(),
+        "plugins": list(args.plugin),
+    }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("", encoding="utf-8")
     marker.write_text(json.dumps(state), encoding="utf-8")
@@ -178,18 +199,33 @@ def batch_summary(rows: list[dict[str, Any]], wall_s: float, *, resumed: int = 0
         return found
 
     count = {status: sum(row.get("status") == status for row in rows) for status in ("success", "failure", "error")}
-    tokens = sum(int(u.get("input_tokens", 0)) + int(u.get("output_tokens", 0))
-                 for row in rows for u in (row.get("usage") or {}).values())
-    return {"tasks": len(rows), **count, "success_rate": round(count["success"] / len(rows), 3) if rows else 0.0,
-            "executed_steps": total("executed"), "replayed_steps": total("replayed"),
-            "llm_calls": total("llm_calls"), "tokens": tokens, "retries": total("retries", "count"),
-            "lessons_written": total("lessons", "written"), "lessons_merged": total("lessons", "merged"),
-            "lessons_retired": total("lessons", "retired"), "resumed_from": resumed, "wall_s": round(wall_s, 1)}
+    tokens = sum(
+        int(u.get("input_tokens", 0)) + int(u.get("output_tokens", 0))
+        for row in rows
+        for u in (row.get("usage") or {}).values()
+    )
+    return {
+        "tasks": len(rows),
+        **count,
+        "success_rate": round(count["success"] / len(rows), 3) if rows else 0.0,
+        "executed_steps": total("executed"),
+        "replayed_steps": total("replayed"),
+        "llm_calls": total("llm_calls"),
+        "tokens": tokens,
+        "retries": total("retries", "count"),
+        "lessons_written": total("lessons", "written"),
+        "lessons_merged": total("lessons", "merged"),
+        "lessons_retired": total("lessons", "retired"),
+        "resumed_from": resumed,
+        "wall_s": round(wall_s, 1),
+    }
 
 
 def format_summary(s: dict[str, Any]) -> str:
-    return (f"{s['tasks']} tasks: {s['success']} succeeded, {s['failure']} failed, {s['error']} errors "
-            f"(success rate {s['success_rate']:.1%}); steps {s['executed_steps']} executed + {s['replayed_steps']} "
-            f"replayed; {s['llm_calls']} LLM calls, {s['tokens']} tokens; {s['retries']} retries; lessons "
-            f"{s['lessons_written']} written, {s['lessons_merged']} merged, {s['lessons_retired']} retired; "
-            f"{s['wall_s']} s" + (f" (resumed; {s['resumed_from']} tasks were already done)" if s["resumed_from"] else ""))
+    return (
+        f"{s['tasks']} tasks: {s['success']} succeeded, {s['failure']} failed, {s['error']} errors "
+        f"(success rate {s['success_rate']:.1%}); steps {s['executed_steps']} executed + {s['replayed_steps']} "
+        f"replayed; {s['llm_calls']} LLM calls, {s['tokens']} tokens; {s['retries']} retries; lessons "
+        f"{s['lessons_written']} written, {s['lessons_merged']} merged, {s['lessons_retired']} retired; "
+        f"{s['wall_s']} s" + (f" (resumed; {s['resumed_from']} tasks were already done)" if s["resumed_from"] else "")
+    )
