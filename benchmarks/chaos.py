@@ -149,22 +149,7 @@ def crash_and_resume(tasks: int, kills: int, seed: int = 0) -> dict[str, Any]:
         "--concurrency",
         "4",
     ]
-    done_kills = starts = 0
-    while done_kills < kills and starts < 3 * kills:  # a start that finishes before its kill is not counted
-        process = subprocess.Popen(
-            base + (["--resume"] if starts else []),
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        starts += 1
-        time.sleep(rng.uniform(1.2, 2.5))  # the CLI needs ~1 s to start, so most kills land mid-batch
-        if process.poll() is None:
-            process.send_signal(signal.SIGKILL)
-            done_kills += 1
-        process.wait()
-    final = subprocess.run(base + ["--resume"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    done_kills, starts, final = kill_and_resume(base, [], env, kills, rng, (1.2, 2.5))
     rows = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines() if line.strip()]
     journal = [json.loads(line) for line in (folder / "journal.jsonl").read_text().splitlines()]
     executed = Counter((e["task"], e["key"]) for e in journal if not e.get("repeat"))
@@ -182,6 +167,30 @@ def crash_and_resume(tasks: int, kills: int, seed: int = 0) -> dict[str, Any]:
         "lessons": len(lessons),
         **_evidence_check(rows, lessons),
     }
+
+
+def kill_and_resume(
+    base: list[str], first: list[str], env: dict[str, str], kills: int, rng: random.Random, window: tuple[float, float]
+) -> tuple[int, int, subprocess.CompletedProcess]:
+    """Start the batch, SIGKILL it after a random time in `window`, `--resume`, again, then let it finish.
+
+    A start that finishes before its kill is not counted, so the loop allows three starts per kill.
+    Returns (kills, starts, the final run).
+    """
+    done_kills = starts = 0
+    while done_kills < kills and starts < 3 * kills:
+        process = subprocess.Popen(
+            base + (["--resume"] if starts else first), cwd=ROOT, env=env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        starts += 1
+        time.sleep(rng.uniform(*window))  # the CLI needs ~1 s to start, so most kills land mid-batch
+        if process.poll() is None:
+            process.send_signal(signal.SIGKILL)
+            done_kills += 1
+        process.wait()
+    final = subprocess.run(base + ["--resume"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    return done_kills, starts, final
 
 
 def _evidence_check(rows: list[dict[str, Any]], lessons: list[Any]) -> dict[str, int]:
@@ -509,13 +518,14 @@ def _ledger(path: Path, kind: str) -> list[dict[str, Any]]:
 
 
 def _counted(rows: list[dict[str, Any]], folder: Path) -> dict[str, int]:
-    refunds = decided = twice = wrong_net = 0
+    refunds = decided = twice = wrong_net = refused = 0
     for row in rows:
         ledger = folder / f"{row['task']['params']['order']}.jsonl"
         paid = _ledger(ledger, "refund")
         made = sum(step["action"] == "refund" for step in row["trajectory"])
         refunds, decided, twice = refunds + len(paid), decided + made, twice + max(0, len(paid) - made)
         net = sum(e["amount"] for e in paid + _ledger(ledger, "reversal"))
+        refused += sum(e["of"] == "refund" for e in _ledger(ledger, "repeat"))
         wrong_net += row["status"] == "success" and net != 20.0
     return {
         "runs": len(rows),
@@ -525,6 +535,7 @@ def _counted(rows: list[dict[str, Any]], folder: Path) -> dict[str, int]:
         "refunds_executed_twice": twice,
         "successes_with_wrong_net_amount": wrong_net,
         "at_least_once_reported": sum(len(r.get("at_least_once") or []) for r in rows),
+        "refunds_in_flight_at_a_kill_refused_by_key": refused,
     }
 
 
@@ -590,22 +601,7 @@ def _refund_kills(folder: Path, tasks: int, kills: int, seed: int) -> dict[str, 
         "--concurrency",
         "3",
     ]
-    done_kills = starts = 0
-    while done_kills < kills and starts < 3 * kills:
-        process = subprocess.Popen(
-            base + (["--resume"] if starts else first),
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        starts += 1
-        time.sleep(rng.uniform(1.5, 3.0))
-        if process.poll() is None:
-            process.send_signal(signal.SIGKILL)
-            done_kills += 1
-        process.wait()
-    final = subprocess.run(base + ["--resume"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    done_kills, _, final = kill_and_resume(base, first, env, kills, rng, (1.5, 3.0))
     rows = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines() if line.strip()]
     return {
         "tasks": tasks,

@@ -68,7 +68,14 @@ def build_graph(checkpointer: Any = None, **compile_kwargs: Any):
     builder.add_edge("dedup", "gate")
     builder.add_edge("gate", "memory_writer")
     builder.add_edge("memory_writer", END)
-    return builder.compile(checkpointer=checkpointer, name="pivotal", **compile_kwargs)
+    graph = builder.compile(checkpointer=checkpointer, name="pivotal", **compile_kwargs)
+    # invoked directly (invoke, astream, astream_events, Studio), LangGraph's default ceiling of 25
+    # nodes would end a run after a few steps; the Context bounds are what end a run
+    return graph.with_config(recursion_limit=DIRECT_RECURSION_LIMIT)
+
+
+DIRECT_RECURSION_LIMIT = 100_000
+"""The graph's own node ceiling when a caller sets none; the runners set `recursion_limit(context)`."""
 
 
 def nodes_per_step(context: Context) -> int:
@@ -95,10 +102,12 @@ def recursion_limit(context: Context) -> int:
 
 
 def _logged(name: str, node):
-    """One structured log event per node transition."""
+    """One structured log event per node transition; the default Context when the caller gave none."""
 
     @functools.wraps(node)
     async def run(state: State, runtime):
+        if runtime.context is None:  # invoked without context=: the documented defaults (PIVOTAL_* settings)
+            runtime = runtime.override(context=Context())
         started = time.perf_counter()
         update = await node(state, runtime)
         usage = (update.get("usage") or {}).values()

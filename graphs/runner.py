@@ -103,9 +103,9 @@ def preflight(task: Task | dict[str, Any] | str, context: Context) -> Task:
 def check_context(context: Context) -> None:
     """Model specs, keys, endpoints and the store: shared by every task of a batch, so checked once."""
     roles = set(ROLE_MODEL.values()) if context.memory else {"actor", "critic", "reflector"}
-    specs = {context.model_for(role) for role in roles} | ({context.fallback_model} - {""})  # type: ignore[arg-type]
-    for spec in sorted(specs):
-        parse_spec(spec)
+    models = [context.model_for(role) for role in sorted(roles)] + [context.fallback_model]  # type: ignore[arg-type]
+    for spec in sorted({model for model in models if isinstance(model, str) and model}):
+        parse_spec(spec)  # an application's model objects are its own to configure: nothing to check
         make_model(spec, context.local_threads)
         check_reachable(spec)
     if context.memory:

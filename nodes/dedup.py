@@ -9,7 +9,7 @@ from langgraph.runtime import Runtime
 
 from memory.lesson import Lesson, better_text
 from memory.store import open_store
-from pivotal.context import Context
+from pivotal.context import Context, model_label
 from pivotal.state import State
 from pivotal.task import Task
 
@@ -24,7 +24,7 @@ async def dedup(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     marked = []
     for candidate in candidates:
         lesson = Lesson.from_candidate(
-            candidate, family=task.family, run_id=state["run_id"], model=context.model_for("lesson")
+            candidate, family=task.family, run_id=state["run_id"], model=model_label(context.model_for("lesson"))
         )
         match = await asyncio.to_thread(store.duplicate, lesson, context.dedup_similarity)
         # a more specific text is worth a gate call: the merge may then keep it

@@ -7,7 +7,7 @@ from langgraph.runtime import Runtime
 
 from memory.lesson import Lesson
 from memory.store import open_store
-from pivotal.context import Context
+from pivotal.context import Context, model_label
 from pivotal.state import State
 from pivotal.task import Task
 
@@ -49,7 +49,7 @@ async def memory_writer(state: State, runtime: Runtime[Context]) -> dict[str, An
 
 async def _write(store: Any, state: State, context: Context, family: str) -> list[Any]:
     """New lessons may improve a stored text; known ones (no gate call) only add evidence."""
-    model = context.model_for("lesson")
+    model = model_label(context.model_for("lesson"))
     approved = state.get("approved_lessons", [])
     drafts = [
         (bool(c.get("duplicate_of")), Lesson.from_candidate(c, family=family, run_id=state["run_id"], model=model))

@@ -4,8 +4,11 @@ Every ablation in the benchmark is one field here, so a comparison is one switch
 """
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Literal, get_args
+from dataclasses import dataclass, field, fields
+from typing import Annotated, Any, Literal, get_args
+
+from langchain_core.language_models import BaseChatModel
+from pydantic import WithJsonSchema
 
 from pivotal.errors import PivotalError
 from pivotal.settings import settings
@@ -14,6 +17,18 @@ RetryStrategy = Literal["pivotal", "full", "none"]
 RecallMode = Literal["step", "task", "off"]
 OnCritiqueExhausted = Literal["execute_best", "fail"]
 Role = Literal["actor", "critic", "reflector", "lesson"]
+Model = Annotated[
+    str | BaseChatModel,
+    WithJsonSchema(
+        {
+            "type": "string",
+            "description": "model spec: sim, local, openai:<model>, anthropic:<model>, "
+            "openai-compatible:<model>@<base_url>; from Python also any LangChain chat model object",
+        }
+    ),
+]
+"""A model spec string, or a chat model the application built itself (Azure, a proxy, headers,
+callbacks, any provider LangChain supports). Studio edits the string form."""
 
 
 def _setting(name: str):
@@ -24,14 +39,14 @@ def _setting(name: str):
 class Context:
     """Per-run knobs: models per role, loop bounds, feature switches, store location."""
 
-    model: str = _setting("model")
-    """Model spec for every role that has no spec of its own (e.g. `local`, `sim`, `openai:gpt-4o-mini`)."""
-    actor_model: str = _setting("actor_model")
-    critic_model: str = _setting("critic_model")
-    reflector_model: str = _setting("reflector_model")
-    lesson_model: str = _setting("lesson_model")
+    model: Model = _setting("model")
+    """Model for every role that has none of its own (e.g. `local`, `sim`, `openai:gpt-4o-mini`, a ChatOpenAI)."""
+    actor_model: Model = _setting("actor_model")
+    critic_model: Model = _setting("critic_model")
+    reflector_model: Model = _setting("reflector_model")
+    lesson_model: Model = _setting("lesson_model")
     """Model that distils lessons and runs the lesson approval gate."""
-    fallback_model: str = _setting("fallback_model")
+    fallback_model: Model = _setting("fallback_model")
     """Model any role switches to when its own model's provider fails after the SDK's retries."""
 
     max_steps: int = 20
@@ -101,19 +116,24 @@ class Context:
     def critic_has_veto(self) -> bool:
         if self.critic_veto is not None:
             return self.critic_veto
-        return not self.model_for("critic").startswith("local")
+        return not model_label(self.model_for("critic")).startswith(("local", "LocalChatModel"))
 
-    def model_for(self, role: Role) -> str:
-        """The role's own spec, else the shared `model` spec."""
-        return getattr(self, f"{role}_model") or self.model
+    def model_for(self, role: Role) -> str | BaseChatModel:
+        """The role's own model, else the shared `model`."""
+        own = getattr(self, f"{role}_model")
+        return own if isinstance(own, BaseChatModel) or own else self.model
 
     @classmethod
     def field_names(cls) -> set[str]:
         return {f.name for f in fields(cls)}
 
     def saved(self) -> dict[str, Any]:
-        """The settings a run keeps with its thread, so it resumes anywhere exactly as it started."""
-        return asdict(self)
+        """The settings a run keeps with its thread, so it resumes anywhere exactly as it started.
+
+        A model object cannot be saved: its place holds `{"model_object": label}`, and a resume
+        must be given the object again.
+        """
+        return {f.name: _saved(getattr(self, f.name)) for f in fields(self)}
 
     @classmethod
     def resumed(
@@ -125,18 +145,42 @@ class Context:
         Context must match field by field. `name_of` spells a field's name for the message.
         """
         known = {name: value for name, value in saved.items() if name in cls.field_names()}
-        wanted = given.saved() if isinstance(given, Context) else dict(given or {})
+        wanted = (
+            {f.name: getattr(given, f.name) for f in fields(given)} if isinstance(given, Context) else dict(given or {})
+        )
         if not known:  # a thread from before settings were saved: what the caller says is all there is
             return given if isinstance(given, Context) else cls(**wanted)
+        for name, value in known.items():
+            if isinstance(value, dict) and "model_object" in value:
+                if not isinstance(wanted.get(name), BaseChatModel):
+                    raise PivotalError(
+                        f"this run's {name} is a model object ({value['model_object']}) that cannot be saved; "
+                        f"resume with a Context that passes it again ({name}=...)"
+                    )
+                known[name] = wanted[name]
         base = cls(**known)
         for name, value in wanted.items():
-            if name in known and known[name] != value:
+            if name in known and not isinstance(value, BaseChatModel) and known[name] != value:
                 raise PivotalError(
                     f"{name_of(name)} {value!r} contradicts this run's saved {name} "
                     f"{known[name]!r}; resume without it (the run keeps its own settings) "
                     "or start a new run"
                 )
         return base
+
+
+def model_label(model: str | BaseChatModel) -> str:
+    """A model's name for logs, lesson provenance and messages: the spec, or the object's class and model."""
+    if not isinstance(model, BaseChatModel):
+        return model
+    name = getattr(model, "model_name", None) or getattr(model, "model", None) or ""
+    return f"{type(model).__name__}({name})" if name else type(model).__name__
+
+
+def _saved(value: Any) -> Any:
+    if isinstance(value, BaseChatModel):
+        return {"model_object": model_label(value)}
+    return list(value) if isinstance(value, list) else value
 
 
 def _check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:

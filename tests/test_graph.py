@@ -192,3 +192,22 @@ async def test_perfect_models_solve_built_in_environments(env):
         "human_approved": 0,
         "human_rejected": 0,
     }
+
+
+async def test_the_compiled_graph_runs_without_context_or_recursion_limit(monkeypatch, tmp_path):
+    """Embedded as `graphs.graph` and streamed directly: the documented defaults, and only the Context
+    bounds end the run (LangGraph's own default ceiling of 25 nodes would stop it after a few steps)."""
+    from graphs import graph
+    from pivotal.settings import settings
+
+    monkeypatch.setenv("PIVOTAL_MODEL", "sim:error=0.35,seed=7")
+    monkeypatch.setenv("PIVOTAL_STORE_PATH", str(tmp_path / "store"))
+    settings.cache_clear()
+    try:
+        task = {"task": {"env": "gridworld", "params": {"seed": 7}}}
+        nodes = [chunk async for chunk in graph.astream(task, context={"memory": False, "max_steps": 12})]
+        default = await graph.ainvoke({"task": "Reach G."}, context=None)
+    finally:
+        settings.cache_clear()
+    assert len(nodes) > 25 and "memory_writer" in nodes[-1]
+    assert default["status"] == "success"

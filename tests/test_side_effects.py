@@ -255,6 +255,7 @@ def test_kill_9_during_a_refund_then_resume_refunds_once_with_an_idempotent_tool
     [row] = results(tmp_path)
     assert row["status"] == "success", err
     assert len(ledger(tmp_path, "refund")) == 1 == decided_row(row, "refund")
+    assert [e["of"] for e in ledger(tmp_path, "repeat")] == ["refund"]  # the step did run again, and acted no more
     assert row["at_least_once"] == []
 
 

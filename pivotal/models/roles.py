@@ -3,10 +3,11 @@
 import asyncio
 from typing import Any, TypeVar
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel
 
-from pivotal.context import Context
+from pivotal.context import Context, model_label
 from pivotal.models.factory import make_model
 from pivotal.models.structured import Answer, ask
 
@@ -28,13 +29,8 @@ async def ask_role(
 ) -> tuple[Answer[T], dict[str, Any]]:
     """The answer, plus the counters/usage deltas the calling node returns."""
     spec = context.model_for(ROLE_MODEL[role])  # type: ignore[arg-type]
-    loop_key = id(asyncio.get_running_loop())
-    model = await asyncio.to_thread(make_model, spec, context.local_threads, loop_key)
-    backup = (
-        await asyncio.to_thread(make_model, context.fallback_model, context.local_threads, loop_key)
-        if context.fallback_model
-        else None
-    )
+    model = await _chat_model(spec, context)
+    backup = await _chat_model(context.fallback_model, context) if context.fallback_model else None
     answer = await ask(
         model,
         schema,
@@ -43,8 +39,15 @@ async def ask_role(
         backup=backup,
         fallback=fallback,
         retries=context.structured_retries,
-        metadata={"pivotal_run": state["run_id"], "pivotal_model": spec, **(metadata or {})},
+        metadata={"pivotal_run": state["run_id"], "pivotal_model": model_label(spec), **(metadata or {})},
     )
     usage = answer.usage
     updates = {"counters": {"llm_calls": usage["calls"], "fallbacks": usage["fallbacks"]}, "usage": {role: usage}}
     return answer, updates
+
+
+async def _chat_model(spec: str | BaseChatModel, context: Context) -> BaseChatModel:
+    """An application's own model object as it is; a spec string built (or taken from the cache) off the loop."""
+    if isinstance(spec, BaseChatModel):
+        return spec
+    return await asyncio.to_thread(make_model, spec, context.local_threads, id(asyncio.get_running_loop()))

@@ -153,10 +153,11 @@ class OnceSupportDesk(SupportDesk):
     """Acts once per idempotency key: a repeated key gets the first outcome back, as payment APIs do."""
 
     def step_once(self, key: str, name: str, arguments: dict[str, Any]) -> StepResult:
-        done = [entry for entry in self.entries() if entry["key"] == key]
-        if done:
-            return self.record({"tool": name, "arguments": arguments, "error": "", "output": done[0]["output"]})
         self.key = key
+        done = [entry for entry in self.entries() if entry["key"] == key and entry["kind"] != "repeat"]
+        if done:  # the step was in flight when the process died: answer as the first time, act no more
+            self._write(kind="repeat", of=done[0]["kind"], output=done[0]["output"])
+            return self.record({"tool": name, "arguments": arguments, "error": "", "output": done[0]["output"]})
         return self.step(name, arguments)
 
 

@@ -1,0 +1,61 @@
+"""An application's own chat model objects, per role, through the real SDKs against a loopback server."""
+
+from collections.abc import Iterator
+
+import pytest
+from langchain_anthropic import ChatAnthropic
+from langchain_openai import ChatOpenAI
+
+from graphs import aresume, arun, build_graph
+from pivotal.context import Context
+from pivotal.environments import register_environment
+from pivotal.errors import PivotalError
+from pivotal.testing.envs import finish_environment
+from pivotal.testing.loopback_provider import Loopback, loopback
+
+register_environment("objects-finish", finish_environment())
+TASK = {"goal": "finish the task", "env": "objects-finish"}
+
+
+@pytest.fixture
+def server() -> Iterator[Loopback]:
+    with loopback() as provider:
+        yield provider
+
+
+def openai(server: Loopback) -> ChatOpenAI:
+    return ChatOpenAI(model="app-gpt", base_url=server.base_url_openai, api_key="app-key", max_retries=0)
+
+
+def anthropic(server: Loopback) -> ChatAnthropic:
+    return ChatAnthropic(model="app-claude", base_url=server.base_url_anthropic, api_key="app-key", max_retries=0)
+
+
+async def test_model_objects_play_their_roles(server):
+    context = Context(actor_model=openai(server), critic_model=anthropic(server), model="sim", memory=False,
+                      max_steps=4, max_pivot_retries=0)  # fmt: skip
+    result = await arun(TASK, context, checkpoint_path=":memory:")
+    assert result.status == "success"
+    models = {(r.body.get("model"), r.schema_name) for r in server.requests}
+    assert ("app-gpt", "Proposal") in models and ("app-claude", "Verdict") in models
+    assert result.usage["actor"]["calls"] >= 1 and result.usage["critic"]["calls"] >= 1
+
+
+async def test_a_resume_needs_the_model_object_again_and_goes_on_with_it(server, tmp_path):
+    model = openai(server)
+    options = {"checkpoint_path": str(tmp_path / "cp.sqlite")}
+    paused = await arun(TASK, Context(model=model, memory=False, require_approval_for=["*"]), **options)
+    assert paused.status == "interrupted"
+    with pytest.raises(PivotalError, match=r"model is a model object \(ChatOpenAI\(app-gpt\)\)"):
+        await aresume(paused.thread_id, "approve", **options)
+    with pytest.raises(PivotalError, match="require_approval_for \\[\\] contradicts"):
+        await aresume(paused.thread_id, "approve", Context(model=model, memory=False), **options)
+    same = Context(model=model, memory=False, require_approval_for=["*"])
+    done = await aresume(paused.thread_id, "approve", same, **options)
+    assert done.status == "success" and done.critic["human_approved"] == 1
+
+
+def test_studio_edits_a_model_as_a_string():
+    schema = build_graph().get_context_jsonschema()
+    assert schema["properties"]["model"]["type"] == "string"
+    assert schema["properties"]["critic_model"]["type"] == "string"
