@@ -5,9 +5,27 @@ supplies its own checkpointer there. `run`, `arun` and `run_batch` add a SQLite 
 and a summary for applications and the CLI.
 """
 
+from graphs.agent import create_pivotal_agent
 from graphs.builder import build_graph
 from graphs.runner import RunResult, aresume, arun, resume, run, run_batch
 
-graph = build_graph()
 
-__all__ = ["RunResult", "aresume", "arun", "build_graph", "graph", "resume", "run", "run_batch"]
+def __getattr__(name: str):
+    """`graph` is compiled on first use, so importing `graphs` (the CLI, the bench) compiles nothing."""
+    if name == "graph":
+        globals()["graph"] = build_graph()
+        return globals()["graph"]
+    raise AttributeError(f"module 'graphs' has no attribute {name!r}")
+
+
+__all__ = [
+    "RunResult",
+    "aresume",
+    "arun",
+    "build_graph",
+    "create_pivotal_agent",
+    "graph",
+    "resume",
+    "run",
+    "run_batch",
+]

@@ -29,6 +29,7 @@ from nodes.memory_writer import memory_writer
 from nodes.pivot import pivot
 from nodes.recall import recall
 from nodes.reflector import reflector
+from nodes.respond import respond
 from nodes.start import start
 from pivotal.context import Context
 from pivotal.logs import logger
@@ -47,14 +48,19 @@ NODES = {
     "dedup": dedup,
     "gate": gate,
     "memory_writer": memory_writer,
+    "respond": respond,
 }
 
 
-def build_graph(checkpointer: Any = None, **compile_kwargs: Any):
-    """Compile the graph; pass a checkpointer to keep per-step checkpoints (resume, Studio forks)."""
+def build_graph(checkpointer: Any = None, *, context: Context | None = None, **compile_kwargs: Any):
+    """Compile the graph; pass a checkpointer to keep per-step checkpoints (resume, Studio forks).
+
+    `context` is what the graph runs with when a caller passes none, or passes a parent graph's
+    own context (the graph embedded as a subgraph); by default Context() from PIVOTAL_* settings.
+    """
     builder = StateGraph(State, context_schema=Context, input_schema=InputState)
     for name, node in NODES.items():
-        builder.add_node(name, _logged(name, node))
+        builder.add_node(name, _logged(name, node, context))
     builder.add_edge(START, "start")
     builder.add_edge("start", "recall")
     builder.add_edge("recall", "actor")
@@ -67,8 +73,9 @@ def build_graph(checkpointer: Any = None, **compile_kwargs: Any):
     builder.add_edge("distill", "dedup")
     builder.add_edge("dedup", "gate")
     builder.add_edge("gate", "memory_writer")
-    builder.add_edge("memory_writer", END)
-    graph = builder.compile(checkpointer=checkpointer, name="pivotal", **compile_kwargs)
+    builder.add_edge("memory_writer", "respond")
+    builder.add_edge("respond", END)
+    graph = builder.compile(checkpointer=checkpointer, **{"name": "pivotal", **compile_kwargs})
     # invoked directly (invoke, astream, astream_events, Studio), LangGraph's default ceiling of 25
     # nodes would end a run after a few steps; the Context bounds are what end a run
     return graph.with_config(recursion_limit=DIRECT_RECURSION_LIMIT)
@@ -95,19 +102,19 @@ def recursion_limit(context: Context) -> int:
     """A ceiling the Context bounds can never reach, so only they end a run.
 
     Per attempt: max_steps steps, then reflector and pivot; per run: start, and distill, dedup,
-    gate and memory_writer once at the end.
+    gate, memory_writer and respond once at the end.
     """
     per_attempt = context.max_steps * nodes_per_step(context) + 2
-    return (context.max_pivot_retries + 1) * per_attempt + 5 + 1
+    return (context.max_pivot_retries + 1) * per_attempt + 6 + 1
 
 
-def _logged(name: str, node):
-    """One structured log event per node transition; the default Context when the caller gave none."""
+def _logged(name: str, node, default: Context | None):
+    """One structured log event per node transition; the graph's own Context when the caller gave none."""
 
     @functools.wraps(node)
     async def run(state: State, runtime):
-        if runtime.context is None:  # invoked without context=: the documented defaults (PIVOTAL_* settings)
-            runtime = runtime.override(context=Context())
+        if not isinstance(runtime.context, Context):  # none given, or a parent graph's own context
+            runtime = runtime.override(context=default or Context())
         started = time.perf_counter()
         update = await node(state, runtime)
         usage = (update.get("usage") or {}).values()

@@ -59,6 +59,8 @@ class RunResult(BaseModel):
     interrupt: dict[str, Any] | None = Field(
         None, description="status 'interrupted': the action awaiting a person; continue with resume(thread_id, reply)"
     )
+    answer: str = Field("", description="the agent's final answer, when the environment takes one (finish)")
+    verified: bool = Field(True, description="False: the agent declared success and nothing checked it")
     at_least_once: list[int] = Field(
         default_factory=list,
         description=(
@@ -97,7 +99,7 @@ class RunResult(BaseModel):
 def preflight(task: Task | dict[str, Any] | str, context: Context) -> Task:
     """Fail before any work on a bad task, model spec, missing key or unusable store."""
     check_context(context)
-    return check_task(task)
+    return check_task(task, context.default_env)
 
 
 def check_context(context: Context) -> None:
@@ -112,8 +114,8 @@ def check_context(context: Context) -> None:
         open_store(context.store_path, context.store_url)
 
 
-def check_task(task: Task | dict[str, Any] | str) -> Task:
-    parsed = parse_task(task)
+def check_task(task: Task | dict[str, Any] | str, default_env: str = "") -> Task:
+    parsed = parse_task(task, default_env)
     make_environment(parsed.env)
     return parsed
 
@@ -242,7 +244,7 @@ async def run_batch(
         raise PivotalError(f"concurrency must be > 0 (got {concurrency})")
     context = context or Context()
     check_context(context)
-    parsed = [check_task(task) for task in tasks]
+    parsed = [check_task(task, context.default_env) for task in tasks]
     prefix = thread_prefix or uuid.uuid4().hex[:12]
     keys = thread_keys or [str(i) for i in range(len(parsed))]
     if len(keys) != len(parsed):
@@ -333,6 +335,8 @@ def summarise(
         status="interrupted" if paused else final.get("status", "failure"),
         reason="waiting for a person to approve an action" if paused else final.get("reason", ""),
         interrupt=redact_tree(paused[0]) if paused else None,
+        answer=final.get("answer") or "",
+        verified=final.get("verified", True) is not False,
         task=final["task"],
         thread_id=thread_id,
         run_id=final["run_id"],

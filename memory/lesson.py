@@ -23,6 +23,8 @@ class Lesson(BaseModel):
     outcome: Outcome
     family: str
     level: LessonLevel = "step"
+    verified: bool = True
+    """False when it came from a run whose success the agent declared and nothing checked."""
     run_id: str = ""
     model: str = ""
     created_at: float = Field(default_factory=time.time)
@@ -63,6 +65,7 @@ class Lesson(BaseModel):
     def from_candidate(cls, candidate: dict[str, Any], *, family: str, run_id: str, model: str) -> "Lesson":
         """A distiller's or reflector's draft (kind, situation, text, outcome, level) with its provenance."""
         return cls(
+            verified=candidate.get("verified", True),
             kind=candidate["kind"],
             situation=candidate["situation"],
             text=candidate["text"],

@@ -30,6 +30,9 @@ async def critic(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     critique: Critique = {**proposal, **verdict.model_dump(), "source": source}
     critiques = [*state.get("critiques", []), critique]
     chosen, reason = _decide(critiques, context)
+    if verdict.decision == "reject" and source == "critic" and _final(live.env, proposal):
+        chosen, reason = None, f"the critic rejected the final answer: {verdict.diagnosis}"
+        updates["verified"] = False  # judged by a model, not checked by the environment
     if chosen is not None:
         chosen["needs_approval"] = _needs_human(context, live.env, chosen)
     counters = updates.setdefault("counters", {})
@@ -97,6 +100,11 @@ def _reject(reason: str) -> Verdict:
 
 def _irreversible(env: Any, proposal: dict[str, Any]) -> bool:
     return proposal.get("action") in {s.name for s in env.describe_actions() if s.irreversible}
+
+
+def _final(env: Any, proposal: Proposal) -> bool:
+    """The proposal ends the task with the agent's own answer (no verifier checks it)."""
+    return proposal.get("action") in {s.name for s in env.describe_actions() if s.final}
 
 
 def _needs_human(context: Context, env: Any, chosen: dict[str, Any]) -> bool:

@@ -28,7 +28,9 @@ async def dedup(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         )
         match = await asyncio.to_thread(store.duplicate, lesson, context.dedup_similarity)
         # a more specific text is worth a gate call: the merge may then keep it
-        known = match is not None and not better_text(lesson.text, match.lesson.text)
+        # and a lesson from an outcome nothing checked always meets the gate (an agent judging itself
+        # is how wrong runs get stored as successes)
+        known = match is not None and not better_text(lesson.text, match.lesson.text) and lesson.verified
         marked.append(
             {
                 **candidate,

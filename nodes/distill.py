@@ -35,5 +35,9 @@ async def distill(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         system=prompts.system("distiller_system"),
         metadata={"pivotal_outcome": "success"},
     )
-    drafts = [{**lesson.model_dump(), "outcome": "success", "level": "task"} for lesson in answer.value.lessons]
+    verified = state.get("verified", True)
+    drafts = [
+        {**lesson.model_dump(), "outcome": "success", "level": "task", "verified": verified}
+        for lesson in answer.value.lessons
+    ]
     return {"candidates": [*state.get("candidates", []), *drafts], **updates}

@@ -49,8 +49,12 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "critiques": [],
         "counters": {"executed": 1, "replayed": replayed},
     }
+    if "answer" in result.info:
+        update["answer"] = str(result.info["answer"])
     if result.success:
-        update.update(status="success", reason=f"goal reached in {len(trajectory)} steps")
+        verified = result.info.get("verified", True) is not False
+        update.update(status="success", verified=verified, reason=f"goal reached in {len(trajectory)} steps"
+                      if verified else f"the agent answered after {len(trajectory)} steps (not verified)")  # fmt: skip
     elif result.done:
         update["attempt_failed"] = f"the environment ended the task at step {step['index']}: {_first_line(observation)}"
     elif len(trajectory) - state.get("attempt_start", 0) >= context.max_steps:

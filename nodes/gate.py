@@ -50,7 +50,7 @@ async def _review(
     user = prompts.render(
         "gate",
         task=task.goal,
-        outcome=candidate["outcome"],
+        outcome=candidate["outcome"] if candidate.get("verified", True) else f"{candidate['outcome']} (NOT VERIFIED)",
         steps=show.steps(state["trajectory"], context.max_observation_chars),
         lesson=line(candidate["kind"], candidate["situation"], candidate["text"]),
     )

@@ -47,7 +47,9 @@ async def reflector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         failed_path=[[s["action"], s["arguments"]] for s in trajectory[: reflection["pivotal_step"] + 1]],
     )
     drafts = reflection.pop("lesson_candidates")
-    candidates = [{**c, "outcome": "failure", "level": "step"} for c in drafts] if context.memory else []
+    verified = state.get("verified", True)
+    candidates = [{**c, "outcome": "failure", "level": "step", "verified": verified} for c in drafts]
+    candidates = candidates if context.memory else []
     updates["counters"]["replayed"] = replayed
     result = {
         "reflections": [*state.get("reflections", []), reflection],

@@ -1,9 +1,10 @@
-"""Open the run: validate the task, create and reset the environment."""
+"""Open the run: read the task (or the last human message of a chat), create and reset the environment."""
 
 import asyncio
 import uuid
 from typing import Any
 
+from langchain_core.messages import AnyMessage, HumanMessage
 from langgraph.runtime import Runtime
 
 from pivotal.context import Context
@@ -16,7 +17,7 @@ from prompts.data import clip
 
 
 async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    task = parse_task(state.get("task"))
+    task = parse_task(state.get("task") or _last_question(state.get("messages") or []), runtime.context.default_env)
     run_id = state.get("run_id") or uuid.uuid4().hex
     live = await asyncio.to_thread(open_live, run_id, task)
     if not task.goal:
@@ -46,4 +47,14 @@ async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "chosen": None,
         "attempt_start": 0,
         "compensations": [],
+        "answer": "",
+        "verified": True,
     }
+
+
+def _last_question(messages: list[AnyMessage]) -> str | None:
+    """A chat caller's goal: the last human message."""
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage):
+            return str(message.text)
+    return None

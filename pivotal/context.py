@@ -90,6 +90,8 @@ class Context:
     max_lessons: int = _setting("max_lessons")
     """Cap on approved lessons in the store; the lowest utility ones retire first."""
     local_threads: int = _setting("local_threads")
+    default_env: str = ""
+    """Environment for a task that names none (a goal string, or chat `messages`); "" means gridworld."""
 
     def __post_init__(self) -> None:
         for name in (

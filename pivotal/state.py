@@ -11,6 +11,8 @@ cannot build Studio's input and output forms from the latter.
 
 from typing import Annotated, Any, Literal
 
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 from pivotal.environments.base import Rewind
@@ -103,6 +105,8 @@ class Candidate(TypedDict, total=False):
     text: str
     outcome: Outcome
     level: LessonLevel
+    verified: bool
+    """False when the run's outcome was declared by the agent or judged by a model, not checked."""
     duplicate_of: str
     """Id of the stored lesson it only adds evidence to (set by the dedup node), or ""."""
     similarity: float
@@ -125,6 +129,8 @@ class InputState(TypedDict, total=False):
 
     task: dict[str, Any] | str
     """A `Task` as a dict, or just a goal string for the default environment."""
+    messages: Annotated[list[AnyMessage], add_messages]
+    """A chat instead of a task: the last human message is the goal; the run appends its reply."""
     run_id: str
     """Set by the runners (`arun`, `run_batch`) so they can release the run's environment; new if absent."""
     run_settings: dict[str, Any]
@@ -136,6 +142,10 @@ class InputState(TypedDict, total=False):
 class State(InputState, total=False):
     status: Status
     reason: str
+    answer: str
+    """The agent's final answer (`finish(answer)`), when the environment takes one."""
+    verified: bool
+    """False when the agent declared success and nothing checked it (no verifier)."""
     observation: str
     first_observation: str
     trajectory: list[Step]

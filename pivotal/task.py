@@ -28,8 +28,11 @@ class Task(BaseModel):
             self.family = self.env
 
 
-def parse_task(value: "Task | dict[str, Any] | str | None") -> Task:
-    """Accept a Task, its dict form, or a bare goal string; one clear line when it is none of them."""
+def parse_task(value: "Task | dict[str, Any] | str | None", default_env: str = "") -> Task:
+    """Accept a Task, its dict form, or a bare goal string; one clear line when it is none of them.
+
+    A task that names no environment runs in `default_env` (an agent's own tools), else gridworld.
+    """
     from pivotal.errors import PivotalError
 
     if isinstance(value, Task):
@@ -37,8 +40,10 @@ def parse_task(value: "Task | dict[str, Any] | str | None") -> Task:
     if isinstance(value, str):
         if not value.strip():
             raise PivotalError("the task is empty; give it a goal, e.g. --goal 'reach G'")
-        return Task(goal=value.strip())
+        return Task(goal=value.strip(), **({"env": default_env} if default_env else {}))
     if isinstance(value, dict):
+        if default_env and not value.get("env"):
+            value = {**value, "env": default_env}
         try:
             return Task.model_validate(value)
         except ValueError as exc:

@@ -65,6 +65,6 @@ def test_nodes_per_step_is_the_worst_case_exactly(rounds, approvals, exhausted):
 
 def test_the_run_ceiling_covers_every_attempt_at_its_worst():
     context = Context(model="sim", max_steps=20, max_critique_rounds=2, max_pivot_retries=2)
-    start, end, per_attempt_extra = 1, 4, 2  # start; distill, dedup, gate, memory_writer; reflector + pivot
+    start, end, per_attempt_extra = 1, 5, 2  # start; distill, dedup, gate, memory_writer, respond; reflector, pivot
     worst_run = start + 3 * (20 * worst_step(context) + per_attempt_extra) + end
     assert recursion_limit(context) > worst_run

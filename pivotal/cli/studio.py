@@ -73,7 +73,7 @@ def _load(config: Path, name: str, target: str) -> None:
     if not path.is_file() or not attribute:
         raise PivotalError(
             f"{config}: graph {name!r} points at {target!r}, but {path} does not exist "
-            "or no :attribute is given; expected e.g. ./graphs/__init__.py:graph"
+            "or no :attribute is given; expected e.g. ./graphs/studio.py:graph"
         )
     root = str(config.parent.resolve())
     if root not in sys.path:

@@ -32,6 +32,9 @@ class ActionSpec:
     description: str
     parameters: dict[str, Any] = field(default_factory=dict)
     irreversible: bool = False
+    final: bool = False
+    """Ends the task with the agent's own answer (no verifier decides): the critic's reject of it
+    fails the attempt, so the reflector and the pivot handle a wrong answer like any failure."""
 
 
 @dataclass
@@ -40,6 +43,8 @@ class StepResult:
     done: bool = False
     success: bool = False
     info: dict[str, Any] = field(default_factory=dict)
+    """Free-form details; `answer` (the agent's final answer) and `verified` (False: the agent
+    declared success, nothing checked it) are read by the graph."""
 
 
 @runtime_checkable

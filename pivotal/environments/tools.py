@@ -15,6 +15,15 @@ Call = dict[str, Any]
 """One executed call: {"tool", "arguments", "output", "error"}."""
 Verifier = Callable[[Task, list[Call]], bool | None]
 """True: task done and succeeded; False: done and failed; None: not done yet."""
+FINISH = "finish"
+FINISH_SPEC = ActionSpec(
+    FINISH,
+    "end the task with your final answer to the user (only when the task is done or cannot be done)",
+    {"type": "object", "properties": {"answer": {"type": "string", "description": "the final answer"}},
+     "required": ["answer"]},
+    final=True,
+)  # fmt: skip
+"""Offered when no verifier decides success: the agent ends the task, and the critic reviews the answer."""
 Undo = str | Callable[[dict[str, Any]], tuple[str, dict[str, Any]] | None]
 """A compensating tool's name (called with the same arguments), or a function from the original
 call's arguments to the compensating call (name, arguments), or None when nothing needs undoing."""
@@ -29,12 +38,16 @@ class ToolEnvironment:
     world goes back only through `compensations` (`{"refund": "reverse_refund"}`): the
     compensating calls of the abandoned steps run newest first, each reviewed by the critic.
     Without compensations the retry goes forward from the real state (`rewind = "forward"`).
+
+    `verifier(task, calls)` decides when the task is done and whether it succeeded. Without one
+    (most application agents have no ground truth) the actor gets a `finish(answer)` action: the
+    critic reviews the answer like any action, and the outcome is marked unverified.
     """
 
     def __init__(
         self,
         tools: Sequence[BaseTool],
-        verifier: Verifier,
+        verifier: Verifier | None = None,
         *,
         intro: str = "",
         irreversible: Sequence[str] = (),
@@ -52,6 +65,11 @@ class ToolEnvironment:
             raise PivotalError(
                 f"compensations name tools that are not given: {', '.join(unknown)}; tools are {', '.join(self.tools)}"
             )
+        if verifier is None and FINISH in self.tools:
+            raise PivotalError(
+                f"a tool is named {FINISH!r}, like the action offered when no verifier is given; "
+                "rename the tool or pass a verifier"
+            )
         self.rewind = "compensate" if self.compensations else "forward"
         self.max_output_chars = max_output_chars
         self.calls: list[Call] = []
@@ -62,6 +80,8 @@ class ToolEnvironment:
         return self.intro or f"Tools available: {', '.join(self.tools)}. No calls made yet."
 
     def step(self, name: str, arguments: dict[str, Any]) -> StepResult:
+        if self.verifier is None and name == FINISH:
+            return self._finish(str(arguments.get("answer", "")))
         call: Call = {"tool": name, "arguments": arguments, "output": "", "error": ""}
         try:
             output = self.tools[name].invoke(arguments)
@@ -76,7 +96,7 @@ class ToolEnvironment:
         """
         name = call["tool"]
         self.calls.append(call)
-        verdict = self.verifier(self.task, self.calls)  # type: ignore[arg-type]
+        verdict = self.verifier(self.task, self.calls) if self.verifier else None  # type: ignore[arg-type]
         observation = f"{name} raised {call['error']}" if call["error"] else f"{name} returned: {call['output']}"
         return StepResult(
             observation,
@@ -98,7 +118,16 @@ class ToolEnvironment:
             return None
         return (undo, dict(arguments)) if isinstance(undo, str) else undo(dict(arguments))
 
+    def _finish(self, answer: str) -> StepResult:
+        """Without a verifier the agent decides it is done; its answer was reviewed by the critic first."""
+        self.calls.append({"tool": FINISH, "arguments": {"answer": answer}, "output": answer, "error": ""})
+        return StepResult(f"final answer: {answer}", done=True, success=True,
+                          info={"answer": answer, "verified": False})  # fmt: skip
+
     def describe_actions(self) -> list[ActionSpec]:
+        return [*self._tool_specs(), *([FINISH_SPEC] if self.verifier is None else [])]
+
+    def _tool_specs(self) -> list[ActionSpec]:
         return [
             ActionSpec(
                 tool.name, tool.description or tool.name, _parameters(tool), irreversible=tool.name in self.irreversible
@@ -107,6 +136,8 @@ class ToolEnvironment:
         ]
 
     def check(self, name: str, arguments: dict[str, Any]) -> str | None:
+        if name not in self.tools:
+            return None  # the built-in finish: its schema was checked already
         schema = self.tools[name].args_schema
         if isinstance(schema, type):
             try:

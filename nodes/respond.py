@@ -1,0 +1,24 @@
+"""Close the run: reply to a chat caller, and let go of the live environment.
+
+The reply is the agent's final answer, or what went wrong, so a chat app (or Studio's chat view)
+reads the outcome where it reads everything else. Releasing the environment here frees it
+however the graph was invoked; a later resume or fork rebuilds it from the checkpoint.
+"""
+
+from typing import Any
+
+from langchain_core.messages import AIMessage
+from langgraph.runtime import Runtime
+
+from pivotal.context import Context
+from pivotal.environments.live import release
+from pivotal.state import State
+
+
+async def respond(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    release(state["run_id"])
+    if state.get("status") == "success":
+        text = state.get("answer") or state.get("reason", "")
+    else:
+        text = f"I could not complete the task: {state.get('reason', '')}"
+    return {"messages": [AIMessage(text, name="pivotal")]}
