@@ -3,6 +3,7 @@ OpenAI-compatible server, through the real `openai` SDK: chat messages in and ou
 a person approving the refund, the critic reviewing the final answer, and the agent as a subgraph.
 """
 
+import asyncio
 import importlib.util
 import json
 import re
@@ -116,3 +117,14 @@ async def test_the_agent_is_a_subgraph_of_a_chat_app_that_streams_updates(desk):
         reply = update["desk"]["messages"][-1] if "desk" in update else reply
     assert {"greet", "desk", "actor", "critic", "executor", "respond"} <= seen  # the agent's own nodes streamed
     assert reply.content == ANSWER and len(entries(ledger, "refund")) == 1
+
+
+async def test_two_dozen_invocations_share_one_event_loop(desk):
+    """Embedded in a server: concurrent tickets in one loop, each on its own world and thread."""
+    server, model, ledger = desk
+    server.responder = clerk()
+    agent = support_desk.support_agent(model, memory=False, require_approval_for=[])
+    finals = await asyncio.gather(*(agent.ainvoke({"messages": [HumanMessage(f"Refund A1, ticket {i}.")]})
+                                    for i in range(24)))  # fmt: skip
+    assert [f["status"] for f in finals] == ["success"] * 24
+    assert len(entries(ledger, "refund")) == 24 and len({f["run_id"] for f in finals}) == 24
