@@ -129,15 +129,7 @@ def crash_and_resume(tasks: int, kills: int, seed: int = 0) -> dict[str, Any]:
     (folder / "tasks.jsonl").write_text("\n".join(lines) + "\n")
     env = {**os.environ, "JOURNAL": str(folder / "journal.jsonl")}
     base = [
-        sys.executable,
-        "-m",
-        "pivotal.cli",
-        "batch",
-        str(folder / "tasks.jsonl"),
-        "--out",
-        str(folder / "results.jsonl"),
-        "--checkpoints",
-        str(folder / "cp.sqlite"),
+        *batch_command(folder),
         "--store",
         str(folder / "store"),
         "--plugin",
@@ -167,6 +159,12 @@ def crash_and_resume(tasks: int, kills: int, seed: int = 0) -> dict[str, Any]:
         "lessons": len(lessons),
         **_evidence_check(rows, lessons),
     }
+
+
+def batch_command(folder: Path) -> list[str]:
+    """`pivotal batch` over folder/tasks.jsonl, results and checkpoints beside it."""
+    tasks, results, checkpoints = (str(folder / name) for name in ("tasks.jsonl", "results.jsonl", "cp.sqlite"))
+    return [sys.executable, "-m", "pivotal.cli", "batch", tasks, "--out", results, "--checkpoints", checkpoints]
 
 
 def kill_and_resume(
@@ -581,17 +579,7 @@ def _refund_kills(folder: Path, tasks: int, kills: int, seed: int) -> dict[str, 
     ]
     (folder / "tasks.jsonl").write_text("\n".join(lines) + "\n")
     env = dict(os.environ)
-    base = [
-        sys.executable,
-        "-m",
-        "pivotal.cli",
-        "batch",
-        str(folder / "tasks.jsonl"),
-        "--out",
-        str(folder / "results.jsonl"),
-        "--checkpoints",
-        str(folder / "cp.sqlite"),
-    ]
+    base = batch_command(folder)
     first = [
         "--plugin",
         "pivotal.testing.ledger_env",

@@ -33,7 +33,7 @@ from nodes.respond import respond
 from nodes.start import start
 from pivotal.context import Context
 from pivotal.logs import logger
-from pivotal.state import InputState, State
+from pivotal.state import InputState, OutputState, State
 
 NODES = {
     "start": start,
@@ -58,7 +58,7 @@ def build_graph(checkpointer: Any = None, *, context: Context | None = None, **c
     `context` is what the graph runs with when a caller passes none, or passes a parent graph's
     own context (the graph embedded as a subgraph); by default Context() from PIVOTAL_* settings.
     """
-    builder = StateGraph(State, context_schema=Context, input_schema=InputState)
+    builder = StateGraph(State, context_schema=Context, input_schema=InputState, output_schema=OutputState)
     for name, node in NODES.items():
         builder.add_node(name, _logged(name, node, context))
     builder.add_edge(START, "start")

@@ -3,6 +3,7 @@
 Every ablation in the benchmark is one field here, so a comparison is one switch away.
 """
 
+import difflib
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Annotated, Any, Literal, get_args
@@ -169,6 +170,24 @@ class Context:
                     "or start a new run"
                 )
         return base
+
+
+def _refuse_unknown_keys(init: Callable[..., None]) -> Callable[..., None]:
+    """A misspelt key (`{"modle": "sim"}` from Studio or an SDK) would otherwise be a bare TypeError."""
+
+    def checked(self: Context, **values: Any) -> None:
+        unknown = sorted(set(values) - Context.field_names())
+        if unknown:
+            hints = [difflib.get_close_matches(key, Context.field_names(), n=1) for key in unknown]
+            named = ", ".join(f"{key!r}" + (f" (did you mean {hint[0]!r}?)" if hint else "")
+                              for key, hint in zip(unknown, hints, strict=True))  # fmt: skip
+            raise PivotalError(f"unknown context key {named}; the keys are the Context fields in the README")
+        init(self, **values)
+
+    return checked
+
+
+Context.__init__ = _refuse_unknown_keys(Context.__init__)  # type: ignore[method-assign]
 
 
 def model_label(model: str | BaseChatModel) -> str:

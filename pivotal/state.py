@@ -139,6 +139,26 @@ class InputState(TypedDict, total=False):
     """Modules the CLI imported to register the run's environment; a resume imports them again."""
 
 
+class OutputState(TypedDict, total=False):
+    """What a run returns: the outcome and its record, not the graph's working keys."""
+
+    task: dict[str, Any]
+    run_id: str
+    status: Status
+    reason: str
+    answer: str
+    verified: bool
+    messages: Annotated[list[AnyMessage], add_messages]
+    trajectory: list["Step"]
+    reflections: list["Reflection"]
+    retries: int
+    recalled: list[str]
+    candidates: list["Candidate"]
+    approved_lessons: list["Candidate"]
+    counters: Annotated[dict[str, Any], add_counts]
+    usage: Annotated[dict[str, Any], add_counts]
+
+
 class State(InputState, total=False):
     status: Status
     reason: str

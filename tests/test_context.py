@@ -151,3 +151,10 @@ def test_bad_limits_and_choices_fail_with_one_clear_line(field, value):
     with pytest.raises(PivotalError) as error:
         Context(**{field: value})
     assert field in str(error.value) and "\n" not in str(error.value)
+
+
+async def test_a_misspelt_context_key_is_refused_with_a_hint():
+    from graphs import build_graph
+
+    with pytest.raises(PivotalError, match=r"unknown context key 'modle' \(did you mean 'model'\?\)"):
+        await build_graph().ainvoke({"task": "Reach G."}, context={"modle": "sim"})

@@ -59,3 +59,28 @@ def test_studio_edits_a_model_as_a_string():
     schema = build_graph().get_context_jsonschema()
     assert schema["properties"]["model"]["type"] == "string"
     assert schema["properties"]["critic_model"]["type"] == "string"
+
+
+async def test_any_provider_langchain_knows_is_a_spec_string(server, monkeypatch):
+    """`azure_openai:<deployment>` goes through init_chat_model to AzureChatOpenAI and the real SDK."""
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", "app-key")
+    monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", server.base_url_openai.removesuffix("/v1"))
+    monkeypatch.setenv("OPENAI_API_VERSION", "2024-10-21")
+    context = Context(model="azure_openai:app-deployment", memory=False, max_steps=4, max_pivot_retries=0)
+    result = await arun(TASK, context, checkpoint_path=":memory:")
+    assert result.status == "success" and {r.schema_name for r in server.requests} >= {"Proposal", "Verdict"}
+
+
+@pytest.mark.parametrize(
+    "spec,needle",
+    [
+        ("bedrock:anthropic.claude-x", "requires the langchain-aws package"),
+        ("nosuchprovider:x", "unknown model spec 'nosuchprovider:x'"),
+    ],
+)
+def test_a_provider_that_cannot_be_set_up_is_one_line(spec, needle):
+    from pivotal.models.factory import make_model
+
+    with pytest.raises(PivotalError, match=needle) as raised:
+        make_model(spec)
+    assert "\n" not in str(raised.value)

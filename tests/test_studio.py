@@ -4,6 +4,7 @@ Runs a task through the `langgraph-sdk` client with `sim` models, reads the thre
 checks Studio draws every node, and forks from a step's recorded checkpoint.
 """
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -21,11 +22,22 @@ LANGGRAPH = Path(sys.executable).parent / "langgraph"
 
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory):
-    """Port chosen here and checked: on a taken port the server silently moves elsewhere."""
+    """An application's own Studio setup in its own folder, where the server keeps its runs.
+
+    A module registers the app's environments and serves Pivotal's graph, and the folder's
+    langgraph.json names it, as the README shows. The port is chosen here and checked: on a
+    taken port the server silently moves elsewhere.
+    """
     port, folder = free_port(), tmp_path_factory.mktemp("studio")
+    (folder / "studio_app.py").write_text(
+        "from pivotal.testing import ledger_env  # registers the app's environments\n"
+        "from graphs.studio import graph  # noqa: F401\n"
+    )
+    config = {"dependencies": [str(ROOT), "."], "graphs": {"pivotal": "./studio_app.py:graph"}}
+    (folder / "langgraph.json").write_text(json.dumps({**config, "python_version": "3.11"}))
     log_path = folder / "server.log"  # outside the project, or the reload watcher loops
     command = [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port)]
-    with serve(command, "/ok", port, log_path, cwd=ROOT, env={**os.environ, **QUIET}) as url:
+    with serve(command, "/ok", port, log_path, cwd=folder, env={**os.environ, **QUIET}) as url:
         yield url, folder, log_path
 
 
@@ -62,6 +74,19 @@ async def test_studio_runs_a_task_shows_every_node_and_forks_from_a_step(studio)
         for state in after
     )
     assert "BlockingError" not in log_path.read_text()
+
+
+async def test_studio_runs_the_apps_own_environment(studio):
+    url, folder, _ = studio
+    client = get_client(url=url)
+    [assistant] = await client.assistants.search(graph_id="pivotal")
+    thread = await client.threads.create()
+    task = {"env": "support-desk", "params": {"ledger": str(folder / "ledger.jsonl")}}
+    final = await client.runs.wait(thread["thread_id"], assistant["assistant_id"], input={"task": task},
+                                   context={"model": "sim", "memory": False})  # fmt: skip
+    assert final["status"] == "success", final
+    kinds = [json.loads(line)["kind"] for line in (folder / "ledger.jsonl").read_text().splitlines()]
+    assert kinds == ["refund", "email"]
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,7 @@ PROVIDERS = {
     "openai": "openai:<model>",
     "anthropic": "anthropic:<model>",
     "openai-compatible": "openai-compatible:<model>@<base_url>",
+    "langchain": "<provider>:<model> for any other provider LangChain's init_chat_model knows",
 }
 """Every provider a spec can name, with the forms it accepts (for the error message)."""
 NEEDS_MODEL = {"openai", "anthropic", "openai-compatible"}
@@ -30,8 +31,10 @@ def parse_spec(spec: str) -> tuple[str, str]:
     """(provider, rest) with a clear error for anything we do not accept."""
     spec = (spec or "").strip()
     provider, _, rest = spec.partition(":")
-    if provider in PROVIDERS and (rest or provider not in NEEDS_MODEL):
+    if provider in PROVIDERS and provider != "langchain" and (rest or provider not in NEEDS_MODEL):
         return provider, rest
+    if provider and rest and provider.replace("_", "").isalnum():
+        return "langchain", spec  # init_chat_model decides; make_model turns its errors into one line
     raise PivotalError(f"unknown model spec {spec!r}; accepted forms: {', '.join(ACCEPTED)}")
 
 
@@ -52,7 +55,28 @@ def make_model(spec: str, local_threads: int = 1, loop_key: int = 0) -> BaseChat
         return _openai(rest)
     if provider == "anthropic":
         return _anthropic(rest)
+    if provider == "langchain":
+        return _any_provider(rest)
     return _openai_compatible(rest)
+
+
+def _any_provider(spec: str) -> BaseChatModel:
+    """`bedrock:…`, `google_genai:…`, `ollama:…`: whatever LangChain's init_chat_model resolves for an
+    installed integration (it reads the provider's own credentials from the environment).
+    """
+    from langchain.chat_models import init_chat_model
+
+    limits = {"rate_limiter": _rate_limiter(settings().requests_per_second)} if settings().requests_per_second else {}
+    try:
+        return init_chat_model(spec, **limits)
+    except ImportError as exc:  # the integration package is missing: its message names the pip command
+        raise PivotalError(f"model spec {spec!r}: {' '.join(str(exc).split())}") from None
+    except Exception as exc:  # noqa: BLE001 — a provider's own error, said in one line
+        if "provider" in str(exc).lower() and isinstance(exc, ValueError):
+            raise PivotalError(f"unknown model spec {spec!r}; accepted forms: {', '.join(ACCEPTED)}") from None
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise PivotalError(f"model spec {spec!r} could not be set up: {type(exc).__name__}: {first[:300]}; "
+                           "set the provider's credentials in the environment or .env") from None  # fmt: skip
 
 
 def _sim(options: str) -> BaseChatModel:

@@ -397,7 +397,10 @@ class _Handler(BaseHTTPRequestHandler):
         except json.JSONDecodeError:
             body = {"_unparsed": raw.decode(errors="replace")}
         headers = {key.lower(): value for key, value in self.headers.items()}
-        status, extra, reply = self.server.loopback.answer(self.path, body, headers)  # type: ignore[attr-defined]
+        path = self.path.split("?", 1)[0]
+        if path.startswith("/openai/deployments/") and path.endswith("/chat/completions"):
+            path = OPENAI_PATH  # Azure OpenAI's deployment route speaks the same format
+        status, extra, reply = self.server.loopback.answer(path, body, headers)  # type: ignore[attr-defined]
         if not status:
             self.close_connection = True
             return
