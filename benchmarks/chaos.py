@@ -161,6 +161,13 @@ def crash_and_resume(tasks: int, kills: int, seed: int = 0) -> dict[str, Any]:
     }
 
 
+def _pivotal(*args: str) -> dict[str, Any]:
+    """One `pivotal ... --json` in a new process, as a user runs it; its JSON result."""
+    done = subprocess.run([sys.executable, "-m", "pivotal.cli", *args, "--json"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, stdin=subprocess.DEVNULL)  # fmt: skip
+    return json.loads(done.stdout)
+
+
 def batch_command(folder: Path) -> list[str]:
     """`pivotal batch` over folder/tasks.jsonl, results and checkpoints beside it."""
     tasks, results, checkpoints = (str(folder / name) for name in ("tasks.jsonl", "results.jsonl", "cp.sqlite"))
@@ -603,61 +610,14 @@ def _refund_kills(folder: Path, tasks: int, kills: int, seed: int) -> dict[str, 
 def _approvals_elsewhere(folder: Path, runs: int) -> dict[str, Any]:
     """Each run pauses before its refund (`pivotal run`), and a new process approves it (`pivotal resume`)."""
     folder.mkdir(parents=True)
-    env = dict(os.environ)
     checkpoints = str(folder / "cp.sqlite")
     rows = []
     for i in range(runs):
-        run = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pivotal.cli",
-                "run",
-                "--env",
-                "support-desk",
-                "--param",
-                f"ledger={folder / f'a{i}.jsonl'}",
-                "--param",
-                f"order=a{i}",
-                "--model",
-                "sim",
-                "--no-memory",
-                "--require-approval-for",
-                "refund",
-                "--checkpoints",
-                checkpoints,
-                "--plugin",
-                "pivotal.testing.ledger_env",
-                "--json",
-            ],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            stdin=subprocess.DEVNULL,
-        )
-        thread = json.loads(run.stdout)["thread_id"]
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pivotal.cli",
-                "resume",
-                thread,
-                "--decision",
-                "approve",
-                "--checkpoints",
-                checkpoints,
-                "--json",
-            ],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        rows.append(json.loads(done.stdout))
+        ledger, order = f"ledger={folder / f'a{i}.jsonl'}", f"order=a{i}"
+        paused = _pivotal("run", "--env", "support-desk", "--param", ledger, "--param", order, "--model", "sim",
+                          "--no-memory", "--require-approval-for", "refund", "--checkpoints", checkpoints,
+                          "--plugin", "pivotal.testing.ledger_env")  # fmt: skip
+        rows.append(_pivotal("resume", paused["thread_id"], "--decision", "approve", "--checkpoints", checkpoints))
     return _counted(rows, folder)
 
 

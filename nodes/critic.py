@@ -98,13 +98,18 @@ def _reject(reason: str) -> Verdict:
     return Verdict(decision="reject", confidence=1.0, diagnosis=reason, revision="choose a different, valid action")
 
 
-def _irreversible(env: Any, proposal: dict[str, Any]) -> bool:
-    return proposal.get("action") in {s.name for s in env.describe_actions() if s.irreversible}
+def _irreversible(env: Any, proposal: Proposal) -> bool:
+    return _marked(env, proposal, "irreversible")
 
 
 def _final(env: Any, proposal: Proposal) -> bool:
     """The proposal ends the task with the agent's own answer (no verifier checks it)."""
-    return proposal.get("action") in {s.name for s in env.describe_actions() if s.final}
+    return _marked(env, proposal, "final")
+
+
+def _marked(env: Any, proposal: Proposal, flag: str) -> bool:
+    """The environment's ActionSpec for the proposed action carries `flag`."""
+    return proposal.get("action") in {s.name for s in env.describe_actions() if getattr(s, flag)}
 
 
 def _needs_human(context: Context, env: Any, chosen: dict[str, Any]) -> bool:

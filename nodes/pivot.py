@@ -24,10 +24,11 @@ async def pivot(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     rewound = await rewind(state["run_id"], task, state["trajectory"], keep)
     trajectory = rewound.trajectory
     observation = trajectory[-1]["observation"] if trajectory else state["first_observation"]
-    went_back = rewound.mode in ("snapshot", "replay")
+    went_back = rewound.mode in ("snapshot", "replay")  # else every executed step stays in the trajectory
+    kept = len(trajectory)
     note = {
         "rewind": rewound.mode,
-        "kept_steps": keep if went_back else len(trajectory),
+        "kept_steps": kept,
         "not_undone": [] if went_back else _not_undone(trajectory, keep, rewound.compensations),
     }
     return {
@@ -40,8 +41,8 @@ async def pivot(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "chosen": None,
         "critiques": [],
         "compensations": rewound.compensations,
-        "attempt_start": 0 if went_back else len(trajectory),
-        "counters": {"replayed": rewound.replayed, "kept_steps": keep if went_back else len(trajectory)},
+        "attempt_start": 0 if went_back else kept,
+        "counters": {"replayed": rewound.replayed, "kept_steps": kept},
     }
 
 
