@@ -150,7 +150,7 @@ def test_an_existing_results_file_is_refused_without_resume_or_overwrite(tmp_pat
 def test_a_batch_killed_with_sigkill_resumes_without_rerunning_anything(tmp_path):
     count = 16
     _tasks_file(tmp_path, count)
-    flags = ("--model", "sim:latency=0.03", "--lesson-model", "sim", "--concurrency", "4")
+    flags = ("--model", "sim:latency=0.1", "--lesson-model", "sim", "--concurrency", "4")  # kills land mid-task
     first = _batch(tmp_path, *flags)
     journal, results = tmp_path / "journal.jsonl", tmp_path / "results.jsonl"
     deadline = time.monotonic() + 120
