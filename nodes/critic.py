@@ -9,8 +9,9 @@ from memory.lesson import lessons_block
 from pivotal.context import Context
 from pivotal.environments import check_action
 from pivotal.environments.live import attach
+from pivotal.errors import describe_model_error
 from pivotal.models.roles import ask_role
-from pivotal.schemas import Verdict
+from pivotal.schemas import Decision, Verdict
 from pivotal.state import Critique, Proposal, State
 from pivotal.task import Task
 from prompts import data as show
@@ -44,7 +45,8 @@ async def _judge(
     state: State, context: Context, task: Task, env: Any, proposal: dict[str, Any]
 ) -> tuple[Verdict, str, dict[str, Any]]:
     if not proposal.get("action"):
-        return _reject(f"the actor gave no valid proposal ({proposal.get('error') or 'empty action'})"), "actor", {}
+        why = describe_model_error(proposal.get("error") or "empty action")
+        return _reject(f"the actor gave no valid proposal ({why})"), "actor", {}
     if context.precheck:
         problem = check_action(env, proposal["action"], proposal.get("arguments") or {})
         if problem:
@@ -85,17 +87,34 @@ def _advisory(verdict: Verdict) -> Verdict:
 
     Only for reversible actions: a reject of an irreversible one stays final whoever the critic is.
     """
-    return verdict.model_copy(
-        update={
-            "decision": "revise",
-            "diagnosis": f"advisory reject: {verdict.diagnosis}".strip(),
-            "revision": verdict.revision or "choose a different action",
-        }
+    return _verdict(
+        "revise",
+        verdict.confidence,
+        f"advisory reject: {verdict.diagnosis}".strip(),
+        verdict.revision or "choose a different action",
     )
 
 
 def _reject(reason: str) -> Verdict:
-    return Verdict(decision="reject", confidence=1.0, diagnosis=reason, revision="choose a different, valid action")
+    return _verdict("reject", 1.0, reason, "choose a different, valid action")
+
+
+def _verdict(decision: Decision, confidence: float, diagnosis: str, revision: str) -> Verdict:
+    """A verdict the graph writes itself. Its text (a pre-check listing twenty action names, a
+    prefix on the critic's own words) can outgrow the limit the reply schema sets for models:
+    cut it to fit, never fail the run on it.
+    """
+    return Verdict(
+        decision=decision,
+        confidence=confidence,
+        diagnosis=_fit(diagnosis, "diagnosis"),
+        revision=_fit(revision, "revision"),
+    )
+
+
+def _fit(text: str, field: str) -> str:
+    limit = next(rule.max_length for rule in Verdict.model_fields[field].metadata if hasattr(rule, "max_length"))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _irreversible(env: Any, proposal: Proposal) -> bool:
@@ -121,12 +140,12 @@ def _needs_human(context: Context, env: Any, chosen: dict[str, Any]) -> bool:
 
 def _stricter_if_irreversible(verdict: Verdict, env: Any, proposal: dict[str, Any]) -> Verdict:
     if verdict.decision == "approve" and _irreversible(env, proposal) and verdict.confidence < IRREVERSIBLE_CONFIDENCE:
-        return Verdict(
-            decision="reject",
-            confidence=verdict.confidence,
-            diagnosis=f"irreversible action approved with confidence {verdict.confidence:.2f} "
+        return _verdict(
+            "reject",
+            verdict.confidence,
+            f"irreversible action approved with confidence {verdict.confidence:.2f} "
             f"< {IRREVERSIBLE_CONFIDENCE}: {verdict.diagnosis}",
-            revision="propose a reversible action or gather more evidence first",
+            "propose a reversible action or gather more evidence first",
         )
     return verdict
 

@@ -1,36 +1,96 @@
-"""Defaults that come from the environment or `.env`, so deployments need no code change."""
+"""Defaults that come from the environment or `.env`, so deployments need no code change.
+
+Every value is checked when first read: a bad one is one line naming the variable, never a
+run that quietly goes on without saving, or a pydantic dump.
+"""
 
 from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
+from dotenv import load_dotenv
+from pydantic import BeforeValidator, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from pivotal.errors import PivotalError, first_problem
+
+ENV_FILE = ".env"
+"""In the current folder, for the settings and the provider keys alike."""
+
+
+def _upper(value: Any) -> Any:
+    return value.upper() if isinstance(value, str) else value
+
+
+LogLevel = Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], BeforeValidator(_upper)]
 
 
 class Settings(BaseSettings):
     """Every `PIVOTAL_*` variable the project reads; `.env.example` lists them all."""
 
-    model_config = SettingsConfigDict(env_prefix="PIVOTAL_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="PIVOTAL_",
+        env_file=ENV_FILE,
+        env_file_encoding="utf-8",  # a BOM is dropped by the parser; the locale's encoding is never guessed
+        extra="ignore",
+        str_strip_whitespace=True,
+        allow_inf_nan=False,
+    )
 
-    model: str = "local"
+    model: str = Field("local", min_length=1)
     actor_model: str = ""
     critic_model: str = ""
     reflector_model: str = ""
     lesson_model: str = ""
     fallback_model: str = ""
-    requests_per_second: float = 0.0
+    requests_per_second: float = Field(0.0, ge=0)
     """Client-side rate limit per hosted model (LangChain's InMemoryRateLimiter); 0 = none."""
-    store_path: str = ".pivotal/lessons"
+    store_path: str = Field(".pivotal/lessons", min_length=1)
+    """Empty would put the store in whatever folder the process happens to start in."""
     store_url: str = ""
     """Chroma server URL (e.g. http://127.0.0.1:8000) for stores shared by several processes."""
-    max_lessons: int = 1000
-    checkpoint_path: str = ".pivotal/checkpoints.sqlite"
-    local_threads: int = 1
-    request_timeout: float = 60.0
+    max_lessons: int = Field(1000, gt=0)
+    checkpoint_path: str = Field(".pivotal/checkpoints.sqlite", min_length=1)
+    """Empty would silently mean a throw-away database: runs that cannot be resumed."""
+    local_threads: int = Field(1, gt=0)
+    request_timeout: float = Field(60.0, gt=0)
     """Seconds a hosted-provider request may take before the SDK gives up (and retries)."""
-    max_retries: int = 2
+    max_retries: int = Field(2, ge=0)
     """Retries the provider SDK makes itself (429 with retry-after, 5xx, timeouts) before a role falls back."""
-    log_level: str = "WARNING"
+    log_level: LogLevel = "WARNING"
 
 
 @lru_cache(maxsize=1)
 def settings() -> Settings:
-    return Settings()
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise PivotalError(_bad_setting(exc)) from None
+    except UnicodeDecodeError as exc:
+        raise PivotalError(_not_utf8(exc)) from None
+
+
+def load_env_file() -> None:
+    """Provider keys (OPENAI_API_KEY, ...) come from the same `.env` as the settings; the real
+    environment wins.
+    """
+    try:
+        load_dotenv(ENV_FILE, override=False, encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise PivotalError(_not_utf8(exc)) from None
+
+
+def _bad_setting(exc: ValidationError) -> str:
+    field, problem, given = first_problem(exc)
+    name, default = f"PIVOTAL_{field.upper()}", Settings.model_fields[field].default
+    if isinstance(given, str) and not given.strip():
+        return f"{name} is set but empty; give it a value, or remove it to use the default ({default!r})"
+    return (
+        f"{name}={given!r} is not valid: {problem}; fix it in the environment or {ENV_FILE}, "
+        f"or remove it to use the default ({default!r})"
+    )
+
+
+def _not_utf8(exc: UnicodeDecodeError) -> str:
+    line = exc.object[: exc.start].count(b"\n") + 1
+    return f"{Path(ENV_FILE).resolve()} is not UTF-8 text (line {line}); save it as UTF-8"

@@ -1,37 +1,76 @@
 """`pivotal` command line: a thin layer over `graphs.run`.
 
 Exit codes: 0 the run finished (its outcome is in the output), 1 the task failed and `--check`
-was given, 2 bad input (one line on stderr).
+was given, 2 bad input (one line on stderr), 130 Ctrl-C and 143 SIGTERM (one line on how to go on).
 """
 
 import argparse
 import asyncio
+import signal
 import sys
-
-from dotenv import load_dotenv
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from pivotal.cli import batch, bench, lessons, options, studio
-from pivotal.errors import PivotalError
+from pivotal.errors import PivotalError, Terminated
+from pivotal.settings import load_env_file, settings
 
 EXIT_SUCCESS, EXIT_TASK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143  # 128 + SIGINT / SIGTERM, as a shell reports them
 
 
 def main(argv: list[str] | None = None) -> int:
-    load_dotenv(override=False)  # provider keys from .env; the real environment wins
     args = _parser().parse_args(argv)
     try:
-        return args.handler(args)
+        with _sigterm_as_interrupt():
+            load_env_file()
+            settings()  # every PIVOTAL_* value checked before any command starts work
+            return args.handler(args)
     except PivotalError as exc:
         print(f"pivotal: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print("pivotal: interrupted; the last checkpoint is kept (resume with the same --thread-id)", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        print(f"pivotal: {_interrupted(args, exc)}", file=sys.stderr)
+        return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """A service manager's stop (SIGTERM) ends a run the way Ctrl-C does, with its line on how to go on."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+def _interrupted(args: argparse.Namespace, exc: KeyboardInterrupt) -> str:
+    how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+    if args.command == "batch":
+        return (
+            f"{how}; finished tasks are in {args.out}: continue with "
+            f"`pivotal batch {args.tasks} --out {args.out} --resume`"
+        )
+    if args.command == "run" and args.thread_id:
+        return f"{how}; the last checkpoint is kept: continue with the same command (same --thread-id)"
+    if args.command == "run":
+        return f"{how}; this run had no --thread-id, so it cannot be continued: give one to runs you may resume"
+    if args.command == "resume":
+        return f"{how}; the last checkpoint of thread {args.thread_id} is kept"
+    return how
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pivotal", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(required=True, metavar="command")
+    commands = parser.add_subparsers(required=True, metavar="command", dest="command")
     run = commands.add_parser("run", help="run one task through the actor-critic graph")
     options.task_options(run)
     options.context_options(run)

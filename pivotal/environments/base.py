@@ -5,9 +5,11 @@ worker thread so async nodes never block the event loop.
 """
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, get_args, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, get_args, runtime_checkable
 
-from pivotal.errors import PivotalError
+from pydantic import BaseModel, ValidationError
+
+from pivotal.errors import PivotalError, first_problem
 from pivotal.task import Task
 
 Rewind = Literal["snapshot", "replay", "compensate", "forward"]
@@ -22,6 +24,22 @@ Rewind = Literal["snapshot", "replay", "compensate", "forward"]
   reflection and the abandoned steps shown as done. A tool is never re-run to rebuild state.
 """
 REWIND_MODES: tuple[str, ...] = get_args(Rewind)
+
+
+P = TypeVar("P", bound=BaseModel)
+
+
+def read_params(schema: type[P], task: Task) -> P:
+    """The task's `params` as the environment's own model: a bad one (`--param map=9x9`) is one
+    line naming the parameter, not a KeyError from deep inside a simulator.
+    """
+    try:
+        return schema.model_validate(task.params)
+    except ValidationError as exc:
+        name, problem, given = first_problem(exc)
+        raise PivotalError(
+            f"{task.env} parameter {name}={given!r} is not valid: {problem}; fix it (--param {name}=VALUE)"
+        ) from None
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,20 @@ import random
 from typing import Any
 
 from langchain_core.tools import StructuredTool
+from pydantic import BaseModel
 
+from pivotal.environments.base import read_params
 from pivotal.environments.tools import Call, ToolEnvironment
 from pivotal.task import Task
 
 SERVICES = ["payments", "search", "billing", "auth", "checkout", "inventory"]
 KEYS = ["timeout_ms", "max_retries", "pool_size", "batch_size"]
+
+
+class Params(BaseModel):
+    """`seed` picks the service, the key and the values."""
+
+    seed: int = 0
 
 
 class ConfigCopy(ToolEnvironment):
@@ -37,7 +45,7 @@ class ConfigCopy(ToolEnvironment):
         self.rewind = "snapshot"  # the config store is in this object: restoring it really goes back
 
     def reset(self, task: Task) -> str:
-        rng = random.Random(int(task.params.get("seed", 0)))
+        rng = random.Random(read_params(Params, task).seed)
         self.service, self.key = rng.choice(SERVICES), rng.choice(KEYS)
         self.store = {
             f"{env}/{service}/{key}": str(rng.randrange(1, 5000))

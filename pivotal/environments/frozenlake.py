@@ -1,18 +1,27 @@
 """Gymnasium's FrozenLake-v1 as a Pivotal environment: a real simulator nobody here wrote."""
 
 from collections import deque
-from typing import Any
+from typing import Any, Literal
 
-from pivotal.environments.base import ActionSpec, StepResult
+from pydantic import BaseModel, Field
+
+from pivotal.environments.base import ActionSpec, StepResult, read_params
 from pivotal.task import Task
 
 ACTIONS = {"left": 0, "down": 1, "right": 2, "up": 3}
 DELTAS = {"left": (0, -1), "down": (1, 0), "right": (0, 1), "up": (-1, 0)}
 
 
-class FrozenLake:
-    """`params`: `map` ("4x4"/"8x8"), or `size` + `seed` for a generated map; `slippery` (default False)."""
+class Params(BaseModel):
+    """`map`: one of Gymnasium's named maps, or `size` (+ `seed`) for a generated one."""
 
+    map: Literal["4x4", "8x8"] = "4x4"
+    size: int | None = Field(None, ge=2, le=32)
+    seed: int = Field(0, ge=0)  # Gymnasium refuses negative seeds
+    slippery: bool = False
+
+
+class FrozenLake:
     default_goal = "Cross the frozen lake from S to the goal G without stepping into a hole (H)."
 
     def __init__(self) -> None:
@@ -20,18 +29,17 @@ class FrozenLake:
         self.desc: list[str] = []
 
     def reset(self, task: Task) -> str:
+        params = read_params(Params, task)
         import gymnasium as gym  # imported here: gymnasium costs ~1 s and most runs never need it
         from gymnasium.envs.toy_text.frozen_lake import generate_random_map
 
-        params = task.params
-        seed = int(params.get("seed", 0))
-        options: dict[str, Any] = {"is_slippery": bool(params.get("slippery", False)), "render_mode": "ansi"}
-        if "size" in params:
-            options["desc"] = generate_random_map(size=int(params["size"]), seed=seed)
+        options: dict[str, Any] = {"is_slippery": params.slippery, "render_mode": "ansi"}
+        if params.size is not None:
+            options["desc"] = generate_random_map(size=params.size, seed=params.seed)
         else:
-            options["map_name"] = str(params.get("map", "4x4"))
+            options["map_name"] = params.map
         self.env = gym.make("FrozenLake-v1", **options)
-        self.env.reset(seed=seed)
+        self.env.reset(seed=params.seed)
         self.desc = ["".join(tile.decode() for tile in row) for row in self.env.unwrapped.desc.tolist()]
         return self._render("New lake.")
 

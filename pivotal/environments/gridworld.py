@@ -4,7 +4,9 @@ import random
 from collections import deque
 from typing import Any
 
-from pivotal.environments.base import ActionSpec, StepResult
+from pydantic import BaseModel, Field
+
+from pivotal.environments.base import ActionSpec, StepResult, read_params
 from pivotal.errors import PivotalError
 from pivotal.task import Task
 
@@ -12,9 +14,16 @@ Cell = tuple[int, int]
 MOVES: dict[str, Cell] = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
 
 
-class GridWorld:
-    """`params`: `seed` picks the maze, `size` its side (4–12), `holes`/`walls` their share."""
+class Params(BaseModel):
+    """`seed` picks the maze, `size` its side, `walls`/`holes` their share of the cells."""
 
+    seed: int = 0
+    size: int = Field(6, ge=4, le=12)
+    walls: float = Field(0.15, ge=0, lt=1)
+    holes: float = Field(0.12, ge=0, lt=1)
+
+
+class GridWorld:
     default_goal = "Walk from S to the goal G without falling into a hole (O)."
 
     def __init__(self) -> None:
@@ -29,11 +38,8 @@ class GridWorld:
 
     # --- Environment -------------------------------------------------------------------
     def reset(self, task: Task) -> str:
-        size = int(task.params.get("size", 6))
-        if not 4 <= size <= 12:
-            raise PivotalError(f"gridworld size must be 4..12 (got {size})")
-        seed = int(task.params.get("seed", 0))
-        self._generate(size, seed, float(task.params.get("walls", 0.15)), float(task.params.get("holes", 0.12)))
+        params = read_params(Params, task)
+        self._generate(params.size, params.seed, params.walls, params.holes)
         self.pos, self.done, self.moves = self.start, False, 0
         return self.render("New maze.")
 

@@ -22,6 +22,8 @@ from typing import Any
 
 from pivotal.environments import Environment, Idempotent, Restorable, make_environment
 from pivotal.environments.base import Compensating, Rewind, rewind_mode
+from pivotal.errors import PivotalError
+from pivotal.secrets import redact
 from pivotal.task import Task
 
 Action = tuple[str, dict[str, Any]]
@@ -70,13 +72,32 @@ def open_live(run_id: str, task: Task) -> Live:
     live instance for the run picks it up.
     """
     env = make_environment(task.env)
-    live = Live(env, task, env.reset(task))
+    live = Live(env, task, _reset(env, task))
     live.initial = env.snapshot() if isinstance(env, Restorable) else None
     with _table_lock:
         _table[run_id] = live
         while len(_table) > _MAX_LIVE:
             _table.popitem(last=False)
     return live
+
+
+def _reset(env: Environment, task: Task) -> str:
+    """A reset that fails is a bad task or a broken environment, known before any step: one line
+    naming the environment, not a traceback from inside the graph.
+    """
+    try:
+        observation = env.reset(task)
+    except PivotalError:
+        raise
+    except Exception as exc:  # noqa: BLE001 — whatever the environment raised, say which one
+        said = redact(" ".join(f"{type(exc).__name__}: {exc}".split()))[:300]
+        raise PivotalError(f"environment {task.env!r}: reset() raised {said}; fix the environment or task") from None
+    if not isinstance(observation, str):
+        raise PivotalError(
+            f"environment {task.env!r}: reset() returned {type(observation).__name__} "
+            f"{redact(repr(observation))[:100]}, not the first observation as text; return a str"
+        )
+    return observation
 
 
 async def attach(run_id: str, task: Task, trajectory: list[dict[str, Any]]) -> tuple[Live, int]:

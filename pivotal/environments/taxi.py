@@ -7,16 +7,22 @@ kinds of mistake: a wasted move, and an illegal pickup/dropoff (−10 in Taxi's 
 from collections import deque
 from typing import Any
 
-from pivotal.environments.base import ActionSpec, StepResult
+from pydantic import BaseModel, Field
+
+from pivotal.environments.base import ActionSpec, StepResult, read_params
 from pivotal.task import Task
 
 ACTIONS = {"south": 0, "north": 1, "east": 2, "west": 3, "pickup": 4, "dropoff": 5}
 STOPS = "RGYB"
 
 
-class Taxi:
-    """`params`: `seed` picks the taxi, passenger and destination positions."""
+class Params(BaseModel):
+    """`seed` picks the taxi, passenger and destination positions."""
 
+    seed: int = Field(0, ge=0)  # Gymnasium refuses negative seeds
+
+
+class Taxi:
     default_goal = "Drive the taxi to the passenger, pick them up, and drop them off at their destination."
 
     def __init__(self) -> None:
@@ -24,10 +30,11 @@ class Taxi:
         self.start = 0
 
     def reset(self, task: Task) -> str:
+        params = read_params(Params, task)
         import gymnasium as gym  # imported here: gymnasium costs ~1 s and most runs never need it
 
         self.env = gym.make("Taxi-v4")
-        self.start, _ = self.env.reset(seed=int(task.params.get("seed", 0)))
+        self.start, _ = self.env.reset(seed=params.seed)
         return self._render("New fare.")
 
     def step(self, name: str, arguments: dict[str, Any]) -> StepResult:
