@@ -15,7 +15,9 @@ import functools
 import time
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 
 from graphs import routes
 from nodes.actor import actor
@@ -76,9 +78,23 @@ def build_graph(checkpointer: Any = None, *, context: Context | None = None, **c
     builder.add_edge("memory_writer", "respond")
     builder.add_edge("respond", END)
     graph = builder.compile(checkpointer=checkpointer, **{"name": "pivotal", **compile_kwargs})
-    # invoked directly (invoke, astream, astream_events, Studio), LangGraph's default ceiling of 25
-    # nodes would end a run after a few steps; the Context bounds are what end a run
-    return graph.with_config(recursion_limit=DIRECT_RECURSION_LIMIT)
+    # invoked directly (invoke, astream, astream_events, Studio), a default node ceiling would end
+    # a run after a few steps; the Context bounds are what end a run
+    return PivotalGraph(**graph.__dict__).with_config(recursion_limit=DIRECT_RECURSION_LIMIT)
+
+
+class PivotalGraph(CompiledStateGraph):
+    """The compiled graph, keeping its own node ceiling under `astream_events` too.
+
+    LangChain's `astream_events` fills in its own default ceiling of 25 as if the caller had set
+    it, which overrides the one bound with `with_config` (invoke and astream keep it); so a caller
+    who sets none gets the graph's.
+    """
+
+    def astream_events(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any):
+        if not (config or {}).get("recursion_limit") and self.config:
+            config = {**(config or {}), "recursion_limit": self.config.get("recursion_limit", DIRECT_RECURSION_LIMIT)}
+        return super().astream_events(input, config, **kwargs)
 
 
 DIRECT_RECURSION_LIMIT = 100_000

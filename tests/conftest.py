@@ -9,3 +9,11 @@ from memory.store import close_stores
 def _release_stores():
     yield
     close_stores()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """LangChain's conformance suite times model construction with pytest-benchmark; here speed is
+    measured in benchmarks/, so the timed test runs once, untimed, and prints no table.
+    """
+    if hasattr(config.option, "benchmark_disable"):
+        config.option.benchmark_disable = True

@@ -212,3 +212,26 @@ async def test_the_compiled_graph_runs_without_context_or_recursion_limit(monkey
         settings.cache_clear()
     assert len(nodes) > 25 and "respond" in nodes[-1]
     assert default["status"] == "success"
+
+
+async def test_astream_events_needs_no_recursion_limit_and_streams_the_models():
+    """LangChain's `astream_events` sets a ceiling of 25 nodes unless told otherwise; the graph keeps its
+    own, and every role's reply streams as chat-model chunks, reaching the same result as `ainvoke`.
+    """
+    graph = build_graph()
+    task = {"task": {"env": "gridworld", "params": {"size": 5}}}
+    context = Context(model="sim", memory=False, max_steps=30)
+    invoked = await graph.ainvoke(task, context=context)
+    events = [event async for event in graph.astream_events(task, context=context, version="v2")]
+    final = next(
+        e["data"]["output"] for e in reversed(events) if e["event"] == "on_chain_end" and e["name"] == "pivotal"
+    )
+    node_starts = [e for e in events if e["event"] == "on_chain_start" and e["name"] in ("actor", "critic", "executor")]
+    assert len(node_starts) > 25
+    assert any(e["event"] == "on_chat_model_stream" for e in events)
+
+    def moves(result):
+        return [(step["action"], step["arguments"], step["observation"]) for step in result["trajectory"]]
+
+    assert invoked["status"] == final["status"] == "success"
+    assert moves(final) == moves(invoked)

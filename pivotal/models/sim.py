@@ -13,21 +13,26 @@ import hashlib
 import json
 import random
 import uuid
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.runnables.config import var_child_runnable_config
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from pivotal.environments import Oracle
 from pivotal.environments.live import Live, lookup
+from pivotal.models.literal import literal_reply
+from pivotal.models.streaming import as_chunks
 
 
 class SimChatModel(BaseChatModel):
     """`error`: share of wrong decisions per role; `invalid`: share of malformed replies."""
 
+    model_name: str = "sim"
     error: float = 0.0
     seed: int = 0
     invalid: float = 0.0
@@ -44,7 +49,7 @@ class SimChatModel(BaseChatModel):
     def _generate(
         self, messages: list[BaseMessage], stop=None, run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any
     ) -> ChatResult:
-        return self._reply(messages, getattr(run_manager, "metadata", None) or {}, kwargs.get("tools"))
+        return ChatResult(generations=[ChatGeneration(message=self._reply(messages, run_manager, kwargs))])
 
     async def _agenerate(
         self,
@@ -55,22 +60,50 @@ class SimChatModel(BaseChatModel):
     ) -> ChatResult:
         if self.latency:
             await asyncio.sleep(self.latency)
-        return self._reply(messages, getattr(run_manager, "metadata", None) or {}, kwargs.get("tools"))
+        return ChatResult(generations=[ChatGeneration(message=self._reply(messages, run_manager, kwargs))])
 
-    def _reply(
-        self, messages: list[BaseMessage], metadata: dict[str, Any], tools: list[dict[str, Any]] | None
-    ) -> ChatResult:
+    def _stream(
+        self, messages: list[BaseMessage], stop=None, run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any
+    ) -> Iterator[ChatGenerationChunk]:
+        yield from as_chunks(self._reply(messages, run_manager, kwargs))
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop=None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        for chunk in as_chunks(self._reply(messages, run_manager, kwargs)):
+            yield chunk
+
+    def _reply(self, messages: list[BaseMessage], run_manager: Any, kwargs: dict[str, Any]) -> AIMessage:
+        """Inside a Pivotal role the oracle answers; anywhere else the literal stand-in does."""
+        metadata = _metadata(run_manager)
+        tools = kwargs.get("tools")
         prompt = "\n".join(str(m.content) for m in messages)
         role = str(metadata.get("pivotal_role", ""))
         rng = random.Random(hashlib.sha256(f"{self.seed}|{role}|{prompt}".encode()).digest())
-        if not tools:
-            message = AIMessage(content="ok")
-        else:
+        if role and tools:
             function = tools[0]["function"]
             args = _answer(role, metadata, rng, self.error, function.get("parameters", {}), _guardrails(prompt))
             message = _tool_message(function["name"], args, rng.random() < self.invalid)
+        else:
+            message = literal_reply(messages, tools, kwargs.get("tool_choice"))
         message.usage_metadata = _usage(prompt, message)
-        return ChatResult(generations=[ChatGeneration(message=message)])
+        message.response_metadata = {"model_name": self.model_name, "model_provider": self._llm_type}
+        return message
+
+
+def _metadata(run_manager: Any) -> dict[str, Any]:
+    """The call's metadata; LangChain streams without handing `_stream` its run manager, so then
+    the config of the runnable that made the call, which carries the same metadata.
+    """
+    if run_manager is not None:
+        return run_manager.metadata or {}
+    return dict((var_child_runnable_config.get() or {}).get("metadata") or {})
 
 
 def _tool_message(name: str, args: dict[str, Any], malformed: bool) -> AIMessage:
