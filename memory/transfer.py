@@ -7,7 +7,13 @@ from typing import IO
 from pydantic import ValidationError
 
 from memory.lesson import Lesson
+from memory.screen import screen_lesson
 from memory.store import ExperienceStore
+from pivotal.secrets import redact, secret_values
+
+MAX_ROW_CHARS = 64_000
+"""A lesson row is a few hundred characters of text plus bounded counters and run ids; a longer
+line is refused before it is parsed."""
 
 
 @dataclass
@@ -26,23 +32,52 @@ def export_lessons(store: ExperienceStore, out: IO[str], *, family: str | None =
 
 
 def import_lessons(store: ExperienceStore, lines: IO[str]) -> ImportReport:
-    """Good rows are stored exactly as written (ids, counts, status); bad rows are reported, not fatal."""
-    report, good, seen = ImportReport(), [], {}
+    """Good rows are stored as written (ids, counts, status; only a secret in the text is blanked);
+    bad rows are reported, not fatal.
+
+    An imported lesson reaches every later prompt that recalls it, the same as one a run wrote,
+    so each row passes the same poisoning screen and length cap as the gate of a run.
+    """
+    report, good, seen, values = ImportReport(), [], {}, secret_values()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        try:
-            lesson = Lesson.model_validate(json.loads(line))
-            if lesson.id in seen:
-                report.bad_rows.append((number, f"repeats id {lesson.id} of line {seen[lesson.id]}"))
-                continue
-            seen[lesson.id] = number
-            good.append(lesson)
-        except json.JSONDecodeError as exc:
-            report.bad_rows.append((number, f"not JSON ({exc.msg} at column {exc.colno})"))
-        except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'row'}: {e['msg']}" for e in exc.errors()[:3])
-            report.bad_rows.append((number, problems))
+        lesson, problem = _parse(line)
+        if lesson is None or lesson.id in seen:
+            report.bad_rows.append((number, problem or f"repeats id {lesson.id} of line {seen[lesson.id]}"))
+            continue
+        seen[lesson.id] = number
+        good.append(_without_secrets(lesson, values))
     store.put(good)
     report.imported = len(good)
     return report
+
+
+def _parse(line: str) -> tuple[Lesson | None, str]:
+    """The row's lesson, or what is wrong with it."""
+    if len(line) > MAX_ROW_CHARS:
+        return None, f"row longer than {MAX_ROW_CHARS} characters"
+    try:
+        lesson = Lesson.model_validate(json.loads(line, parse_constant=_no_constant))
+        json.dumps(lesson.model_dump(), ensure_ascii=False).encode()
+    except json.JSONDecodeError as exc:
+        return None, f"not JSON ({exc.msg} at column {exc.colno})"
+    except ValidationError as exc:
+        return None, "; ".join(f"{'.'.join(map(str, e['loc'])) or 'row'}: {e['msg']}" for e in exc.errors()[:3])
+    except UnicodeEncodeError:
+        return None, "holds a lone surrogate (\\ud800-\\udfff), which is not text"
+    except (RecursionError, ValueError) as exc:
+        return None, f"not a lesson ({exc})"
+    problem = screen_lesson(lesson.situation, lesson.text)
+    return (None, f"poisoning screen: {problem}") if problem else (lesson, "")
+
+
+def _no_constant(name: str) -> float:
+    """NaN and Infinity are not JSON; Python's reader takes them, and a NaN utility would never retire."""
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _without_secrets(lesson: Lesson, values: list[str]) -> Lesson:
+    return lesson.model_copy(
+        update={"situation": redact(lesson.situation, values), "text": redact(lesson.text, values)}
+    )

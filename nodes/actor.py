@@ -10,6 +10,7 @@ from pivotal.context import Context
 from pivotal.environments.live import attach
 from pivotal.models.roles import ask_role
 from pivotal.schemas import Proposal, proposal_schema
+from pivotal.secrets import redact
 from pivotal.state import State
 from pivotal.task import Task
 from prompts import data as show
@@ -51,7 +52,7 @@ async def actor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "action": answer.value.action,
         "arguments": dict(answer.value.arguments or {}),
         "thought": answer.value.thought,
-        "error": answer.error if answer.fallback else "",
+        "error": redact(answer.error) if answer.fallback else "",  # a provider's error can echo the key it was sent
     }
     updates["counters"]["replayed"] = replayed
     return {"proposal": proposal, **updates}

@@ -8,7 +8,6 @@ from langgraph.runtime import Runtime
 
 from pivotal.context import Context
 from pivotal.environments.live import attach, run_step
-from pivotal.secrets import redact, redact_tree
 from pivotal.state import State, Step
 from pivotal.task import Task
 from prompts.data import clip
@@ -21,7 +20,7 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     chosen = state["chosen"] or {}
     key = f"{state['run_id']}:{state.get('retries', 0)}:{len(state['trajectory'])}"
     result, snapshot = await asyncio.to_thread(run_step, live, chosen["action"], chosen.get("arguments") or {}, key)
-    observation = clip(redact(result.observation), context.max_observation_chars)  # keys never reach checkpoints
+    observation = clip(result.observation, context.max_observation_chars)  # run_step redacted it
     step: Step = {
         "index": len(state["trajectory"]),
         "action": chosen["action"],
@@ -34,7 +33,7 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "observation": observation,
         "done": result.done,
         "success": result.success,
-        "snapshot": redact_tree(snapshot),
+        "snapshot": snapshot,
         "checkpoint_id": _checkpoint_id(),
         "lessons": [lesson["id"] for lesson in state.get("lessons", [])],
         "error": bool(result.info.get("error")),

@@ -6,7 +6,7 @@ from langgraph.runtime import Runtime
 
 import prompts
 from memory.lesson import line
-from memory.screen import screen
+from memory.screen import screen_lesson
 from pivotal.context import Context
 from pivotal.models.roles import ask_role
 from pivotal.schemas import LessonVerdict
@@ -36,7 +36,7 @@ async def gate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 async def _review(
     state: State, context: Context, task: Task, candidate: dict[str, Any]
 ) -> tuple[LessonVerdict, dict[str, Any]]:
-    problem = screen(f"{candidate['situation']}\n{candidate['text']}")
+    problem = screen_lesson(candidate["situation"], candidate["text"])
     if problem:
         return LessonVerdict(decision="reject", reason=f"poisoning screen: {problem}"), {}
     if candidate.get("duplicate_of"):

@@ -8,6 +8,7 @@ from langgraph.runtime import Runtime
 from memory.lesson import Lesson
 from memory.store import open_store
 from pivotal.context import Context, model_label
+from pivotal.secrets import redact, secret_values
 from pivotal.state import State
 from pivotal.task import Task
 
@@ -50,7 +51,7 @@ async def memory_writer(state: State, runtime: Runtime[Context]) -> dict[str, An
 async def _write(store: Any, state: State, context: Context, family: str) -> list[Any]:
     """New lessons may improve a stored text; known ones (no gate call) only add evidence."""
     model = model_label(context.model_for("lesson"))
-    approved = state.get("approved_lessons", [])
+    approved = [_redacted(c) for c in state.get("approved_lessons", [])]
     drafts = [
         (bool(c.get("duplicate_of")), Lesson.from_candidate(c, family=family, run_id=state["run_id"], model=model))
         for c in approved
@@ -61,6 +62,14 @@ async def _write(store: Any, state: State, context: Context, family: str) -> lis
     return written + await asyncio.to_thread(
         store.add, known, dedup_similarity=context.dedup_similarity, keep_text=True
     )
+
+
+def _redacted(candidate: dict[str, Any]) -> dict[str, Any]:
+    """A model wrote the draft: it may quote a key from its prompt or its own error; the store
+    keeps lessons for good and recalls them into every later prompt.
+    """
+    values = secret_values()
+    return {**candidate, "situation": redact(candidate["situation"], values), "text": redact(candidate["text"], values)}
 
 
 def recall_usage(state: State) -> dict[str, tuple[int, int]]:

@@ -10,7 +10,6 @@ from langgraph.runtime import Runtime
 from pivotal.context import Context
 from pivotal.environments.live import open_live
 from pivotal.errors import PivotalError
-from pivotal.secrets import redact
 from pivotal.state import State
 from pivotal.task import parse_task
 from prompts.data import clip
@@ -24,7 +23,7 @@ async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         task.goal = getattr(live.env, "default_goal", "")
     if not task.goal:
         raise PivotalError(f"the task for {task.env} has no goal; give it one (Task(goal=...) or --goal)")
-    observation = clip(redact(live.first_observation), runtime.context.max_observation_chars)
+    observation = clip(live.first_observation, runtime.context.max_observation_chars)  # open_live redacted it
     return {
         "task": task.model_dump(),
         "run_id": run_id,

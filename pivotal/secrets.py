@@ -1,4 +1,10 @@
-"""Keep API keys out of logs and results, whoever put them in the text (a provider error, a tool)."""
+"""Keep secrets out of state, checkpoints, the store, logs and results, whoever put them in the
+text (a provider's error, a tool, an environment's greeting).
+
+Two nets: the values of this process's own secret variables (whatever their shape), and the
+shapes common credentials have, so a key the process never held (an AWS key a tool prints, a
+password in a database URL) is caught too.
+"""
 
 import os
 import re
@@ -6,9 +12,30 @@ from typing import Any
 
 MARK = "[redacted]"
 _SECRET_NAME = re.compile(r"(API_KEY|_TOKEN|_SECRET|PASSWORD)$")
-_KEY_SHAPES = re.compile(r"\b(?:sk-(?:ant-|proj-)?[A-Za-z0-9_\-]{16,}|Bearer\s+[A-Za-z0-9._\-]{16,})")
 MIN_SECRET_CHARS = 8
 """Shorter values (e.g. "test") would blank out ordinary words."""
+
+# One alternative per credential shape. An alternative whose match carries context to keep (a
+# URL's user and host, an assignment's name) puts the secret in its only capturing group; every
+# other group is non-capturing, so `lastgroup` names the part to blank. Each alternative starts
+# at a literal (a prefix, `://`, a keyword), never at a free run of characters: the scan stays
+# linear on long, hostile tool output.
+_SHAPES = re.compile(
+    r"""
+    (?P<openai>\bsk-(?:ant-|proj-)?[A-Za-z0-9_\-]{16,})
+  | (?P<bearer>\bBearer\s+[A-Za-z0-9._\-+/=]{16,})
+  | (?P<aws_id>\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA|APKA)[A-Z0-9]{16}\b)
+  | (?P<github>\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,}))
+  | (?P<slack>\bxox[abposr]-[A-Za-z0-9\-]{10,})
+  | (?P<google>\bAIza[A-Za-z0-9_\-]{35})
+  | (?P<jwt>\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*)
+  | (?P<pem>-----BEGIN[A-Z0-9 ]*PRIVATE\ KEY-----(?:(?!-----END)[\s\S])*(?:-----END[A-Z0-9 ]*PRIVATE\ KEY-----)?)
+  | (?<=://)[^\s:/@]+:(?P<url_password>[^\s/@]+)(?=@)
+  | (?i:password|passwd|secret|token|api[_\-]?key|access[_\-]?key|secret[_\-]?key|private[_\-]?key)
+        ["']?[ \t]*[=:][ \t]*["']?(?P<assigned>[^\s"'&,;]{4,})
+    """,
+    re.VERBOSE,
+)
 
 
 def secret_values() -> list[str]:
@@ -24,7 +51,17 @@ def redact(text: str, values: list[str] | None = None) -> str:
     for value in secret_values() if values is None else values:
         if value in text:
             text = text.replace(value, MARK)
-    return _KEY_SHAPES.sub(MARK, text)
+    return _SHAPES.sub(_blank, text)
+
+
+def _blank(match: re.Match[str]) -> str:
+    """The match with only its secret part replaced: a URL keeps its user and host, an
+    assignment its name, so the text still says what was there.
+    """
+    secret = match.lastgroup or 0
+    whole = match.group(0)
+    start, end = match.start(secret) - match.start(), match.end(secret) - match.start()
+    return whole[:start] + MARK + whole[end:]
 
 
 def redact_tree(value: Any, values: list[str] | None = None) -> Any:

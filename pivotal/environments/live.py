@@ -17,13 +17,13 @@ A pivot is the one place that goes *back*; `rewind` does it the way the environm
 import asyncio
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pivotal.environments import Environment, Idempotent, Restorable, make_environment
-from pivotal.environments.base import Compensating, Rewind, rewind_mode
+from pivotal.environments.base import Compensating, Rewind, StepResult, rewind_mode
 from pivotal.errors import PivotalError
-from pivotal.secrets import redact
+from pivotal.secrets import redact, redact_tree, secret_values
 from pivotal.task import Task
 
 Action = tuple[str, dict[str, Any]]
@@ -69,10 +69,11 @@ def open_live(run_id: str, task: Task) -> Live:
     """Create and reset the run's environment (blocking: call from a thread).
 
     `reset` must not act on the outside world: it runs again whenever a process that has no
-    live instance for the run picks it up.
+    live instance for the run picks it up. Its text is redacted here, where it enters the
+    program, so nothing downstream (state, a sim model's lesson, the store) sees a raw key.
     """
     env = make_environment(task.env)
-    live = Live(env, task, _reset(env, task))
+    live = Live(env, task, redact(_reset(env, task)))
     live.initial = env.snapshot() if isinstance(env, Restorable) else None
     with _table_lock:
         _table[run_id] = live
@@ -172,11 +173,12 @@ def _compensations(env: Compensating, trajectory: list[dict[str, Any]], keep: in
     return pending
 
 
-def run_step(live: Live, name: str, arguments: dict[str, Any], key: str):
+def run_step(live: Live, name: str, arguments: dict[str, Any], key: str) -> tuple[StepResult, dict[str, Any] | None]:
     """Execute one new action (blocking: call from a thread); tracked so later syncs know it ran.
 
     `key` names this step of this attempt of this run; it is the same when a resumed run
-    executes the step again, so an `Idempotent` environment can refuse to act twice.
+    executes the step again, so an `Idempotent` environment can refuse to act twice. What comes
+    back (observation, info, snapshot) is redacted: all of it is checkpointed.
     """
     with live.lock:
         if isinstance(live.env, Idempotent):
@@ -185,4 +187,16 @@ def run_step(live: Live, name: str, arguments: dict[str, Any], key: str):
             result = live.env.step(name, arguments)
         live.applied.append((name, arguments))
         snapshot = live.env.snapshot() if isinstance(live.env, Restorable) else None
-        return result, snapshot
+    values = secret_values()
+    observation = redact(_text(result.observation, f"{type(live.env).__name__}.step"), values)
+    clean = replace(result, observation=observation, info=redact_tree(result.info, values))
+    return clean, redact_tree(snapshot, values)
+
+
+def _text(observation: Any, source: str) -> str:
+    """An environment's observation, refused in one line when it is not text (it is redacted,
+    clipped and shown to models as text).
+    """
+    if not isinstance(observation, str):
+        raise PivotalError(f"{source} returned {type(observation).__name__}, not the text of an observation")
+    return observation
