@@ -2,14 +2,17 @@
 
 import fcntl
 import os
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from pivotal.checkpoints import damage
 from pivotal.errors import PivotalError
 
 LOCK_FILE = ".pivotal.lock"
+DATABASE = "chroma.sqlite3"
 SERVER_HINT = (
     "start one with `chroma run --path DIR --host 127.0.0.1 --port PORT`, or unset PIVOTAL_STORE_URL / --store-url"
 )
@@ -32,6 +35,13 @@ def usable_directory(path: str) -> str:
 def connect_folder(directory: str) -> tuple[Any, Callable[[], None]]:
     """A PersistentClient, after taking the folder's lock so a second process fails fast and clearly."""
     release_lock = _lock_folder(directory)
+    problem = _damage(directory)
+    if problem:
+        release_lock()
+        raise PivotalError(
+            f"lesson store {directory} is damaged ({problem}): restore it from a backup (`pivotal lessons "
+            "export` makes one) or point PIVOTAL_STORE_PATH elsewhere; nothing was changed"
+        )
     import chromadb
 
     try:
@@ -50,6 +60,26 @@ def connect_folder(directory: str) -> tuple[Any, Callable[[], None]]:
         release_lock()
 
     return client, release
+
+
+def _damage(directory: str) -> str:
+    """Checked before Chroma opens the folder: it takes a 0-byte or missing database for a new
+    store and starts an empty one over the lessons, and only fails on a damaged page mid-run.
+    """
+    database = Path(directory) / DATABASE
+    if not database.exists():
+        indexes = [p for p in Path(directory).iterdir() if p.is_dir() and _uuid(p.name)]
+        return f"{DATABASE} is missing beside its index folders" if indexes else ""
+    return damage(database, expect_data=True)
+
+
+def _uuid(name: str) -> bool:
+    """Chroma names a collection's index folder by its segment's UUID."""
+    try:
+        uuid.UUID(name)
+    except ValueError:
+        return False
+    return True
 
 
 def connect_server(url: str) -> tuple[Any, Callable[[], None]]:

@@ -5,10 +5,12 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from memory.screen import MAX_LESSON_CHARS
 from memory.store import open_store
 from pivotal.context import Context
 from pivotal.state import State
 from pivotal.task import Task
+from prompts import bounded
 
 
 async def recall(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -27,8 +29,9 @@ async def recall(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         {
             "id": r.id,
             "kind": r.lesson.kind,
-            "situation": r.lesson.situation,
-            "text": r.lesson.text,
+            # a lesson stored before the length cap would fill every prompt and checkpoint of the run
+            "situation": bounded(r.lesson.situation, MAX_LESSON_CHARS),
+            "text": bounded(r.lesson.text, MAX_LESSON_CHARS),
             "similarity": round(r.similarity, 3),
         }
         for r in found

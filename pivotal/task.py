@@ -4,6 +4,13 @@ import uuid
 from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
+from pydantic_core import PydanticCustomError
+
+MAX_GOAL_CHARS = 20_000
+"""A goal is an instruction, not the material to work on: it is sent in every prompt of every
+step and saved in every checkpoint, so a 10 MB goal made a 465 MB checkpoint file and 57 M prompt
+tokens. Long material belongs in the environment (what reset or a tool returns), where
+observations are clipped."""
 
 
 class Task(BaseModel):
@@ -15,6 +22,18 @@ class Task(BaseModel):
     family: str = ""
     """Tasks of one family share lessons; defaults to the environment name."""
     params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("goal")
+    @classmethod
+    def _goal_bounded(cls, value: str) -> str:
+        if len(value) > MAX_GOAL_CHARS:
+            raise PydanticCustomError(
+                "goal_too_long",
+                "the goal is {length} characters, over the cap of {cap} (MAX_GOAL_CHARS); put long "
+                "material in the environment (its reset text or a tool), not in the goal",
+                {"length": len(value), "cap": MAX_GOAL_CHARS},
+            )
+        return value
 
     @field_validator("env")
     @classmethod
@@ -40,7 +59,7 @@ def parse_task(value: "Task | dict[str, Any] | str | None", default_env: str = "
     if isinstance(value, str):
         if not value.strip():
             raise PivotalError("the task is empty; give it a goal, e.g. --goal 'reach G'")
-        return Task(goal=value.strip(), **({"env": default_env} if default_env else {}))
+        value = {"goal": value.strip()}
     if isinstance(value, dict):
         if default_env and not value.get("env"):
             value = {**value, "env": default_env}

@@ -10,6 +10,12 @@ from functools import cache
 from importlib.resources import files
 
 _TAG = re.compile(r"<(/?)([A-Za-z_][\w-]*)")
+SECTION_CHARS = 24_000
+"""The most one data block of a prompt may hold (head and tail kept), so no input makes a prompt
+megabytes long: a goal is capped at 20,000 characters and observations at max_observation_chars
+before they get here, but a lesson stored before its cap, or many long steps, are not. Also the
+ceiling on max_observation_chars as a prompt shows it."""
+CLIPPED = "\n…(clipped {cut} characters)…\n"
 
 
 @cache
@@ -24,7 +30,16 @@ def system(name: str) -> str:
 
 def render(name: str, **fields: str) -> str:
     """Fill a template; a field's own tags are defused, so data cannot close its tag and pose as prompt."""
-    return template(name).format(**{key: defuse(value) for key, value in fields.items()})
+    return template(name).format(**{key: defuse(bounded(value)) for key, value in fields.items()})
+
+
+def bounded(value: str, limit: int = SECTION_CHARS) -> str:
+    """`value`, or its head and tail with a marker saying how much of the middle was clipped."""
+    if not isinstance(value, str) or len(value) <= limit:
+        return value
+    keep = max(limit - len(CLIPPED.format(cut=len(value))), 2)
+    head, tail = value[: keep - keep // 2], value[len(value) - keep // 2 :]
+    return head + CLIPPED.format(cut=len(value) - len(head) - len(tail)) + tail
 
 
 def defuse(value: str) -> str:

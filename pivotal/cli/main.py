@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from pivotal.cli import batch, bench, lessons, options, studio
+from pivotal.cli import batch, bench, checkpoints, lessons, options, studio
 from pivotal.errors import PivotalError, Terminated
 from pivotal.settings import load_env_file, settings
 
@@ -99,6 +99,7 @@ def _parser() -> argparse.ArgumentParser:
     envs.set_defaults(handler=_envs)
     batch.add_commands(commands)
     lessons.add_commands(commands)
+    checkpoints.add_commands(commands)
     bench.add_commands(commands)
     studio.add_commands(commands)
     return parser
