@@ -8,13 +8,16 @@ SIGKILL-and-resume of a batch (≥ 5 kills, double execution checked in the envi
 journal), the store under contention (50 concurrent runs; 4 processes on a `chroma run`
 server), hostile tool output, a planted key grepped for in every artefact, every row of
 the README's bad-input table, and side effects counted in a support desk's ledger files across
-retries, compensations, kills mid-refund and approvals resumed in new processes.
+retries, compensations, kills mid-refund and approvals resumed in new processes, and the batch
+faults of ordinary operation (hung tools, tools raising SystemExit, a second batch on the same
+results, a full disk, a provider that trickles its reply).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -621,6 +624,158 @@ def _approvals_elsewhere(folder: Path, runs: int) -> dict[str, Any]:
     return _counted(rows, folder)
 
 
+# --- 8. batch faults: hung and misbehaving tools, a second batch, a full disk, a slow provider ----
+
+
+def batch_faults(tasks: int) -> dict[str, Any]:
+    """Faults of ordinary operation, each with the figures that say nothing was lost or run twice."""
+    folder = Path(tempfile.mkdtemp(prefix="pivotal-batch-faults-"))
+    return {
+        "hung_tools": asyncio.run(_hung_tools(tasks)),
+        "tools_raising_system_exit": asyncio.run(_system_exits(tasks)),
+        "second_batch_on_the_same_results": _second_batch(folder / "second", tasks),
+        "disk_full_mid_batch": _disk_full(folder / "full", tasks),
+        "trickling_provider": asyncio.run(_trickling_provider()),
+    }
+
+
+def _vault(fault: str = "", **params: Any) -> dict[str, Any]:
+    return {"env": "faulty-vault", "goal": "Open the vault.", "params": {"fault": fault, **params}}
+
+
+async def _hung_tools(tasks: int) -> dict[str, Any]:
+    """A quarter of the tasks hang in a tool for 30 s; the step timeout is 1 s."""
+    from graphs import run_batch
+    from pivotal.context import Context
+    from pivotal.testing import faulty_env  # noqa: F401 — registers faulty-vault
+
+    hung = max(1, tasks // 4)
+    context = Context(model="sim", memory=False, step_timeout=1.0, max_pivot_retries=0)
+    started = time.perf_counter()
+    results = await run_batch([_vault("hang", seconds=30)] * hung + [_vault()] * (tasks - hung), context,
+                              concurrency=tasks, checkpoint_path=":memory:")  # fmt: skip
+    return {
+        "tasks": tasks,
+        "hung": hung,
+        "hung_recorded_as_timed_out": sum("did not finish within" in r.error for r in results[:hung]),
+        "healthy_succeeded": sum(r.status == "success" for r in results[hung:]),
+        "batch_wall_s": round(time.perf_counter() - started, 2),
+    }
+
+
+async def _system_exits(tasks: int) -> dict[str, Any]:
+    from graphs import run_batch
+    from pivotal.context import Context
+    from pivotal.testing import faulty_env  # noqa: F401 — registers faulty-vault
+
+    faults = ["exit" if i % 4 == 1 else "interrupt" if i % 4 == 3 else "" for i in range(tasks)]
+    context = Context(model="sim", memory=False, max_pivot_retries=0)
+    results = await run_batch([_vault(f) for f in faults], context, concurrency=4, checkpoint_path=":memory:")
+    return {
+        "tasks": tasks,
+        "raising": sum(bool(f) for f in faults),
+        "results": len(results),
+        "errors_on_raising_tasks": sum(r.status == "error" for r, f in zip(results, faults, strict=True) if f),
+        "healthy_succeeded": sum(r.status == "success" for r, f in zip(results, faults, strict=True) if not f),
+    }
+
+
+def _refund_tasks(folder: Path, tasks: int) -> None:
+    folder.mkdir(parents=True)
+    lines = [{"env": "support-desk-once", "params": {"ledger": str(folder / f"o{i}.jsonl"), "order": f"o{i}"}}
+             for i in range(tasks)]  # fmt: skip
+    (folder / "tasks.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def _results(folder: Path) -> list[dict[str, Any]]:
+    path = folder / "results.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def _second_batch(folder: Path, tasks: int) -> dict[str, Any]:
+    """While a batch runs, `--overwrite` and a second `--resume` are started on its results file."""
+    _refund_tasks(folder, tasks)
+    base = [*batch_command(folder), "--plugin", "pivotal.testing.ledger_env", "--store", str(folder / "store")]
+    first = subprocess.Popen([*base, "--model", "sim:latency=0.1", "--concurrency", "2"], cwd=ROOT,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while len(_results(folder)) < 1 and time.monotonic() < deadline and first.poll() is None:
+        time.sleep(0.1)
+    refused = 0
+    for flag in ("--overwrite", "--resume"):
+        second = subprocess.run([*base, flag, "--model", "sim:latency=0.1"], cwd=ROOT, capture_output=True,
+                                text=True, timeout=300)  # fmt: skip
+        refused += second.returncode == 2 and "in use by another batch" in second.stderr
+    first.wait(timeout=600)
+    rows = _results(folder)
+    return {
+        "tasks": tasks,
+        "second_batches_refused": refused,
+        "results_lines": len(rows),
+        "tasks_lost": tasks - len({r["line"] for r in rows}),
+        "duplicate_lines": len(rows) - len({r["line"] for r in rows}),
+        **_counted(rows, folder),
+    }
+
+
+def _disk_full(folder: Path, tasks: int) -> dict[str, Any]:
+    """The store's disk (its own 64 MB tmpfs) fills mid-batch; the batch stops, is freed, resumes."""
+    store = folder / "store"
+    _refund_tasks(folder, tasks)
+    store.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(store)], capture_output=True).returncode:
+        return {"skipped": "cannot mount a tmpfs (needs root)"}
+    try:
+        base = [*batch_command(folder), "--plugin", "pivotal.testing.ledger_env", "--store", str(store)]
+        base += ["--model", "sim:latency=0.1"]
+        running = subprocess.Popen([*base, "--concurrency", "1"], cwd=ROOT, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)  # fmt: skip
+        deadline = time.monotonic() + 120
+        while len(_results(folder)) < 2 and time.monotonic() < deadline and running.poll() is None:
+            time.sleep(0.1)
+        with (store / "filler").open("wb") as disk, contextlib.suppress(OSError):
+            while True:
+                disk.write(b"\0" * (1 << 20))
+                disk.flush()
+        _, stopped_with = running.communicate(timeout=300)
+        answered_before = len(_results(folder))
+        errors_recorded = sum(r["status"] == "error" for r in _results(folder))
+        (store / "filler").unlink()
+        resumed = subprocess.run([*base, "--resume"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    finally:
+        subprocess.run(["umount", "-l", str(store)], capture_output=True)
+    rows = _results(folder)
+    return {
+        "tasks": tasks,
+        "stopped_exit": running.returncode,
+        "stop_message_lines": len(stopped_with.strip().splitlines()),
+        "answered_before_the_stop": answered_before,
+        "errors_recorded_for_the_fault": errors_recorded,
+        "resume_exit": resumed.returncode,
+        "tasks_lost": tasks - len({r["line"] for r in rows}),
+        "duplicate_lines": len(rows) - len({r["line"] for r in rows}),
+        **_counted(rows, folder),
+    }
+
+
+async def _trickling_provider() -> dict[str, Any]:
+    """A provider that sends one byte every 0.2 s: the SDK's 2 s read timeout never trips."""
+    from langchain_openai import ChatOpenAI
+
+    from graphs import arun
+    from pivotal.context import Context
+    from pivotal.testing import faulty_env  # noqa: F401 — registers faulty-vault
+    from pivotal.testing.loopback_provider import loopback
+
+    with loopback() as server:
+        server.faults = [("trickle", 0.2)] * 50
+        model = ChatOpenAI(model="m", base_url=server.base_url_openai, api_key="k", timeout=2, max_retries=0)
+        context = Context(model=model, memory=False, call_deadline=2.0, max_pivot_retries=0, structured_retries=0)
+        started = time.perf_counter()
+        result = await arun(_vault(), context, checkpoint_path=":memory:")
+    return {"call_deadline_s": 2.0, "run_wall_s": round(time.perf_counter() - started, 2), "status": result.status}
+
+
 # --- the suite --------------------------------------------------------------------------------
 
 
@@ -636,6 +791,7 @@ def run_suite(small: bool) -> dict[str, Any]:
             "kill_tasks": 4,
             "refund_kills": 2,
             "approvals": 2,
+            "fault_tasks": 8,
         }
         if small
         else {
@@ -648,6 +804,7 @@ def run_suite(small: bool) -> dict[str, Any]:
             "kill_tasks": 12,
             "refund_kills": 5,
             "approvals": 6,
+            "fault_tasks": 24,
         }
     )
     started = time.perf_counter()
@@ -659,6 +816,7 @@ def run_suite(small: bool) -> dict[str, Any]:
         "secrets": secrets_scan(),
         "bad_configuration": bad_configuration(),
         "side_effects": side_effects(size["per_scenario"], size["kill_tasks"], size["refund_kills"], size["approvals"]),
+        "batch_faults": batch_faults(size["fault_tasks"]),
     }
     report["wall_s"] = round(time.perf_counter() - started, 1)
     return report

@@ -21,10 +21,11 @@ from pydantic import BaseModel, Field
 
 from graphs.builder import build_graph, recursion_limit
 from memory.store import open_store
+from pivotal.checkpoints import check_file
 from pivotal.context import Context
 from pivotal.environments import Idempotent, make_environment
 from pivotal.environments.live import release
-from pivotal.errors import PivotalError
+from pivotal.errors import InfrastructureFault, PivotalError, infrastructure_fault
 from pivotal.models.factory import make_model, parse_spec
 from pivotal.models.reachability import check_reachable
 from pivotal.models.roles import ROLE_MODEL
@@ -129,6 +130,7 @@ async def open_checkpointer(path: str | None = None) -> AsyncIterator[BaseCheckp
         return
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+    check_file(path)  # a damaged file is refused in one line, never opened over and replaced
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -260,17 +262,26 @@ async def run_batch(
 
     async with open_checkpointer(checkpoint_path) as saver:
         graph = build_graph(checkpointer=saver)  # compiled once for the whole batch
-        return list(await asyncio.gather(*(one(i, task, graph) for i, task in enumerate(parsed))))
+        try:
+            async with asyncio.TaskGroup() as group:  # a storage fault cancels the rest, which stay resumable
+                running = [group.create_task(one(i, task, graph)) for i, task in enumerate(parsed)]
+        except BaseExceptionGroup as failed:
+            raise failed.exceptions[0] from None
+        return [task.result() for task in running]
 
 
 async def run_or_report(
     graph: Any, task: Task, context: Context, thread_id: str, plugins: list[str] | None = None
 ) -> RunResult:
-    """One batch task: whatever it raises is recorded in its result, never raised into the batch."""
+    """One batch task: what it raises is recorded in its result, never raised into the batch,
+    except a fault of the storage every task shares (`InfrastructureFault`): that stops the batch.
+    """
     started = time.time()
     try:
         return await _run(graph, task, context, thread_id, plugins)
     except Exception as exc:  # noqa: BLE001 — one task's failure must not stop the batch
+        if fault := infrastructure_fault(exc):
+            raise InfrastructureFault(f"{fault}; the batch stopped: fix it, then resume the batch") from exc
         return RunResult.from_error(task, thread_id, exc, started)
 
 

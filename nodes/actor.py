@@ -19,7 +19,7 @@ from prompts import data as show
 async def actor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     context = runtime.context
     task = Task.model_validate(state["task"])
-    live, replayed = await attach(state["run_id"], task, state["trajectory"])
+    live, replayed = await attach(state["run_id"], task, state["trajectory"], runtime.context.step_timeout)
     if state.get("compensations"):
         return _compensate(state["compensations"], replayed)
     specs = live.env.describe_actions()

@@ -24,7 +24,7 @@ IRREVERSIBLE_CONFIDENCE = 0.9
 async def critic(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     context = runtime.context
     task = Task.model_validate(state["task"])
-    live, replayed = await attach(state["run_id"], task, state["trajectory"])
+    live, replayed = await attach(state["run_id"], task, state["trajectory"], runtime.context.step_timeout)
     proposal = state["proposal"] or {}
     verdict, source, updates = await _judge(state, context, task, live.env, proposal)
     verdict = _stricter_if_irreversible(verdict, live.env, proposal)

@@ -1,13 +1,12 @@
 """Run the chosen action in the environment and record the step."""
 
-import asyncio
 from typing import Any
 
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from pivotal.context import Context
-from pivotal.environments.live import attach, run_step
+from pivotal.environments.live import attach, in_env_thread, run_step
 from pivotal.state import State, Step
 from pivotal.task import Task
 from prompts.data import clip
@@ -16,10 +15,14 @@ from prompts.data import clip
 async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     context = runtime.context
     task = Task.model_validate(state["task"])
-    live, replayed = await attach(state["run_id"], task, state["trajectory"])
+    live, replayed = await attach(state["run_id"], task, state["trajectory"], context.step_timeout)
     chosen = state["chosen"] or {}
     key = f"{state['run_id']}:{state.get('retries', 0)}:{len(state['trajectory'])}"
-    result, snapshot = await asyncio.to_thread(run_step, live, chosen["action"], chosen.get("arguments") or {}, key)
+    arguments = chosen.get("arguments") or {}
+    what = f"{task.env}: step {chosen['action']}"
+    result, snapshot = await in_env_thread(
+        run_step, live, chosen["action"], arguments, key, timeout=context.step_timeout, what=what
+    )
     observation = clip(result.observation, context.max_observation_chars)  # run_step redacted it
     step: Step = {
         "index": len(state["trajectory"]),

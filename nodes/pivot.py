@@ -21,7 +21,7 @@ async def pivot(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     reflections = state["reflections"]
     keep = reflections[-1]["pivotal_step"] if runtime.context.retry == "pivotal" else 0
     task = Task.model_validate(state["task"])
-    rewound = await rewind(state["run_id"], task, state["trajectory"], keep)
+    rewound = await rewind(state["run_id"], task, state["trajectory"], keep, runtime.context.step_timeout)
     trajectory = rewound.trajectory
     observation = trajectory[-1]["observation"] if trajectory else state["first_observation"]
     went_back = rewound.mode in ("snapshot", "replay")  # else every executed step stays in the trajectory

@@ -20,7 +20,7 @@ async def reflector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if not will_retry and not context.memory:
         return _give_up(state)  # a reflection would feed neither a retry nor a lesson
     task = Task.model_validate(state["task"])
-    _, replayed = await attach(state["run_id"], task, state["trajectory"])
+    _, replayed = await attach(state["run_id"], task, state["trajectory"], runtime.context.step_timeout)
     trajectory = state["trajectory"]
     user = prompts.render(
         "reflector",

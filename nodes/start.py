@@ -1,6 +1,5 @@
 """Open the run: read the task (or the last human message of a chat), create and reset the environment."""
 
-import asyncio
 import uuid
 from typing import Any
 
@@ -8,7 +7,7 @@ from langchain_core.messages import AnyMessage, HumanMessage
 from langgraph.runtime import Runtime
 
 from pivotal.context import Context
-from pivotal.environments.live import open_live
+from pivotal.environments.live import in_env_thread, open_live
 from pivotal.errors import PivotalError
 from pivotal.state import State
 from pivotal.task import parse_task
@@ -18,7 +17,7 @@ from prompts.data import clip
 async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     task = parse_task(state.get("task") or _last_question(state.get("messages") or []), runtime.context.default_env)
     run_id = state.get("run_id") or uuid.uuid4().hex
-    live = await asyncio.to_thread(open_live, run_id, task)
+    live = await in_env_thread(open_live, run_id, task, timeout=runtime.context.step_timeout, what=f"{task.env}: reset")
     if not task.goal:
         task.goal = getattr(live.env, "default_goal", "")
     if not task.goal:

@@ -60,6 +60,11 @@ class Context:
     """Re-asks after a malformed structured reply before the role's safe fallback is used."""
     max_observation_chars: int = 4000
     """Longer observations are cut (head and tail kept) so prompts stay within budget."""
+    step_timeout: float = _setting("step_timeout")
+    """Seconds one environment call may take (PIVOTAL_STEP_TIMEOUT); past it the task stops with an
+    error that `--resume` retries from the last checkpoint."""
+    call_deadline: float = _setting("call_deadline")
+    """Seconds one model call may take in all (PIVOTAL_CALL_DEADLINE); past it the role falls back."""
 
     critic: bool = True
     critic_veto: bool | None = None
@@ -106,6 +111,9 @@ class Context:
         ):
             if getattr(self, name) <= 0:
                 raise PivotalError(f"{name} must be > 0 (got {getattr(self, name)}); set a positive limit")
+        for name in ("step_timeout", "call_deadline"):
+            if not getattr(self, name) > 0:
+                raise PivotalError(f"{name} must be > 0 seconds (got {getattr(self, name)})")
         for name in ("max_pivot_retries", "structured_retries"):
             if getattr(self, name) < 0:
                 raise PivotalError(f"{name} must be >= 0 (got {getattr(self, name)})")

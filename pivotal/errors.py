@@ -1,10 +1,46 @@
 """One exception type for bad input, so callers and the CLI can show one clear line."""
 
+import errno
+import sqlite3
+
 from pydantic import ValidationError
 
 
 class PivotalError(ValueError):
     """Bad configuration or input: the message names the problem and the fix, in one line."""
+
+
+class EnvironmentFault(RuntimeError):
+    """Environment code failed in a way no step result can describe (it hung, or raised a
+    `BaseException`): the task stops with an error that a resume retries from its last checkpoint.
+    """
+
+
+class InfrastructureFault(PivotalError):
+    """Storage the whole batch shares failed (disk full, a read-only folder, a damaged or locked
+    database): no task can succeed until a person fixes it, so the batch stops instead of
+    recording every remaining task as an error.
+    """
+
+
+_STORAGE_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.EDQUOT}
+
+
+def infrastructure_fault(exc: BaseException) -> str | None:
+    """What failed, in one line, when `exc` comes from the checkpoint database or the lesson store
+    rather than from the task; None for a task's own fault (an environment's error is wrapped as
+    `EnvironmentFault` before it gets here, so a tool's own disk error stays the task's).
+    """
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen and not isinstance(exc, EnvironmentFault):
+        seen.add(id(exc))
+        if isinstance(exc, sqlite3.DatabaseError) or type(exc).__module__.split(".")[0] in ("chromadb", "aiosqlite"):
+            return f"a database failed ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
+        if isinstance(exc, OSError) and exc.errno in _STORAGE_ERRNOS:
+            where = f" on {exc.filename}" if exc.filename else ""
+            return f"storage failed{where} ({exc.strerror or exc})"
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 class Terminated(KeyboardInterrupt):

@@ -57,6 +57,12 @@ class Settings(BaseSettings):
     """Seconds a hosted-provider request may take before the SDK gives up (and retries)."""
     max_retries: int = Field(2, ge=0)
     """Retries the provider SDK makes itself (429 with retry-after, 5xx, timeouts) before a role falls back."""
+    step_timeout: float = Field(60.0, gt=0)
+    """Seconds one environment call (reset, step, restore) may take before its task stops with a
+    retryable error; a hung tool then holds one thread of the environments' own pool, not the batch."""
+    call_deadline: float = Field(300.0, gt=0)
+    """Seconds one model call may take in all (connect, first byte, a reply trickled byte by byte, the
+    SDK's own retries); past it the role treats the provider as down."""
     log_level: LogLevel = "WARNING"
 
 

@@ -75,3 +75,25 @@ def test_no_refund_runs_twice_across_retries_kills_and_resumed_approvals(figures
     assert all(part["refunds_in_ledgers"] == part["refund_decisions"] > 0 for part in parts)
     assert all(part["successes_with_wrong_net_amount"] == 0 and part["succeeded"] > 0 for part in parts)
     assert effects["kills"]["kills"] >= 1 and effects["kills"]["results_lines"] == effects["kills"]["tasks"]
+
+
+def test_batch_faults_lose_nothing_and_run_nothing_twice(figures):
+    faults = figures["batch_faults"]
+    hung = faults["hung_tools"]
+    assert (
+        hung["hung_recorded_as_timed_out"] == hung["hung"] and hung["healthy_succeeded"] == hung["tasks"] - hung["hung"]
+    )
+    exits = faults["tools_raising_system_exit"]
+    assert exits["results"] == exits["tasks"] and exits["errors_on_raising_tasks"] == exits["raising"]
+    assert exits["healthy_succeeded"] == exits["tasks"] - exits["raising"]
+    second = faults["second_batch_on_the_same_results"]
+    assert second["second_batches_refused"] == 2
+    full = faults["disk_full_mid_batch"]
+    for part in (second, *(() if "skipped" in full else (full,))):
+        assert part["tasks_lost"] == part["duplicate_lines"] == part["refunds_executed_twice"] == 0
+        assert part["refunds_in_ledgers"] == part["refund_decisions"] == part["tasks"]
+    if "skipped" not in full:
+        assert full["stopped_exit"] == 2 and full["stop_message_lines"] == 1
+        assert full["errors_recorded_for_the_fault"] == 0 and full["resume_exit"] == 0
+    slow = faults["trickling_provider"]
+    assert slow["run_wall_s"] < 10 * slow["call_deadline_s"]

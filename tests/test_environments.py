@@ -84,7 +84,7 @@ async def test_live_environment_follows_a_cut_trajectory():
             live.env.step(name, arguments)
             live.applied.append((name, arguments))
             steps.append({"action": name, "arguments": arguments, "snapshot": live.env.snapshot()})
-        _, replayed = await attach("run-x", task, steps[:1])
+        _, replayed = await attach("run-x", task, steps[:1], timeout=5)
         assert replayed == 0 and live.env.snapshot() == steps[0]["snapshot"]
     finally:
         release("run-x")

@@ -13,11 +13,13 @@ import os
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from pivotal.cli import options
-from pivotal.errors import PivotalError
+from pivotal.errors import InfrastructureFault, PivotalError
 
 EXIT_OK, EXIT_TASK_FAILED = 0, 1
 
@@ -43,13 +45,23 @@ def _batch(args: argparse.Namespace) -> int:
     if args.concurrency <= 0:
         raise PivotalError(f"--concurrency must be > 0 (got {args.concurrency})")
     out, marker = Path(args.out), Path(f"{args.out}.batch")
+    with _results_lock(out):  # before anything is read or written: a refused batch changes nothing
+        return _locked_batch(args, out, marker)
+
+
+def _locked_batch(args: argparse.Namespace, out: Path, marker: Path) -> int:
+    from graphs.runner import check_context
+
     saved = _saved_batch(out, marker) if args.resume else {}
     options.load_plugins([*saved.get("plugins", []), *args.plugin])
     # the batch's own settings: a resume runs with them; a flag may repeat one, not contradict it
     context = options.resumed_context(saved.get("context") or {}, args) if args.resume else options.context_from(args)
     lines, bad = read_tasks(Path(args.tasks))  # a missing tasks file fails before anything is written
+    check_context(context)  # models, keys and the store (its lock too) before the results are touched
+    _check_checkpoints(args.checkpoints or saved.get("checkpoints"))
     state = _batch_state(args, out, marker, saved, context)
     done = load_done(out) if args.resume else set()
+    started = time.perf_counter()
     with out.open("a", encoding="utf-8") as results:
         for number, why in bad:
             print(f"{args.tasks}:{number}: skipped: {why}", file=sys.stderr)
@@ -64,12 +76,46 @@ def _batch(args: argparse.Namespace) -> int:
                     },
                 )
         pending = [(number, task) for number, task in lines if number not in done]
-        started = time.perf_counter()
-        asyncio.run(_run(pending, context, args.concurrency, state, results))
+        try:
+            asyncio.run(_run(pending, context, args.concurrency, state, results))
+        except InfrastructureFault as fault:
+            raise InfrastructureFault(f"{fault}: pivotal batch {args.tasks} --out {args.out} --resume") from None
     summary = batch_summary(_read_results(out), time.perf_counter() - started, resumed=len(done))
     print(format_summary(summary))
     failed = summary["tasks"] - summary["success"]
     return EXIT_TASK_FAILED if args.check and failed else EXIT_OK
+
+
+def _check_checkpoints(path: str | None) -> None:
+    from pivotal.checkpoints import check_file
+    from pivotal.settings import settings
+
+    path = path or settings().checkpoint_path
+    if path != ":memory:":
+        check_file(path)
+
+
+@contextmanager
+def _results_lock(out: Path) -> Iterator[None]:
+    """One batch per results file: a second one (`--overwrite`, another `--resume`) is refused
+    before it has read or changed anything, so it can neither empty the file nor run a task twice.
+    """
+    from filelock import FileLock, Timeout
+
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(f"{out}.lock", timeout=0)
+        lock.acquire()
+    except Timeout:
+        raise PivotalError(
+            f"{out} is in use by another batch (lock {out}.lock); wait for it to finish, or write to another --out"
+        ) from None
+    except OSError as exc:
+        raise PivotalError(f"cannot lock {out}: {exc.strerror or exc}; choose a writable --out") from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 async def _run(
@@ -123,14 +169,19 @@ def read_tasks(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple
 
 
 def load_done(out: Path) -> set[int]:
-    """Lines already answered. A line cut short by a kill is dropped, so the file stays valid JSONL."""
+    """Lines already answered; only they stay in the file. A line cut short by a kill is dropped (the
+    file stays valid JSONL), and so is an `error` row: a failure is an answer, an error is not, so
+    the task runs again, from its last checkpoint.
+    """
     kept, done = [], set()
     for line in out.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
             row = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if isinstance(row, dict) and isinstance(row.get("line"), int) and row["line"] not in done:
+        if not isinstance(row, dict) or row.get("status") == "error":
+            continue
+        if isinstance(row.get("line"), int) and row["line"] not in done:
             done.add(row["line"])
             kept.append(line)
     temporary = out.with_name(out.name + ".tmp")
@@ -174,8 +225,22 @@ def _batch_state(
 
 
 def _write(results: Any, row: dict[str, Any]) -> None:
-    results.write(json.dumps(row, ensure_ascii=False) + "\n")
+    """One line per result, whatever it holds: text that cannot be UTF-8 (a lone surrogate from a
+    goal's JSON escape) is written as ASCII JSON escapes, and values JSON does not know as their text.
+    """
+    line = json.dumps(row, ensure_ascii=False, default=str)
+    if not _utf8(line):
+        line = json.dumps(row, default=str)
+    results.write(line + "\n")
     results.flush()
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _read_results(out: Path) -> list[dict[str, Any]]:

@@ -17,17 +17,24 @@ A pivot is the one place that goes *back*; `rewind` does it the way the environm
 import asyncio
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from pivotal.environments import Environment, Idempotent, Restorable, make_environment
 from pivotal.environments.base import Compensating, Rewind, StepResult, rewind_mode
-from pivotal.errors import PivotalError
+from pivotal.errors import EnvironmentFault, PivotalError
 from pivotal.secrets import redact, redact_tree, secret_values
 from pivotal.task import Task
 
 Action = tuple[str, dict[str, Any]]
+T = TypeVar("T")
 _MAX_LIVE = 4096
+ENV_THREADS = 64
+"""Threads for environment code, apart from the event loop's default executor: enough that a few
+hung tools leave room for every other task of a batch at the concurrency people use."""
+_env_pool = ThreadPoolExecutor(max_workers=ENV_THREADS, thread_name_prefix="pivotal-env")
 
 
 @dataclass
@@ -101,9 +108,52 @@ def _reset(env: Environment, task: Task) -> str:
     return observation
 
 
-async def attach(run_id: str, task: Task, trajectory: list[dict[str, Any]]) -> tuple[Live, int]:
-    """The run's environment in the state the trajectory describes, and how many steps were replayed."""
-    return await asyncio.to_thread(_attach, run_id, task, trajectory)
+async def attach(run_id: str, task: Task, trajectory: list[dict[str, Any]], timeout: float) -> tuple[Live, int]:
+    """The run's environment in the state the trajectory describes, and how many steps were replayed.
+
+    Between the nodes of one step the environment is already there: it is used directly, with no
+    thread hand-off (the actor, critic and executor each attach).
+    """
+    live = lookup(run_id)
+    if live is not None and not live.lock.locked() and live.applied == _actions(trajectory):
+        return live, 0
+    return await in_env_thread(_attach, run_id, task, trajectory, timeout=timeout, what=f"{task.env}: reset/restore")
+
+
+async def in_env_thread(function: Callable[..., T], *args: Any, timeout: float, what: str) -> T:
+    """Environment code runs in its own pool, under a deadline, and whatever it raises stays an Exception.
+
+    Its own pool: a tool that hangs holds one of these threads, never the event loop's default
+    executor that the store and the checkpointer use. A deadline: past it the task stops with a
+    retryable error (the thread is left to finish; Python cannot kill it). An Exception: a
+    `SystemExit` or `KeyboardInterrupt` raised by a tool would otherwise end the whole batch.
+    """
+    future = asyncio.get_running_loop().run_in_executor(_env_pool, _contained, function, *args)
+    try:
+        return await asyncio.wait_for(future, timeout)
+    except TimeoutError:
+        raise EnvironmentFault(
+            f"environment call {what} did not finish within {timeout:g} s (PIVOTAL_STEP_TIMEOUT); whether it "
+            "took effect is unknown: resuming the task continues it from its last checkpoint"
+        ) from None
+
+
+def _contained(function: Callable[..., T], *args: Any) -> T:
+    """What environment code raises, as the task's own fault: in one redacted line (it is
+    checkpointed), and never mistaken for the batch's storage failing (see `infrastructure_fault`).
+    """
+    try:
+        return function(*args)
+    except PivotalError:
+        raise
+    except Exception as exc:
+        raise EnvironmentFault(f"environment code raised {_said(exc)}") from None
+    except BaseException as exc:  # noqa: BLE001 — raised by environment code, never a signal to this process
+        raise EnvironmentFault(f"environment code raised {_said(exc)}; a tool should raise an Exception") from None
+
+
+def _said(exc: BaseException) -> str:
+    return redact(" ".join(f"{type(exc).__name__}: {exc}".split()))[:300]
 
 
 def _attach(run_id: str, task: Task, trajectory: list[dict[str, Any]]) -> tuple[Live, int]:
@@ -141,13 +191,13 @@ def _replay(live: Live, wanted: list[Action], start: int) -> int:
     return len(wanted) - start
 
 
-async def rewind(run_id: str, task: Task, trajectory: list[dict[str, Any]], keep: int) -> Rewound:
+async def rewind(run_id: str, task: Task, trajectory: list[dict[str, Any]], keep: int, timeout: float) -> Rewound:
     """Go back to just before step `keep` the way the environment allows (see `Rewind`)."""
-    live, _ = await attach(run_id, task, trajectory)
+    live, _ = await attach(run_id, task, trajectory, timeout)
     mode = rewind_mode(live.env)
     if mode in ("snapshot", "replay"):
         kept = trajectory[:keep]
-        _, replayed = await attach(run_id, task, kept)
+        _, replayed = await attach(run_id, task, kept, timeout)
         return Rewound(mode, kept, [], replayed)
     compensations = _compensations(live.env, trajectory, keep) if mode == "compensate" else []
     return Rewound(mode, trajectory, compensations, 0)

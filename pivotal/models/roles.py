@@ -39,6 +39,7 @@ async def ask_role(
         backup=backup,
         fallback=fallback,
         retries=context.structured_retries,
+        deadline=context.call_deadline,
         metadata={"pivotal_run": state["run_id"], "pivotal_model": model_label(spec), **(metadata or {})},
     )
     usage = answer.usage
@@ -47,7 +48,17 @@ async def ask_role(
 
 
 async def _chat_model(spec: str | BaseChatModel, context: Context) -> BaseChatModel:
-    """An application's own model object as it is; a spec string built (or taken from the cache) off the loop."""
+    """An application's own model object as it is; a spec string built once, off the loop (building
+    can load weights), then taken straight from `_built`: no thread hand-off per call.
+    """
     if isinstance(spec, BaseChatModel):
         return spec
-    return await asyncio.to_thread(make_model, spec, context.local_threads, id(asyncio.get_running_loop()))
+    key = (spec, context.local_threads, id(asyncio.get_running_loop()))
+    if (model := _built.get(key)) is None:
+        if len(_built) > 64:  # one entry per event loop: scripts that call run() in a loop make many
+            _built.clear()
+        model = _built[key] = await asyncio.to_thread(make_model, *key)
+    return model
+
+
+_built: dict[tuple[str, int, int], BaseChatModel] = {}

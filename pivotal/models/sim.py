@@ -85,7 +85,7 @@ class SimChatModel(BaseChatModel):
         tools = kwargs.get("tools")
         prompt = "\n".join(str(m.content) for m in messages)
         role = str(metadata.get("pivotal_role", ""))
-        rng = random.Random(hashlib.sha256(f"{self.seed}|{role}|{prompt}".encode()).digest())
+        rng = random.Random(hashlib.sha256(f"{self.seed}|{role}|{prompt}".encode(errors="surrogatepass")).digest())
         if role and tools:
             function = tools[0]["function"]
             args = _answer(role, metadata, rng, self.error, function.get("parameters", {}), _guardrails(prompt))

@@ -4,6 +4,7 @@ A malformed reply or a provider that stays down after its SDK's own retries must
 raise out of a node: the run ends with a recorded outcome instead.
 """
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -33,11 +34,14 @@ async def ask(
     retries: int,
     metadata: dict[str, Any],
     backup: BaseChatModel | None = None,
+    deadline: float | None = None,
 ) -> Answer[T]:
     """Ask for `schema`; re-ask up to `retries` times with the parser's complaint; else `fallback`.
 
     `backup` is a second model LangChain switches to when the first raises (provider down
     after its SDK's own retries); a malformed reply is re-asked, not handed to the backup.
+    `deadline` bounds each call in all: an SDK's timeout is per read, so a server that trickles
+    a byte at a time, or never answers, would otherwise hold the task for as long as it likes.
     """
     runnable = _structured(model, schema)
     if backup is not None:
@@ -48,7 +52,12 @@ async def ask(
     for _ in range(retries + 1):
         started = time.perf_counter()
         try:
-            reply = await runnable.ainvoke(conversation, config=config)
+            async with asyncio.timeout(deadline):
+                reply = await runnable.ainvoke(conversation, config=config)
+        except TimeoutError:
+            _count(usage, None, started)
+            error = f"the model call took longer than {deadline:g} s (PIVOTAL_CALL_DEADLINE)"
+            break
         except Exception as exc:  # noqa: BLE001 — provider down after its own retries: fall back
             _count(usage, None, started)
             error = _one_line(exc)

@@ -22,8 +22,10 @@ Responder = Callable[[str, dict[str, Any], list[Any]], dict[str, Any]]
 """(schema name, JSON schema, request messages) → the structured reply's arguments."""
 Fault = tuple[Any, ...]
 """("429", retry_after_s | None) | ("500",) | ("502",) | ("503",) | ("reset",) | ("timeout", sleep_s)
-| ("truncated",) | ("invalid",) | ("empty",)"""
+| ("truncated",) | ("invalid",) | ("empty",) | ("trickle", seconds_per_byte)"""
 
+TRICKLE = "x-loopback-trickle"
+"""Internal marker from `answer` to the handler; never sent."""
 OPENAI_PATH = "/v1/chat/completions"
 ANTHROPIC_PATH = "/v1/messages"
 _ids = itertools.count(1)
@@ -348,7 +350,7 @@ class Loopback:
             return 0, {}, {}  # shutting down while stalled: the client left long ago, answer nothing
         reply, recorded.usage = self._reply(path, body, recorded.fault)
         recorded.status = 200
-        return 200, {}, reply
+        return 200, ({TRICKLE: str(fault[1])} if fault and fault[0] == "trickle" else {}), reply
 
     def _faulted(self, path: str, fault: Fault | None) -> tuple[int, dict[str, str], dict[str, Any]]:
         """Status-level faults; (0, …) when the request should get a normal-shaped reply."""
@@ -358,7 +360,7 @@ class Loopback:
         if fault and fault[0] in ("500", "502", "503"):
             status = int(fault[0])
             return status, {}, _error_body(path, status, "The server had an error while processing your request.")
-        if fault and fault[0] not in ("timeout", "truncated", "invalid", "empty", "reset"):
+        if fault and fault[0] not in ("timeout", "truncated", "invalid", "empty", "reset", "trickle"):
             raise ValueError(f"unknown fault {fault!r}")
         return 0, {}, {}
 
@@ -405,6 +407,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         data = json.dumps(reply).encode()
+        trickle = float(extra.pop(TRICKLE, 0))
         try:
             self.send_response(status)
             self.send_header("content-type", "application/json")
@@ -413,9 +416,21 @@ class _Handler(BaseHTTPRequestHandler):
             for key, value in extra.items():
                 self.send_header(key, value)
             self.end_headers()
-            self.wfile.write(data)
+            if trickle:
+                self._trickle(data, trickle)
+            else:
+                self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client timed out and left
+
+    def _trickle(self, data: bytes, interval: float) -> None:
+        """A server that answers one byte at a time: every read arrives well within any per-read timeout."""
+        stopping = self.server.loopback._stopping  # type: ignore[attr-defined]
+        for index in range(len(data)):
+            if stopping.wait(interval):
+                return
+            self.wfile.write(data[index : index + 1])
+            self.wfile.flush()
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 — keep test output quiet
         pass

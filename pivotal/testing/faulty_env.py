@@ -1,0 +1,36 @@
+"""A vault whose `open_door` misbehaves as the task asks: hangs, or raises what no tool should.
+
+`--plugin pivotal.testing.faulty_env`; the task's params pick the fault, so one batch mixes
+healthy and faulty tasks: {"fault": "hang", "seconds": 30} | {"fault": "exit"} | {"fault": "interrupt"}.
+With "while_exists": PATH the fault happens only while that file exists: a transient fault.
+"""
+
+import time
+from pathlib import Path
+from typing import Any
+
+from pivotal.environments import StepResult, register_environment
+from pivotal.task import Task
+from pivotal.testing.envs import Vault
+
+
+class FaultyVault(Vault):
+    def reset(self, task: Task) -> str:
+        self.fault = task.params.get("fault", "")
+        self.seconds = float(task.params.get("seconds", 30))
+        self.while_exists = task.params.get("while_exists")
+        return super().reset(task)
+
+    def step(self, name: str, arguments: dict[str, Any]) -> StepResult:
+        if self.while_exists and not Path(self.while_exists).exists():
+            return super().step(name, arguments)
+        if name == "open_door" and self.fault == "hang":
+            time.sleep(self.seconds)
+        if name == "open_door" and self.fault == "exit":
+            raise SystemExit(3)
+        if name == "open_door" and self.fault == "interrupt":
+            raise KeyboardInterrupt
+        return super().step(name, arguments)
+
+
+register_environment("faulty-vault", FaultyVault)
