@@ -29,6 +29,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
 
 from graphs import run_batch
+from memory.embeddings import _cached_vector
 from pivotal.context import Context
 from pivotal.environments.live import open_live, release
 from pivotal.models.factory import make_model
@@ -147,33 +148,74 @@ def _loop(saver: Any, recall: Any, actor: Any, critic: Any, executor: Any):
     return builder.compile(checkpointer=saver)
 
 
-async def overhead(seeds: int, runs: int, folder: str) -> dict[str, Any]:
-    context = Context(model="sim", memory=False, max_pivot_retries=0, max_steps=MAX_STEPS)
+async def overhead(seeds: int, runs: int, folder: str, stored: int) -> dict[str, Any]:
+    """Per executed step, in interleaved passes (noise on a busy 2-core machine hits all alike):
+    Pivotal with memory off, Pivotal with memory on (step recall over `stored` lessons of the
+    family), the bare agent loop and the empty loop. Wall and CPU time; medians and ranges.
+    """
+    store_path = f"{folder}/store"
+    _seed_store(store_path, stored)
     tasks = [{"env": "gridworld", "params": {"seed": s}} for s in range(seeds)]
-    pivotal, agent, empty = [], [], []
+    passes: dict[str, list[tuple[float, float]]] = {"off": [], "on": [], "agent": [], "empty": []}
     for run in range(runs + 1):  # the first pass warms imports and caches; it is not counted
-        started = time.perf_counter()
-        results = await run_batch(tasks, context, concurrency=1, checkpoint_path=f"{folder}/p{run}.sqlite")
-        steps = sum(r.executed for r in results)
-        pivotal_ms = 1000 * (time.perf_counter() - started) / steps
-        agent_ms, agent_steps = await _agent_pass(f"{folder}/a{run}.sqlite", seeds)
-        empty_ms = await _empty_pass(f"{folder}/e{run}.sqlite", steps)
+        timed = {
+            "off": await _pivotal_pass(tasks, f"{folder}/p{run}.sqlite", memory=False, store=store_path),
+            "on": await _pivotal_pass(tasks, f"{folder}/m{run}.sqlite", memory=True, store=store_path),
+            "agent": await _timed(_agent_pass(f"{folder}/a{run}.sqlite", seeds)),
+        }
+        timed["empty"] = await _timed(_empty_pass(f"{folder}/e{run}.sqlite", 100))
         if run:
-            pivotal.append(pivotal_ms), agent.append(agent_ms), empty.append(empty_ms)
+            for name, value in timed.items():
+                passes[name].append(value)
+    return {"seeds": seeds, "runs": runs, "stored_lessons": stored, **_ratios(passes)}
+
+
+def _ratios(passes: dict[str, list[tuple[float, float]]]) -> dict[str, Any]:
     median = statistics.median
-    return {
-        "seeds": seeds,
-        "runs": runs,
-        "pivotal_ms_per_step": round(median(pivotal), 2),
-        "agent_loop_ms_per_step": round(median(agent), 2),
-        "empty_loop_ms_per_step": round(median(empty), 2),
-        "pivotal_over_agent_loop": round(median(pivotal) / median(agent), 2),
-        "pivotal_over_empty_loop": round(median(pivotal) / median(empty), 2),
-    }
+    report: dict[str, Any] = {}
+    for name, values in passes.items():
+        report[f"{name}_ms_per_step"] = round(median(v[0] for v in values), 2)
+        report[f"{name}_cpu_ms_per_step"] = round(median(v[1] for v in values), 2)
+    for name in ("off", "on"):
+        pairs = [p[0] / a[0] for p, a in zip(passes[name], passes["agent"], strict=True)]
+        cpu = [p[1] / a[1] for p, a in zip(passes[name], passes["agent"], strict=True)]
+        report[f"memory_{name}_over_agent_loop"] = round(median(pairs), 2)
+        report[f"memory_{name}_over_agent_loop_range"] = [round(min(pairs), 2), round(max(pairs), 2)]
+        report[f"memory_{name}_cpu_over_agent_loop"] = round(median(cpu), 2)
+    return report
 
 
-async def _agent_pass(path: str, seeds: int) -> tuple[float, int]:
-    steps, started = 0, time.perf_counter()
+def _seed_store(path: str, count: int) -> None:
+    """Lessons of the gridworld family, so step recall embeds and searches as in a long-lived store."""
+    from bench_store import lessons
+
+    from memory.store import close_stores, open_store
+
+    made = [lesson.model_copy(update={"family": "gridworld"}) for lesson in lessons(count)]
+    open_store(path).put(made)
+    close_stores()
+
+
+async def _timed(work: Any) -> tuple[float, float]:
+    """(wall ms, CPU ms) per step of a pass that returns its step count."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    steps = await work
+    return 1000 * (time.perf_counter() - wall) / steps, 1000 * (time.process_time() - cpu) / steps
+
+
+async def _pivotal_pass(tasks: list[dict[str, Any]], path: str, *, memory: bool, store: str) -> tuple[float, float]:
+    context = Context(model="sim", memory=memory, store_path=store, max_pivot_retries=0, max_steps=MAX_STEPS)
+
+    async def work() -> int:
+        _cached_vector.cache_clear()  # each pass pays for its own situations: repeats within it still hit
+        results = await run_batch(tasks, context, concurrency=1, checkpoint_path=path)
+        return sum(r.executed for r in results)
+
+    return await _timed(work())
+
+
+async def _agent_pass(path: str, seeds: int) -> int:
+    steps = 0
     async with AsyncSqliteSaver.from_conn_string(path) as saver:
         graph = agent_loop(saver)
         for seed in range(seeds):
@@ -187,23 +229,23 @@ async def _agent_pass(path: str, seeds: int) -> tuple[float, int]:
             )
             steps += final["steps"]
             release(run_id), _lives.pop(run_id)
-    return 1000 * (time.perf_counter() - started) / steps, steps
+    return steps
 
 
-async def _empty_pass(path: str, steps: int) -> float:
-    started = time.perf_counter()
+async def _empty_pass(path: str, steps: int) -> int:
     async with AsyncSqliteSaver.from_conn_string(path) as saver:
         await empty_loop(saver).ainvoke(
             {"target": steps}, {"configurable": {"thread_id": "e"}, "recursion_limit": 10 * steps}, durability="sync"
         )
-    return 1000 * (time.perf_counter() - started) / steps
+    return steps
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as folder:
-        report = {"overhead": await overhead(args.seeds, args.runs, folder)}
+        report = {"overhead": await overhead(args.seeds, args.runs, folder, args.stored)}
         report["efficiency"] = [
-            await efficiency(args.tasks, concurrency, args.latency, folder) for concurrency in args.concurrency
+            await efficiency(args.tasks, concurrency, args.latency, folder)
+            for concurrency in ([] if args.overhead_only else args.concurrency)
         ]
     return report
 
@@ -221,6 +263,8 @@ if __name__ == "__main__":
     parser.add_argument("--latency", type=float, default=0.05)
     parser.add_argument("--seeds", type=int, default=10, help="tasks per overhead pass")
     parser.add_argument("--runs", type=int, default=3, help="overhead passes (median)")
+    parser.add_argument("--stored", type=int, default=1000, help="lessons in the store for the memory-on pass")
+    parser.add_argument("--overhead-only", action="store_true", help="skip the batch efficiency part")
     parser.add_argument("--json", action="store_true")
     arguments = parser.parse_args()
     report = asyncio.run(main(arguments))
@@ -229,10 +273,16 @@ if __name__ == "__main__":
     else:
         o = report["overhead"]
         print(
-            f"per step: pivotal {o['pivotal_ms_per_step']} ms, bare agent loop {o['agent_loop_ms_per_step']} ms "
-            f"({o['pivotal_over_agent_loop']}x), empty 4-node loop {o['empty_loop_ms_per_step']} ms "
-            f"({o['pivotal_over_empty_loop']}x); median of {o['runs']} passes x {o['seeds']} tasks"
+            f"per step ({o['runs']} interleaved passes x {o['seeds']} tasks, median): bare agent loop "
+            f"{o['agent_ms_per_step']} ms ({o['agent_cpu_ms_per_step']} ms CPU); empty loop {o['empty_ms_per_step']} ms"
         )
+        for name in ("off", "on"):
+            print(
+                f"  pivotal, memory {name}: {o[f'{name}_ms_per_step']} ms ({o[f'{name}_cpu_ms_per_step']} ms CPU) = "
+                f"{o[f'memory_{name}_over_agent_loop']}x the bare loop (range "
+                f"{o[f'memory_{name}_over_agent_loop_range'][0]}-{o[f'memory_{name}_over_agent_loop_range'][1]}x; "
+                f"CPU {o[f'memory_{name}_cpu_over_agent_loop']}x)"
+            )
         for e in report["efficiency"]:
             print(
                 f"batch: {e['tasks']} tasks at concurrency {e['concurrency']}, {e['latency_s']} s/call: "

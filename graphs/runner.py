@@ -139,6 +139,10 @@ async def open_checkpointer(path: str | None = None) -> AsyncIterator[BaseCheckp
             "set PIVOTAL_CHECKPOINT_PATH to a writable file"
         ) from None
     async with AsyncSqliteSaver.from_conn_string(path) as saver:
+        # WAL (LangGraph's choice) with synchronous=NORMAL: a commit is in the OS's hands before the
+        # next step starts, so a killed process loses nothing; only a power loss or OS crash can drop
+        # the last steps' checkpoints, which idempotency keys then cover. FULL fsyncs every commit.
+        await saver.conn.execute(f"PRAGMA synchronous={settings().checkpoint_sync.upper()}")
         yield saver
 
 

@@ -178,6 +178,18 @@ class MiniLMEmbedding(EmbeddingFunction[Documents]):
         MiniLMEmbedding.validate_config(new_config)
 
 
+@functools.lru_cache(maxsize=4096)
+def _cached_vector(text: str) -> tuple[float, ...]:
+    return tuple(default_embedding().embed_query(text))
+
+
+def query_vector(text: str) -> list[float]:
+    """The embedding of a recall query, cached: situations repeat (a retry, the next task of a
+    family, the same corridor again) and embedding one costs milliseconds of CPU.
+    """
+    return list(_cached_vector(text))
+
+
 @functools.cache
 def default_embedding() -> MiniLMEmbedding:
     """One instance for the whole process, so callers need not thread it through."""

@@ -61,6 +61,9 @@ class ExperienceStore:
         self._release = release
         self._lock = threading.RLock()
         self._collections: dict[str, Any] = {}
+        self._filled: set[str] = set()
+        self._approved: int | None = None
+        """Approved lessons in the store, once a cap scan has counted them (see `enforce_limits`)."""
 
     # ---- write path -------------------------------------------------------------------------
     def duplicate(self, lesson: Lesson, threshold: float) -> Match | None:
@@ -81,7 +84,10 @@ class ExperienceStore:
         if exact:
             return exact[0], 1.0
         result = collection.query(
-            query_texts=[lesson.document], n_results=1, where={"kind": lesson.kind}, include=["metadatas", "distances"]
+            query_embeddings=[_vector(lesson.document)],
+            n_results=1,
+            where={"kind": lesson.kind},
+            include=["metadatas", "distances"],
         )
         if not result["ids"][0]:
             return None
@@ -100,11 +106,13 @@ class ExperienceStore:
                 if match is not None:
                     merged = match.lesson.merged_with(lesson, keep_text=keep_text)
                     if merged is not match.lesson:  # the same run again (a resume) changes nothing
-                        self._put([merged])
+                        same_text = merged.document == match.lesson.document
+                        (self._update if same_text else self._put)([merged])
                     # ...but is reported as before: inserted if this run created the lesson, else merged
                     written.append(Written(match.lesson.id, merged=match.lesson.run_id != lesson.run_id))
                 else:
                     self._put([lesson])
+                    self._approved = None if self._approved is None else self._approved + 1
                     written.append(Written(lesson.id, merged=False))
         return written
 
@@ -113,20 +121,30 @@ class ExperienceStore:
         with self._lock:
             for start in range(0, len(lessons), BATCH):
                 self._put(lessons[start : start + BATCH])
+            self._approved = None  # replaced lessons may change status either way: count again
 
     # ---- read path --------------------------------------------------------------------------
     def search(self, text: str, *, family: str, k: int, min_similarity: float) -> list[Recalled]:
-        """Approved lessons of this family closest to `text`, best first, above the floor."""
+        """Approved lessons of this family closest to `text`, best first, above the floor.
+
+        The query is embedded once (and cached) for both queries below; the collection's size is
+        never asked (`count()` costs more than the nearest-neighbour query at 100k lessons), only
+        whether it has ever held a lesson, since an empty store should not pay for an embedding.
+        """
         collection = self._collection(family, create=False)
-        if not text.strip() or collection is None:
+        if not text.strip() or collection is None or not self._holds_lessons(collection):
             return []
-        size = collection.count()
-        if size == 0:
-            return []
-        found, retired_seen = self._query(collection, text, min(size, k * OVERFETCH), where=None)
+        vector = _vector(text)
+        found, retired_seen = self._query(collection, vector, k * OVERFETCH, where=None)
         if len(found) < k and retired_seen:
-            found, _ = self._query(collection, text, k, where={"status": "approved"})
+            found, _ = self._query(collection, vector, k, where={"status": "approved"})
         return [r for r in found if r.similarity >= min_similarity][:k]
+
+    def _holds_lessons(self, collection: Any) -> bool:
+        """Lessons are retired, never deleted: a collection that held one always will."""
+        if collection.name not in self._filled and collection.count() > 0:
+            self._filled.add(collection.name)
+        return collection.name in self._filled
 
     def get(self, ids: list[str] | None = None, *, family: str | None = None) -> dict[str, Lesson]:
         found: dict[str, Lesson] = {}
@@ -159,7 +177,7 @@ class ExperienceStore:
                 lesson.scored(run_id, success=success, steps=usage[i][0], approved_steps=usage[i][1])
                 for i, lesson in current.items()
             ]
-            self._put(scored)
+            self._update(scored)
         return scored
 
     def enforce_limits(
@@ -169,7 +187,9 @@ class ExperienceStore:
         utility (oldest first on ties) until at most `cap` stay approved. Retired ones are kept.
 
         `scored`: the lessons whose utility just changed; only they can newly fall below the
-        floor, so a run does not scan the whole store unless the store is over its cap.
+        floor. The whole store is scanned for the cap only when it may be over it: the number of
+        approved lessons is known after a scan and kept up to date by this process's own writes
+        (retired lessons stay stored, so the total count says nothing once any was retired).
         """
         with self._lock:
             candidates = scored if scored is not None else list(self.lessons())
@@ -183,10 +203,14 @@ class ExperienceStore:
                 for lesson in candidates
                 if lesson.status == "approved" and lesson.retrievals >= min_retrievals and lesson.utility < floor
             ]
-            self._put(weak)
-            over = self._over_cap(cap) if self.count() > cap else []
-            self._put(over)
+            self._update(weak)
+            self._approved = None if self._approved is None else self._approved - len(weak)
+            over = self._over_cap(cap) if self._may_exceed(cap) else []
+            self._update(over)
         return [lesson.id for lesson in [*weak, *over]]
+
+    def _may_exceed(self, cap: int) -> bool:
+        return self._approved > cap if self._approved is not None else self.count() > cap
 
     def _over_cap(self, cap: int) -> list[Lesson]:
         approved = sorted(
@@ -194,6 +218,7 @@ class ExperienceStore:
             key=lambda lesson: (lesson.utility, lesson.created_at),
         )
         reason = f"store over its cap of {cap} approved lessons (lowest utility)"
+        self._approved = min(len(approved), cap)
         return [
             lesson.model_copy(update={"status": "retired", "retired_reason": reason})
             for lesson in approved[: max(0, len(approved) - cap)]
@@ -202,9 +227,10 @@ class ExperienceStore:
     def retire(self, ids: list[str], reason: str) -> list[str]:
         with self._lock:
             found = self.get(ids)
-            self._put(
+            self._update(
                 [lesson.model_copy(update={"status": "retired", "retired_reason": reason}) for lesson in found.values()]
             )
+            self._approved = None
         return list(found)
 
     def close(self) -> None:
@@ -279,6 +305,19 @@ class ExperienceStore:
                 metadatas=[lesson.metadata() for lesson in group],
             )
 
+    def _update(self, lessons: list[Lesson]) -> None:
+        """Counts, utility, status: the text is unchanged, so Chroma must not embed it again (an
+        upsert with documents re-embeds every one: most of a run's store time went there).
+        """
+        by_family: dict[str, dict[str, Lesson]] = {}
+        for lesson in lessons:
+            by_family.setdefault(lesson.family, {})[lesson.id] = lesson
+        for family, unique in by_family.items():
+            group = list(unique.values())
+            self._collection(family, create=True).update(
+                ids=[lesson.id for lesson in group], metadatas=[lesson.metadata() for lesson in group]
+            )
+
     def _get(self, collection: Any, ids: list[str] | None) -> list[Lesson]:
         result = collection.get(ids=ids, include=["metadatas"])
         return [self._lesson(i, m) for i, m in zip(result["ids"], result["metadatas"] or [], strict=True)]
@@ -293,8 +332,12 @@ class ExperienceStore:
                 "was this collection written by another tool?"
             ) from None
 
-    def _query(self, collection: Any, text: str, n: int, where: dict[str, Any] | None) -> tuple[list[Recalled], bool]:
-        result = collection.query(query_texts=[text], n_results=n, where=where, include=["metadatas", "distances"])
+    def _query(
+        self, collection: Any, vector: list[float], n: int, where: dict[str, Any] | None
+    ) -> tuple[list[Recalled], bool]:
+        result = collection.query(
+            query_embeddings=[vector], n_results=n, where=where, include=["metadatas", "distances"]
+        )
         found, retired_seen = [], False
         for lesson_id, metadata, distance in zip(
             result["ids"][0], result["metadatas"][0], result["distances"][0], strict=True
@@ -305,6 +348,12 @@ class ExperienceStore:
                 continue
             found.append(Recalled(lesson_id, lesson, 1.0 - float(distance)))
         return found, retired_seen
+
+
+def _vector(text: str) -> list[float]:
+    from memory.embeddings import query_vector  # onnxruntime loads only once a store is searched
+
+    return query_vector(text)
 
 
 def collection_name(family: str) -> str:

@@ -8,6 +8,7 @@ from langgraph.runtime import Runtime
 from memory.screen import MAX_LESSON_CHARS
 from memory.store import open_store
 from pivotal.context import Context
+from pivotal.environments.live import lookup
 from pivotal.state import State
 from pivotal.task import Task
 from prompts import bounded
@@ -20,7 +21,10 @@ async def recall(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if context.recall == "task" and (state.get("trajectory") or state.get("retries")):
         return {}  # task-start recall: the lessons found at the start stay for the whole run
     task = Task.model_validate(state["task"])
-    query = state["observation"] if context.recall == "step" else f"{task.goal}\n{state['first_observation']}"
+    if context.recall == "step":
+        query = situation(state["run_id"], state["observation"])
+    else:
+        query = f"{task.goal}\n{first_line(state['first_observation'])}"
     store = await asyncio.to_thread(open_store, context.store_path, context.store_url)
     found = await asyncio.to_thread(
         store.search, query, family=task.family, k=context.recall_k, min_similarity=context.recall_min_similarity
@@ -38,3 +42,28 @@ async def recall(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ]
     recalled = list(dict.fromkeys([*state.get("recalled", []), *(lesson["id"] for lesson in lessons)]))
     return {"lessons": lessons, "recalled": recalled}
+
+
+SITUATION_CHARS = 240
+
+
+def situation(run_id: str, observation: str) -> str:
+    """What step recall embeds: the environment's own `situation()` when it has one (the built-in
+    ones describe the agent's surroundings in a few words), else the observation's first line.
+
+    Not the whole observation: maps and legends make it ~4x slower to embed than one line (embedding
+    cost grows with every token) and match short lessons no better.
+    """
+    live = lookup(run_id)
+    describe = getattr(live.env, "situation", None) if live is not None else None
+    if callable(describe):
+        try:
+            return str(describe())[:SITUATION_CHARS]
+        except Exception:  # noqa: BLE001 — an optional helper of the application's: recall goes on without it
+            pass
+    return first_line(observation)
+
+
+def first_line(observation: str) -> str:
+    first = next((line.strip() for line in observation.splitlines() if line.strip()), "")
+    return first[:SITUATION_CHARS]

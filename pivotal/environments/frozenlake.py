@@ -100,6 +100,16 @@ class FrozenLake:
         finally:
             self.restore(saved)
 
+    def situation(self) -> str:
+        """The tiles next to the agent (see GridWorld.situation)."""
+        here = self._position()
+        tiles = {"S": "start", "F": "frozen", "H": "hole", "G": "goal"}
+        around = []
+        for name, delta in DELTAS.items():
+            target = self._move(here, delta)
+            around.append(f"{name}={'edge' if target == here else tiles.get(self._tile(target), '?')}")
+        return "around you: " + ", ".join(around)
+
     # --- internals -----------------------------------------------------------------------
     def _render(self, event: str) -> str:
         row, col = self._position()
