@@ -1,8 +1,8 @@
 """The Pivotal graph and the helpers that run it.
 
 `graph` is what `langgraph.json` serves to LangGraph Studio / `langgraph dev`; the platform
-supplies its own checkpointer there. `run`, `arun` and `run_batch` add a SQLite checkpointer
-and a summary for applications and the CLI.
+supplies its own checkpointer there. `run`, `arun` and `run_batch` add a checkpointer (SQLite,
+or Postgres for a `postgresql://` URL) and a summary for applications and the CLI.
 """
 
 from graphs.agent import create_pivotal_agent

@@ -20,8 +20,9 @@ from langgraph.types import Command
 from pydantic import BaseModel, Field
 
 from graphs.builder import build_graph, recursion_limit
+from graphs.postgres import open_postgres
 from memory.store import open_store
-from pivotal.checkpoints import check_file
+from pivotal.checkpoints import check_file, is_postgres
 from pivotal.context import Context
 from pivotal.environments import Idempotent, make_environment
 from pivotal.environments.live import release
@@ -123,10 +124,16 @@ def check_task(task: Task | dict[str, Any] | str, default_env: str = "") -> Task
 
 @asynccontextmanager
 async def open_checkpointer(path: str | None = None) -> AsyncIterator[BaseCheckpointSaver]:
-    """SQLite on disk, so an interrupted run can resume; `":memory:"` keeps nothing."""
+    """SQLite on disk, so an interrupted run can resume; a `postgresql://` URL, so processes on
+    several machines share the runs; `":memory:"` keeps nothing.
+    """
     path = path or settings().checkpoint_path
     if path == ":memory:":
         yield InMemorySaver()
+        return
+    if is_postgres(path):
+        async with open_postgres(path) as saver:
+            yield saver
         return
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
@@ -233,6 +240,7 @@ async def run_batch(
     *,
     concurrency: int = 4,
     checkpoint_path: str | None = None,
+    checkpointer: BaseCheckpointSaver | None = None,
     thread_prefix: str | None = None,
     on_result: Callable[[int, RunResult], Any] | None = None,
     thread_keys: list[str] | None = None,
@@ -241,10 +249,11 @@ async def run_batch(
     """Run many tasks, at most `concurrency` at once, over one checkpointer; results keep input order.
 
     Task i runs on LangGraph thread `{thread_prefix}:{thread_keys[i]}` (default key: i). Give the
-    same prefix and checkpoint file again after a crash and finished tasks are read back from their
-    checkpoints, unfinished ones
-    continue from their last one. A task that raises becomes a result with status "error";
+    same prefix and checkpoints again after a crash and finished tasks are read back from their
+    checkpoints, unfinished ones continue from their last one. A task that raises becomes a result with status "error";
     the others go on. `on_result(i, result)` (sync or async) is called as each task finishes.
+    Pass `checkpointer` (any LangGraph saver, left open) to use the application's own instead of
+    opening `checkpoint_path`.
     """
     if concurrency <= 0:
         raise PivotalError(f"concurrency must be > 0 (got {concurrency})")
@@ -264,8 +273,7 @@ async def run_batch(
             await done
         return result
 
-    async with open_checkpointer(checkpoint_path) as saver:
-        graph = build_graph(checkpointer=saver)  # compiled once for the whole batch
+    async with _graph(checkpointer, checkpoint_path) as graph:  # compiled once for the whole batch
         try:
             async with asyncio.TaskGroup() as group:  # a storage fault cancels the rest, which stay resumable
                 running = [group.create_task(one(i, task, graph)) for i, task in enumerate(parsed)]

@@ -31,6 +31,13 @@ TRIGGERS = ("branch:to:", "join:", "__start__", "__pregel_tasks")
 """Channels whose value starts a node: a checkpoint holding one has steps left to run."""
 LOCK_WAIT_S = 5.0
 WHERE = "runs write to PIVOTAL_CHECKPOINT_PATH (default .pivotal/checkpoints.sqlite); pass --checkpoints PATH"
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+"""A checkpoint location with one of these is a Postgres database (shared by processes and machines), not a file."""
+
+
+def is_postgres(location: str | None) -> bool:
+    """Whether checkpoints go to Postgres: the file checks and `stats`/`prune` are SQLite's own."""
+    return bool(location) and location.lower().startswith(POSTGRES_SCHEMES)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,8 @@ class InfrastructureFault(PivotalError):
     """
 
 
+_DATABASE_MODULES = ("chromadb", "aiosqlite", "psycopg", "psycopg_pool")
+"""Whose exceptions mean the shared checkpoint or lesson database failed (Postgres down counts too)."""
 _STORAGE_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.EDQUOT}
 
 
@@ -34,7 +36,7 @@ def infrastructure_fault(exc: BaseException) -> str | None:
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen and not isinstance(exc, EnvironmentFault):
         seen.add(id(exc))
-        if isinstance(exc, sqlite3.DatabaseError) or type(exc).__module__.split(".")[0] in ("chromadb", "aiosqlite"):
+        if isinstance(exc, sqlite3.DatabaseError) or type(exc).__module__.split(".")[0] in _DATABASE_MODULES:
             return f"a database failed ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
         if isinstance(exc, OSError) and exc.errno in _STORAGE_ERRNOS:
             where = f" on {exc.filename}" if exc.filename else ""

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from dotenv import load_dotenv
-from pydantic import BeforeValidator, Field, ValidationError
+from pydantic import AliasChoices, BeforeValidator, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pivotal.errors import PivotalError, first_problem
@@ -36,6 +36,7 @@ class Settings(BaseSettings):
         extra="ignore",
         str_strip_whitespace=True,
         allow_inf_nan=False,
+        populate_by_name=True,  # Settings(checkpoint_path=...) still works beside its two variable names
     )
 
     model: str = Field("local", min_length=1)
@@ -51,8 +52,13 @@ class Settings(BaseSettings):
     store_url: str = ""
     """Chroma server URL (e.g. http://127.0.0.1:8000) for stores shared by several processes."""
     max_lessons: int = Field(1000, gt=0)
-    checkpoint_path: str = Field(".pivotal/checkpoints.sqlite", min_length=1)
-    """Empty would silently mean a throw-away database: runs that cannot be resumed."""
+    checkpoint_path: str = Field(
+        ".pivotal/checkpoints.sqlite",
+        min_length=1,
+        validation_alias=AliasChoices("PIVOTAL_CHECKPOINT_PATH", "PIVOTAL_CHECKPOINT_URL"),
+    )
+    """A SQLite file, or a `postgresql://` URL (then PIVOTAL_CHECKPOINT_URL reads better; PATH wins
+    when both are set). Empty would silently mean a throw-away database: runs that cannot be resumed."""
     checkpoint_sync: Literal["normal", "full"] = "normal"
     """SQLite checkpoints: "normal" survives a killed process (the guarantee resume relies on) at a
     fraction of the fsyncs; "full" also survives a power loss, at one fsync per commit."""
@@ -92,9 +98,19 @@ def load_env_file() -> None:
         raise PivotalError(_not_utf8(exc)) from None
 
 
+_ALIASES = {
+    alias: (" or ".join(field.validation_alias.choices), name)
+    for name, field in Settings.model_fields.items()
+    if isinstance(field.validation_alias, AliasChoices)
+    for alias in field.validation_alias.choices
+}
+"""A field read under several variable names reports one of them as the error's place: name them all."""
+
+
 def _bad_setting(exc: ValidationError) -> str:
     field, problem, given = first_problem(exc)
-    name, default = f"PIVOTAL_{field.upper()}", Settings.model_fields[field].default
+    name, field = _ALIASES.get(field, (f"PIVOTAL_{field.upper()}", field))
+    default = Settings.model_fields[field].default
     if isinstance(given, str) and not given.strip():
         return f"{name} is set but empty; give it a value, or remove it to use the default ({default!r})"
     return (

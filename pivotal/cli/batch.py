@@ -33,7 +33,9 @@ def add_commands(commands: Any) -> None:
     mode.add_argument("--resume", action="store_true", help="continue the batch that wrote --out")
     mode.add_argument("--overwrite", action="store_true", help="replace an existing --out and start afresh")
     batch.add_argument(
-        "--checkpoints", metavar="PATH", help="SQLite checkpoint file (default: PIVOTAL_CHECKPOINT_PATH)"
+        "--checkpoints",
+        metavar="PATH|URL",
+        help="SQLite checkpoint file or postgresql:// URL (default: PIVOTAL_CHECKPOINT_PATH)",
     )
     batch.add_argument("--check", action="store_true", help="exit 1 when any task did not succeed")
     options.context_options(batch)
@@ -87,12 +89,24 @@ def _locked_batch(args: argparse.Namespace, out: Path, marker: Path) -> int:
 
 
 def _check_checkpoints(path: str | None) -> None:
-    from pivotal.checkpoints import check_file
+    """Before the results file is touched: a damaged SQLite file, or a Postgres server that cannot be
+    reached, is one line, and the same command can simply be run again once it is fixed.
+    """
+    from pivotal.checkpoints import check_file, is_postgres
     from pivotal.settings import settings
 
     path = path or settings().checkpoint_path
-    if path != ":memory:":
+    if is_postgres(path):
+        asyncio.run(_reach(path))
+    elif path != ":memory:":
         check_file(path)
+
+
+async def _reach(url: str) -> None:
+    from graphs.runner import open_checkpointer
+
+    async with open_checkpointer(url):
+        pass
 
 
 @contextmanager

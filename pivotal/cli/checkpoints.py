@@ -44,6 +44,11 @@ def _path(args: argparse.Namespace) -> str:
     path = args.checkpoints or settings().checkpoint_path
     if path == ":memory:":
         raise PivotalError(":memory: keeps no checkpoints to measure or prune; pass --checkpoints PATH")
+    if checkpoints.is_postgres(path):
+        raise PivotalError(
+            "stats and prune read SQLite checkpoint files; Postgres checkpoints live in its "
+            "checkpoints, checkpoint_blobs and checkpoint_writes tables: measure and prune them there"
+        )
     return path
 
 

@@ -77,8 +77,9 @@ def _parser() -> argparse.ArgumentParser:
     options.plugin_option(run)
     run.add_argument(
         "--checkpoints",
-        metavar="PATH",
-        help="SQLite checkpoint file, or :memory: (default: PIVOTAL_CHECKPOINT_PATH or .pivotal/checkpoints.sqlite)",
+        metavar="PATH|URL",
+        help="SQLite checkpoint file, postgresql:// URL, or :memory: "
+        "(default: PIVOTAL_CHECKPOINT_PATH or .pivotal/checkpoints.sqlite)",
     )
     run.add_argument("--thread-id", help="LangGraph thread id (default: a new one per run)")
     run.add_argument("--json", action="store_true", help="print the full result as JSON")
@@ -88,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     paused.add_argument("thread_id")
     paused.add_argument("--decision", choices=["approve", "reject"], required=True)
     paused.add_argument("--reason", default="")
-    paused.add_argument("--checkpoints", metavar="PATH", help="the paused run's checkpoint file")
+    paused.add_argument("--checkpoints", metavar="PATH|URL", help="the paused run's checkpoint file or URL")
     paused.add_argument("--json", action="store_true")
     paused.add_argument("--check", action="store_true")
     options.context_options(paused)
