@@ -448,6 +448,9 @@ BAD_INPUTS = [
     (["lessons", "import", "missing.jsonl"], "does not exist"),
     (["studio", "--check", "--config", "missing.json"], "does not exist"),
     (["run", "--plugin", "no_such_module"], "cannot import plugin"),
+    (["run", "--env", "frozenlake", "--param", "map=9x9"], "parameter map='9x9' is not valid"),
+    (["run", "--checkpoints", "tasks.jsonl"], "is damaged (file is not a database)"),
+    (["checkpoints", "stats", "--checkpoints", "tasks.jsonl"], "is damaged (file is not a database)"),
 ]
 
 
@@ -582,7 +585,7 @@ def _refund_kills(folder: Path, tasks: int, kills: int, seed: int) -> dict[str, 
         json.dumps(
             {
                 "env": "support-desk-once",
-                "params": {"ledger": str(folder / f"o{i}.jsonl"), "order": f"o{i}", "slow_refund": 0.6},
+                "params": {"ledger": str(folder / f"o{i}.jsonl"), "order": f"o{i}", "slow_refund": 1.0},
             }
         )
         for i in range(tasks)
@@ -801,7 +804,7 @@ def run_suite(small: bool) -> dict[str, Any]:
             "runs": 50,
             "processes": 4,
             "per_scenario": 25,
-            "kill_tasks": 12,
+            "kill_tasks": 30,
             "refund_kills": 5,
             "approvals": 6,
             "fault_tasks": 24,

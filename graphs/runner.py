@@ -48,6 +48,7 @@ class RunResult(BaseModel):
     replayed: int = Field(description="steps re-applied without any LLM call to restore state")
     trajectory_length: int = Field(description="steps in the final trajectory (kept prefix plus new steps)")
     llm_calls: int
+    revisits: int = Field(0, description="steps that put the world back as it was after an earlier step (circles)")
     critic: dict[str, int]
     retries: dict[str, Any]
     lessons: dict[str, int]
@@ -368,6 +369,7 @@ def summarise(
         replayed=int(counters.get("replayed", 0)),
         trajectory_length=len(trajectory),
         llm_calls=int(counters.get("llm_calls", 0)),
+        revisits=int(counters.get("revisits", 0)),
         critic={
             k: int(counters.get(k, 0))
             for k in ("approved", "revised", "rejected", "prechecked", "human_approved", "human_rejected")

@@ -1,5 +1,6 @@
 """Run the chosen action in the environment and record the step."""
 
+import json
 from typing import Any
 
 from langgraph.config import get_config
@@ -42,6 +43,8 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "error": bool(result.info.get("error")),
         "compensates": chosen.get("compensates"),
     }
+    step["state"] = result.info.get("state")
+    step["revisit_of"] = _revisit(state, step)
     trajectory = [*state["trajectory"], step]
     update: dict[str, Any] = {
         "trajectory": trajectory,
@@ -49,7 +52,7 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "proposal": None,
         "chosen": None,
         "critiques": [],
-        "counters": {"executed": 1, "replayed": replayed},
+        "counters": {"executed": 1, "replayed": replayed, "revisits": int(step["revisit_of"] is not None)},
     }
     if "answer" in result.info:
         update["answer"] = str(result.info["answer"])
@@ -61,7 +64,41 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         update["attempt_failed"] = f"the environment ended the task at step {step['index']}: {_first_line(observation)}"
     elif len(trajectory) - state.get("attempt_start", 0) >= context.max_steps:
         update["attempt_failed"] = f"step budget of {context.max_steps} spent without reaching the goal"
+    elif (circle := _circling(trajectory[state.get("attempt_start", 0) :])) is not None:
+        update["attempt_failed"] = (
+            f"going in circles: steps {', '.join(map(str, circle))} each returned to the same state"
+        )
     return update
+
+
+LOOP_LIMIT = 3
+"""Returns to one state that end an attempt: a first return is a warning the prompts show (an
+agent may go back on purpose), the third is an oscillation (`down, up, down, up, …`) that would
+otherwise spend the whole budget."""
+
+
+def _revisit(state: State, step: Step) -> int | None:
+    """The earlier step of this attempt after which the world was exactly as it is now (-1: as at
+    the start), or None. Known only where the environment can say what its state is (`state_of`).
+    """
+    if step.get("state") is None:
+        return None
+    start = state.get("attempt_start", 0)
+    earlier = [(-1, state.get("initial_state"))] if start == 0 else []
+    earlier += [(s["index"], s.get("state")) for s in state["trajectory"][start:]]
+    return next((index for index, seen in reversed(earlier) if seen == step["state"]), None)
+
+
+def _circling(attempt: list[dict[str, Any]]) -> list[int] | None:
+    """The steps that returned to one state, once there have been LOOP_LIMIT returns to it."""
+    returns: dict[str, list[int]] = {}
+    for step in attempt:
+        if step.get("revisit_of") is not None:
+            seen = returns.setdefault(json.dumps(step["state"], sort_keys=True, default=str), [])
+            seen.append(step["index"])
+            if len(seen) >= LOOP_LIMIT:
+                return seen
+    return None
 
 
 def _checkpoint_id() -> str | None:

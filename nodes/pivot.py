@@ -41,7 +41,8 @@ async def pivot(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "chosen": None,
         "critiques": [],
         "compensations": rewound.compensations,
-        "attempt_start": 0 if went_back else kept,
+        # kept steps are not this attempt's: with compensate/forward they even stay in the world
+        "attempt_start": kept if runtime.context.budget == "new" or not went_back else 0,
         "counters": {"replayed": rewound.replayed, "kept_steps": kept},
     }
 

@@ -7,8 +7,9 @@ from langchain_core.messages import AnyMessage, HumanMessage
 from langgraph.runtime import Runtime
 
 from pivotal.context import Context
-from pivotal.environments.live import in_env_thread, open_live
+from pivotal.environments.live import in_env_thread, open_live, state_of
 from pivotal.errors import PivotalError
+from pivotal.secrets import redact_tree
 from pivotal.state import State
 from pivotal.task import parse_task
 from prompts.data import clip
@@ -30,6 +31,7 @@ async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "reason": "",
         "observation": observation,
         "first_observation": observation,
+        "initial_state": redact_tree(state_of(live.env, live.initial)),
         "trajectory": [],
         "critiques": [],
         "reflections": [],

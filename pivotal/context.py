@@ -15,6 +15,7 @@ from pivotal.errors import PivotalError
 from pivotal.settings import settings
 
 RetryStrategy = Literal["pivotal", "full", "none"]
+StepBudget = Literal["new", "path"]
 RecallMode = Literal["step", "task", "off"]
 OnCritiqueExhausted = Literal["execute_best", "fail"]
 Role = Literal["actor", "critic", "reflector", "lesson"]
@@ -52,6 +53,10 @@ class Context:
 
     max_steps: int = 20
     """Executed environment steps allowed per attempt before the attempt counts as failed."""
+    budget: StepBudget = "new"
+    """What `max_steps` counts. "new": the steps an attempt executes itself, so a pivotal retry that
+    keeps 5 steps still gets max_steps new ones, as a full retry does (strategies compare on equal
+    terms). "path": the length of the trajectory, kept steps included (a late pivot leaves little)."""
     max_critique_rounds: int = 2
     """Actor proposals the critic may send back per step before `on_critique_exhausted` applies."""
     max_pivot_retries: int = 2
@@ -118,6 +123,7 @@ class Context:
             if getattr(self, name) < 0:
                 raise PivotalError(f"{name} must be >= 0 (got {getattr(self, name)})")
         _check_choice("retry", self.retry, get_args(RetryStrategy))
+        _check_choice("budget", self.budget, get_args(StepBudget))
         _check_choice("recall", self.recall, get_args(RecallMode))
         _check_choice("on_critique_exhausted", self.on_critique_exhausted, get_args(OnCritiqueExhausted))
         for name in ("recall_min_similarity", "dedup_similarity", "utility_floor"):

@@ -168,6 +168,8 @@ class State(InputState, total=False):
     """False when the agent declared success and nothing checked it (no verifier)."""
     observation: str
     first_observation: str
+    initial_state: Any
+    """The world right after reset (`state_of`), to tell when a step returns there."""
     trajectory: list[Step]
     proposal: Proposal | None
     critiques: list[Critique]
@@ -180,8 +182,8 @@ class State(InputState, total=False):
     retries: int
     attempt_start: int
     """Trajectory length when this attempt began: the step budget counts the steps after it.
-    0 when a pivot rewound the world (the kept prefix counts); the whole length when the world
-    could not go back and the retry goes forward from it."""
+    The kept prefix's length after a pivot (Context.budget "new"; with "path", 0 when the world
+    was rewound); the whole length when the world could not go back and the retry goes forward."""
     compensations: list[Proposal]
     """Compensating actions a pivot queued (newest abandoned step first); the actor proposes
     them before anything else and the critic reviews each like any action."""

@@ -50,9 +50,19 @@ def history(trajectory: list[dict[str, Any]]) -> str:
     if not trajectory:
         return "No steps taken yet."
     recent = trajectory[-HISTORY_STEPS:]
-    done = ", ".join(f"{s['index']}:{call(s['action'], s['arguments'])}" for s in recent)
+    done = ", ".join(f"{s['index']}:{call(s['action'], s['arguments'])}{_back(s)}" for s in recent)
     skipped = len(trajectory) - len(recent)
     return f"{len(trajectory)} steps taken" + (f" ({skipped} earlier omitted)" if skipped else "") + f": {done}"
+
+
+def _back(step: dict[str, Any]) -> str:
+    """A return to an earlier state, said where actor and critic read the progress: going in circles
+    is the one mistake no single step shows.
+    """
+    back = step.get("revisit_of")
+    if back is None:
+        return ""
+    return " (back where you started: a circle)" if back < 0 else f" (back where you were after step {back}: a circle)"
 
 
 def steps(trajectory: list[dict[str, Any]], limit: int) -> str:

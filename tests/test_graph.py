@@ -235,3 +235,72 @@ async def test_astream_events_needs_no_recursion_limit_and_streams_the_models():
 
     assert invoked["status"] == final["status"] == "success"
     assert moves(final) == moves(invoked)
+
+
+@pytest.mark.parametrize(("budget", "attempt_start"), [("new", 3), ("path", 0)])
+async def test_a_pivotal_retry_gets_a_full_budget_of_new_steps(budget, attempt_start):
+    """Kept steps are not the retry's: with budget "new" it may execute max_steps steps of its own."""
+    from langgraph.runtime import Runtime
+
+    from nodes.pivot import pivot
+    from pivotal.environments.live import open_live, release, run_step
+    from pivotal.task import Task
+
+    task = Task(env="gridworld", params={"seed": 3})
+    live = open_live("budget-run", task)
+    trajectory = []
+    for index, move in enumerate(["up", "left", "down", "right"]):
+        result, snapshot = run_step(live, move, {}, f"k{index}")
+        trajectory.append({"index": index, "action": move, "arguments": {}, "observation": result.observation,
+                           "snapshot": snapshot})  # fmt: skip
+    state = {"run_id": "budget-run", "task": task.model_dump(), "trajectory": trajectory, "first_observation": "",
+             "reflections": [{"pivotal_step": 3}], "retries": 0}  # fmt: skip
+    try:
+        update = await pivot(state, Runtime(context=Context(model="sim", budget=budget)))
+    finally:
+        release("budget-run")
+    assert len(update["trajectory"]) == 3 and update["attempt_start"] == attempt_start
+
+
+class Seesaw:
+    """An expert that only ever undoes its last move: the `down, up, down, up` of a stuck agent."""
+
+    def reset(self, task):
+        self.position = 0
+        return "You are at 0. The goal is at 5."
+
+    def step(self, name, arguments):
+        from pivotal.environments import StepResult
+
+        self.position += 1 if name == "right" else -1
+        return StepResult(f"You moved {name}. You are at {self.position}. The goal is at 5.")
+
+    def describe_actions(self):
+        from pivotal.environments import ActionSpec
+
+        return [ActionSpec("left", "move left"), ActionSpec("right", "move right")]
+
+    def state_key(self):
+        return self.position
+
+    def expert_action(self):
+        return ("right" if self.position <= 0 else "left"), {}
+
+    def judge(self, name, arguments):
+        return "good", f"{name} looks fine"
+
+    def first_mistake(self, actions):
+        return 0, "the first move started the circle"
+
+
+async def test_going_in_circles_is_noticed_shown_and_ends_the_attempt():
+    register_environment("seesaw", Seesaw)
+    context = Context(model="sim", memory=False, max_steps=20, max_pivot_retries=0)
+    result = await arun({"env": "seesaw", "goal": "Reach 5."}, context, checkpoint_path=":memory:")
+    assert result.status == "failure" and result.reason.startswith("going in circles")
+    assert result.executed < 20  # not the whole budget
+    assert result.revisits >= 3
+    assert [s["revisit_of"] for s in result.trajectory[:3]] == [None, -1, 0]
+    from prompts.data import history
+
+    assert "(back where you started: a circle)" in history(result.trajectory[:2])

@@ -107,7 +107,7 @@ def assert_one_line(err: str, *needles: str) -> None:
         ("PIVOTAL_LOCAL_THREADS", "0", "PIVOTAL_LOCAL_THREADS='0' is not valid"),
         ("PIVOTAL_REQUESTS_PER_SECOND", "-1", "PIVOTAL_REQUESTS_PER_SECOND='-1' is not valid"),
         ("PIVOTAL_LOG_LEVEL", "loud", "PIVOTAL_LOG_LEVEL='LOUD' is not valid: input should be 'DEBUG'"),
-        ("PIVOTAL_CHECKPOINT_PATH", "", "PIVOTAL_CHECKPOINT_PATH is set but empty"),
+        ("PIVOTAL_CHECKPOINT_PATH", "", "PIVOTAL_CHECKPOINT_PATH or PIVOTAL_CHECKPOINT_URL is set but empty"),
         ("PIVOTAL_STORE_PATH", " ", "PIVOTAL_STORE_PATH is set but empty"),
         ("PIVOTAL_MODEL", "", "PIVOTAL_MODEL is set but empty"),
     ],

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any, get_args
 
-from pivotal.context import Context, OnCritiqueExhausted, RecallMode, RetryStrategy
+from pivotal.context import Context, OnCritiqueExhausted, RecallMode, RetryStrategy, StepBudget
 from pivotal.errors import PivotalError
 
 
@@ -31,6 +31,9 @@ def context_options(parser: argparse.ArgumentParser) -> None:
     for role in ("", "actor-", "critic-", "reflector-", "lesson-"):
         group.add_argument(f"--{role}model", help=f"model spec for {role.rstrip('-') or 'every role'}")
     group.add_argument("--retry", choices=get_args(RetryStrategy), help="after a failed attempt")
+    group.add_argument(
+        "--budget", choices=get_args(StepBudget), help="what --max-steps counts: new steps per attempt or the path"
+    )
     group.add_argument("--recall", choices=get_args(RecallMode), help="when lessons are retrieved")
     group.add_argument("--no-critic", dest="critic", action="store_false", default=None)
     group.add_argument("--no-precheck", dest="precheck", action="store_false", default=None)

@@ -75,6 +75,10 @@ class GridWorld:
     def snapshot(self) -> dict[str, Any]:
         return {"pos": list(self.pos), "done": self.done, "moves": self.moves}
 
+    def state_key(self) -> list[Any]:
+        """The snapshot without its move counter, which never repeats."""
+        return [*self.pos, self.done]
+
     def restore(self, snapshot: dict[str, Any]) -> None:
         self.pos = tuple(snapshot["pos"])  # type: ignore[assignment]
         self.done, self.moves = bool(snapshot["done"]), int(snapshot["moves"])

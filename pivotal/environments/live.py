@@ -228,7 +228,8 @@ def run_step(live: Live, name: str, arguments: dict[str, Any], key: str) -> tupl
 
     `key` names this step of this attempt of this run; it is the same when a resumed run
     executes the step again, so an `Idempotent` environment can refuse to act twice. What comes
-    back (observation, info, snapshot) is redacted: all of it is checkpointed.
+    back (observation, info, snapshot) is redacted: all of it is checkpointed. The world's state
+    after the step (`state_of`) goes in `info["state"]`, for telling when the agent goes in circles.
     """
     with live.lock:
         if isinstance(live.env, Idempotent):
@@ -237,10 +238,19 @@ def run_step(live: Live, name: str, arguments: dict[str, Any], key: str) -> tupl
             result = live.env.step(name, arguments)
         live.applied.append((name, arguments))
         snapshot = live.env.snapshot() if isinstance(live.env, Restorable) else None
+        state = state_of(live.env, snapshot)
     values = secret_values()
     observation = redact(_text(result.observation, f"{type(live.env).__name__}.step"), values)
-    clean = replace(result, observation=observation, info=redact_tree(result.info, values))
-    return clean, redact_tree(snapshot, values)
+    info = redact_tree({**result.info, "state": state}, values)
+    return replace(result, observation=observation, info=info), redact_tree(snapshot, values)
+
+
+def state_of(env: Environment, snapshot: dict[str, Any] | None) -> Any:
+    """What the world is, for comparing two moments: the environment's `state_key()` when it has
+    one (a snapshot may also hold counters that never repeat), else its snapshot, else None.
+    """
+    key = getattr(env, "state_key", None)
+    return key() if callable(key) else snapshot
 
 
 def _text(observation: Any, source: str) -> str:
