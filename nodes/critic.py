@@ -38,7 +38,7 @@ async def critic(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         chosen["needs_approval"] = _needs_human(context, live.env, chosen)
     counters = updates.setdefault("counters", {})
     counters.update({COUNTER[verdict.decision]: 1, "replayed": replayed, "prechecked": int(source == "precheck")})
-    return {"critiques": critiques, "chosen": chosen, "attempt_failed": reason, **updates}
+    return {"critiques": critiques, "chosen": chosen, "attempt_failed": reason, "stuck": bool(reason), **updates}
 
 
 async def _judge(

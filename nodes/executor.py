@@ -71,9 +71,9 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     return update
 
 
-LOOP_LIMIT = 3
+LOOP_LIMIT = 2
 """Returns to one state that end an attempt: a first return is a warning the prompts show (an
-agent may go back on purpose), the third is an oscillation (`down, up, down, up, …`) that would
+agent may go back on purpose), a second is an oscillation (`down, up, down, up, …`) that would
 otherwise spend the whole budget."""
 
 
@@ -86,6 +86,8 @@ def _revisit(state: State, step: Step) -> int | None:
     start = state.get("attempt_start", 0)
     earlier = [(-1, state.get("initial_state"))] if start == 0 else []
     earlier += [(s["index"], s.get("state")) for s in state["trajectory"][start:]]
+    if earlier and earlier[-1][1] == step["state"]:
+        return None  # nothing changed (a bump into a wall): the observation says so, it is no circle
     return next((index for index, seen in reversed(earlier) if seen == step["state"]), None)
 
 

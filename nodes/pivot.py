@@ -35,6 +35,7 @@ async def pivot(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "trajectory": trajectory,
         "observation": observation,
         "attempt_failed": "",
+        "stuck": False,
         "reflections": [*reflections[:-1], {**reflections[-1], **note}],
         "retries": state.get("retries", 0) + 1,
         "proposal": None,

@@ -19,6 +19,8 @@ async def reflector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     will_retry = context.retry != "none" and state.get("retries", 0) < context.max_pivot_retries
     if not will_retry and not context.memory:
         return _give_up(state)  # a reflection would feed neither a retry nor a lesson
+    if state.get("stuck"):
+        return _stuck(state) if will_retry else {**_stuck(state), **_give_up(state)}
     task = Task.model_validate(state["task"])
     _, replayed = await attach(state["run_id"], task, state["trajectory"], runtime.context.step_timeout)
     trajectory = state["trajectory"]
@@ -57,6 +59,24 @@ async def reflector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         **updates,
     }
     return result if will_retry else {**result, **_give_up(state)}
+
+
+def _stuck(state: State) -> dict[str, Any]:
+    """No proposal for the current step got past the pre-check and critic: that is the failure, and
+    no executed step caused it, so the pivot is this step (everything done so far is kept) and no
+    model is asked to blame a step that was fine.
+    """
+    here = len(state["trajectory"])
+    reflection = {
+        "pivotal_step": here,
+        "error_type": "no_acceptable_action",
+        "diagnosis": state["attempt_failed"],
+        "advice": f"At step {here}, propose an action the pre-check and critic accept.",
+        "attempt": state.get("retries", 0),
+        "failure": state["attempt_failed"],
+        "failed_path": [[s["action"], s["arguments"]] for s in state["trajectory"]],
+    }
+    return {"reflections": [*state.get("reflections", []), reflection]}
 
 
 def _give_up(state: State) -> dict[str, Any]:

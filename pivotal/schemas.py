@@ -72,6 +72,7 @@ ErrorType = Literal[
     "unsafe_action",
     "premature_stop",
     "looping",
+    "no_acceptable_action",
     "misread_observation",
     "environment",
     "unknown",

@@ -178,6 +178,9 @@ class State(InputState, total=False):
     """The proposal the executor will run (approved, or the best one when critique rounds ran out)."""
     attempt_failed: str
     """Why the current attempt failed; non-empty sends the run to the reflector."""
+    stuck: bool
+    """The attempt failed before acting: no proposal for the current step passed the pre-check and
+    critic. No executed step was wrong, so the pivot is the current step."""
     reflections: list[Reflection]
     retries: int
     attempt_start: int

@@ -304,3 +304,23 @@ async def test_going_in_circles_is_noticed_shown_and_ends_the_attempt():
     from prompts.data import history
 
     assert "(back where you started: a circle)" in history(result.trajectory[:2])
+
+
+async def test_an_attempt_stuck_at_the_critic_pivots_at_the_current_step_without_blaming_a_step():
+    """No proposal got past the critic: no executed step was wrong, so none is blamed, no model is
+    asked, and the retry keeps everything done so far.
+    """
+    result = await run(
+        {"goal": "open the vault", "env": "vault"},
+        actor_model="sim:error=1.0,seed=3",
+        critic_model="sim",
+        max_critique_rounds=1,
+        on_critique_exhausted="fail",
+        max_steps=4,
+        memory=False,
+        max_pivot_retries=1,
+    )
+    reflection = result.reflections[0]
+    assert reflection["error_type"] == "no_acceptable_action"
+    assert reflection["pivotal_step"] == 0 and reflection["diagnosis"].startswith("no acceptable action")
+    assert "reflector" not in result.usage

@@ -166,12 +166,10 @@ def _print_trace(result) -> None:
     for step in result.trajectory:
         verdicts = ", ".join(v["decision"] for v in step.get("verdicts", []))
         observation = step["observation"].strip().splitlines()[0][:90] if step["observation"].strip() else ""
-        print(f"  {step['index']:>3}. {step['action']:<12} [{verdicts}] {observation}")
+        circle = " (back: a circle)" if step.get("revisit_of") is not None else ""
+        print(f"  {step['index']:>3}. {step['action']:<12} [{verdicts}]{circle} {observation}")
     for reflection in result.reflections:
-        print(
-            f"  reflection (attempt {reflection['attempt']}): pivotal step {reflection['pivotal_step']}, "
-            f"{reflection['error_type']}: {reflection['advice']}"
-        )
+        print(f"  reflection (attempt {reflection['attempt']}): {_reflection_line(reflection)}")
     critic, retries, lessons = result.critic, result.retries, result.lessons
     print(f"{result.status}: {result.reason}")
     print(
@@ -182,6 +180,16 @@ def _print_trace(result) -> None:
         f"lessons recalled {lessons['recalled']} / written {lessons['written']}, {result.wall_s:.1f} s, "
         f"thread {result.thread_id}"
     )
+
+
+def _reflection_line(reflection: dict) -> str:
+    """A small model's reflection can be a fragment ("unknown: O"): say so rather than print it as advice."""
+    where = f"pivotal step {reflection['pivotal_step']}"
+    advice = " ".join(str(reflection.get("advice", "")).split())
+    if len(advice.split()) < 3 or reflection.get("error_type") == "unknown" and len(advice) < 20:
+        return f"{where}; the model's reflection was unusable ({advice!r}), so the retry goes back there blind"
+    kept = f", kept {reflection['kept_steps']} steps" if "kept_steps" in reflection else ""
+    return f"{where}{kept}, {reflection['error_type']}: {advice}"
 
 
 def _envs(args: argparse.Namespace) -> int:

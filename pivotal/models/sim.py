@@ -215,8 +215,9 @@ def _reflect(live: Live | None, oracle: Oracle | None, rng: random.Random, wrong
         index, reason = max(steps - 1, 0), "the last step did not help"
     else:
         index, reason = oracle.first_mistake(live.applied)
-    if wrong and steps:
+    if wrong and steps:  # a wrong reflection names another step, in that step's own words
         index = rng.randrange(steps)
+        reason = f"step {index} ({live.applied[index][0]}) was the mistake" if live else reason
     lesson = {"kind": "guardrail", "situation": reason, "text": f"Avoid this: {reason}."}
     return {
         "pivotal_step": index,
