@@ -642,20 +642,16 @@ def batch_faults(tasks: int) -> dict[str, Any]:
     }
 
 
-def _vault(fault: str = "", **params: Any) -> dict[str, Any]:
-    return {"env": "faulty-vault", "goal": "Open the vault.", "params": {"fault": fault, **params}}
-
-
 async def _hung_tools(tasks: int) -> dict[str, Any]:
     """A quarter of the tasks hang in a tool for 30 s; the step timeout is 1 s."""
     from graphs import run_batch
     from pivotal.context import Context
-    from pivotal.testing import faulty_env  # noqa: F401 — registers faulty-vault
+    from pivotal.testing.faulty_env import faulty_task  # registers faulty-vault
 
     hung = max(1, tasks // 4)
     context = Context(model="sim", memory=False, step_timeout=1.0, max_pivot_retries=0)
     started = time.perf_counter()
-    results = await run_batch([_vault("hang", seconds=30)] * hung + [_vault()] * (tasks - hung), context,
+    results = await run_batch([faulty_task("hang", seconds=30)] * hung + [faulty_task()] * (tasks - hung), context,
                               concurrency=tasks, checkpoint_path=":memory:")  # fmt: skip
     return {
         "tasks": tasks,
@@ -669,11 +665,11 @@ async def _hung_tools(tasks: int) -> dict[str, Any]:
 async def _system_exits(tasks: int) -> dict[str, Any]:
     from graphs import run_batch
     from pivotal.context import Context
-    from pivotal.testing import faulty_env  # noqa: F401 — registers faulty-vault
+    from pivotal.testing.faulty_env import faulty_task  # registers faulty-vault
 
     faults = ["exit" if i % 4 == 1 else "interrupt" if i % 4 == 3 else "" for i in range(tasks)]
     context = Context(model="sim", memory=False, max_pivot_retries=0)
-    results = await run_batch([_vault(f) for f in faults], context, concurrency=4, checkpoint_path=":memory:")
+    results = await run_batch([faulty_task(f) for f in faults], context, concurrency=4, checkpoint_path=":memory:")
     return {
         "tasks": tasks,
         "raising": sum(bool(f) for f in faults),
@@ -767,7 +763,7 @@ async def _trickling_provider() -> dict[str, Any]:
 
     from graphs import arun
     from pivotal.context import Context
-    from pivotal.testing import faulty_env  # noqa: F401 — registers faulty-vault
+    from pivotal.testing.faulty_env import faulty_task  # registers faulty-vault
     from pivotal.testing.loopback_provider import loopback
 
     with loopback() as server:
@@ -775,7 +771,7 @@ async def _trickling_provider() -> dict[str, Any]:
         model = ChatOpenAI(model="m", base_url=server.base_url_openai, api_key="k", timeout=2, max_retries=0)
         context = Context(model=model, memory=False, call_deadline=2.0, max_pivot_retries=0, structured_retries=0)
         started = time.perf_counter()
-        result = await arun(_vault(), context, checkpoint_path=":memory:")
+        result = await arun(faulty_task(), context, checkpoint_path=":memory:")
     return {"call_deadline_s": 2.0, "run_wall_s": round(time.perf_counter() - started, 2), "status": result.status}
 
 

@@ -294,12 +294,8 @@ class ExperienceStore:
         return [self._collection(f, create=False) for f in sorted(families)]
 
     def _put(self, lessons: list[Lesson]) -> None:
-        by_family: dict[str, dict[str, Lesson]] = {}
-        for lesson in lessons:  # Chroma refuses a batch that repeats an id: the last one wins
-            by_family.setdefault(lesson.family, {})[lesson.id] = lesson
-        for family, unique in by_family.items():
-            group = list(unique.values())
-            self._collection(family, create=True).upsert(
+        for collection, group in self._by_collection(lessons):
+            collection.upsert(
                 ids=[lesson.id for lesson in group],
                 documents=[lesson.document for lesson in group],
                 metadatas=[lesson.metadata() for lesson in group],
@@ -309,14 +305,16 @@ class ExperienceStore:
         """Counts, utility, status: the text is unchanged, so Chroma must not embed it again (an
         upsert with documents re-embeds every one: most of a run's store time went there).
         """
+        for collection, group in self._by_collection(lessons):
+            collection.update(ids=[lesson.id for lesson in group], metadatas=[lesson.metadata() for lesson in group])
+
+    def _by_collection(self, lessons: list[Lesson]) -> Iterator[tuple[Any, list[Lesson]]]:
+        """Each family's collection with its lessons; Chroma refuses a batch that repeats an id: the last wins."""
         by_family: dict[str, dict[str, Lesson]] = {}
         for lesson in lessons:
             by_family.setdefault(lesson.family, {})[lesson.id] = lesson
         for family, unique in by_family.items():
-            group = list(unique.values())
-            self._collection(family, create=True).update(
-                ids=[lesson.id for lesson in group], metadatas=[lesson.metadata() for lesson in group]
-            )
+            yield self._collection(family, create=True), list(unique.values())
 
     def _get(self, collection: Any, ids: list[str] | None) -> list[Lesson]:
         result = collection.get(ids=ids, include=["metadatas"])

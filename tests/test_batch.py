@@ -16,6 +16,7 @@ from memory.store import open_store
 from pivotal.context import Context
 from pivotal.environments import register_environment
 from pivotal.errors import PivotalError
+from pivotal.testing.journal_env import just_started
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -147,15 +148,6 @@ def test_an_existing_results_file_is_refused_without_resume_or_overwrite(tmp_pat
     assert process.returncode == 2 and "--concurrency must be > 0" in err
 
 
-def _just_started(journal, results) -> bool:
-    """A task has executed exactly one action and has no result: killed now, it is surely mid-way
-    (every maze needs more moves), so the resumed process must carry it on.
-    """
-    done = {str(row["task"]["params"]["seed"]) for row in _lines(results)}
-    actions = Counter(e["task"] for e in _lines(journal) if not e["repeat"])
-    return any(count == 1 and task not in done for task, count in actions.items())
-
-
 def test_a_batch_killed_with_sigkill_resumes_without_rerunning_anything(tmp_path):
     count = 16
     _tasks_file(tmp_path, count)
@@ -163,7 +155,7 @@ def test_a_batch_killed_with_sigkill_resumes_without_rerunning_anything(tmp_path
     first = _batch(tmp_path, *flags)
     journal, results = tmp_path / "journal.jsonl", tmp_path / "results.jsonl"
     deadline = time.monotonic() + 120
-    while len(_lines(results)) < 3 or not _just_started(journal, results):
+    while len(_lines(results)) < 3 or not just_started(journal, results):
         assert first.poll() is None and time.monotonic() < deadline, first.stderr.read() if first.poll() else "slow"
         time.sleep(0.02)
     first.send_signal(signal.SIGKILL)

@@ -12,16 +12,12 @@ from pathlib import Path
 import pytest
 from langchain_openai import ChatOpenAI
 
-import pivotal.testing.faulty_env  # noqa: F401 — registers faulty-vault
 from graphs import arun, run_batch
 from pivotal.context import Context
+from pivotal.testing.faulty_env import faulty_task as vault  # registers faulty-vault
 from pivotal.testing.loopback_provider import loopback
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def vault(fault: str = "", **params) -> dict:
-    return {"env": "faulty-vault", "goal": "Open the vault.", "params": {"fault": fault, **params}}
 
 
 async def test_a_hung_step_times_out_and_the_other_tasks_do_not_wait(tmp_path):

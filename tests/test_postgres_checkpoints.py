@@ -20,6 +20,7 @@ from graphs import run_batch
 from graphs.runner import open_checkpointer
 from pivotal.context import Context
 from pivotal.errors import PivotalError, infrastructure_fault
+from pivotal.testing.journal_env import just_started
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = "postgresql://postgres@127.0.0.1:5432"
@@ -93,13 +94,6 @@ def test_a_run_paused_in_one_process_is_approved_from_postgres_in_another_and_re
     assert done["status"] == "success", done["reason"]
     assert [entry["kind"] for entry in lines(ledger)].count("refund") == 1
     assert not list(tmp_path.rglob("*.sqlite"))  # neither process kept anything on its own disk
-
-
-def just_started(journal: Path, results: Path) -> bool:
-    """A task has executed exactly one action and has no result: killed now, it is surely mid-way."""
-    done = {str(row["task"]["params"]["seed"]) for row in lines(results)}
-    actions = Counter(e["task"] for e in lines(journal) if not e["repeat"])
-    return any(count == 1 and task not in done for task, count in actions.items())
 
 
 def test_a_batch_killed_with_sigkill_resumes_from_postgres_and_finishes_every_task_once(database, tmp_path):

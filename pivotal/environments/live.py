@@ -98,8 +98,9 @@ def _reset(env: Environment, task: Task) -> str:
     except PivotalError:
         raise
     except Exception as exc:  # noqa: BLE001 — whatever the environment raised, say which one
-        said = redact(" ".join(f"{type(exc).__name__}: {exc}".split()))[:300]
-        raise PivotalError(f"environment {task.env!r}: reset() raised {said}; fix the environment or task") from None
+        raise PivotalError(
+            f"environment {task.env!r}: reset() raised {_said(exc)}; fix the environment or task"
+        ) from None
     if not isinstance(observation, str):
         raise PivotalError(
             f"environment {task.env!r}: reset() returned {type(observation).__name__} "

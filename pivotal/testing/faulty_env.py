@@ -34,3 +34,8 @@ class FaultyVault(Vault):
 
 
 register_environment("faulty-vault", FaultyVault)
+
+
+def faulty_task(fault: str = "", **params: Any) -> dict[str, Any]:
+    """A vault task with this fault ("" for a healthy one), as a batch line."""
+    return {"env": "faulty-vault", "goal": "Open the vault.", "params": {"fault": fault, **params}}
