@@ -1,5 +1,7 @@
 """Go back to just before the pivotal step, as far as the environment allows.
 
+Which step is redone is `Context.pivot`: the reflection's first mistake, or its point of no
+return (the last state from which the goal was still reachable, which keeps more of the path).
 `full` retry goes back to step 0 instead. How the world goes back is the environment's
 declaration (`rewind`): restored from a snapshot or replayed (the trajectory is cut), undone by
 compensating actions that the actor proposes next and the critic reviews, or not at all: the
@@ -13,13 +15,14 @@ from langgraph.runtime import Runtime
 
 from pivotal.context import Context
 from pivotal.environments.live import rewind
-from pivotal.state import State
+from pivotal.schemas import PivotChoice
+from pivotal.state import Reflection, State
 from pivotal.task import Task
 
 
 async def pivot(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     reflections = state["reflections"]
-    keep = reflections[-1]["pivotal_step"] if runtime.context.retry == "pivotal" else 0
+    keep = _pivot_step(reflections[-1], runtime.context.pivot) if runtime.context.retry == "pivotal" else 0
     task = Task.model_validate(state["task"])
     rewound = await rewind(state["run_id"], task, state["trajectory"], keep, runtime.context.step_timeout)
     trajectory = rewound.trajectory
@@ -46,6 +49,15 @@ async def pivot(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "attempt_start": kept if runtime.context.budget == "new" or not went_back else 0,
         "counters": {"replayed": rewound.replayed, "kept_steps": kept},
     }
+
+
+def _pivot_step(reflection: Reflection, choice: PivotChoice) -> int:
+    """The step the retry redoes: every step before it is kept. A reflection checkpointed before
+    reflections named a point of no return has only its first mistake.
+    """
+    if choice == "no_return":
+        return reflection.get("no_return_step", reflection["pivotal_step"])
+    return reflection["pivotal_step"]
 
 
 def _not_undone(trajectory: list[dict[str, Any]], keep: int, compensations: list[dict[str, Any]]) -> list[int]:

@@ -8,7 +8,7 @@ import prompts
 from pivotal.context import Context
 from pivotal.environments.live import attach
 from pivotal.models.roles import ask_role
-from pivotal.schemas import Reflection
+from pivotal.schemas import Reflection, reflection_schema
 from pivotal.state import State
 from pivotal.task import Task
 from prompts import data as show
@@ -32,17 +32,19 @@ async def reflector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         observation=state["observation"],
         reflections=show.reflections(state.get("reflections", [])),
     )
+    last = max(len(trajectory) - 1, 0)
     fallback = Reflection(
-        pivotal_step=max(len(trajectory) - 1, 0),
+        pivotal_step=last,
+        no_return_step=last,
         error_type="unknown",
         diagnosis="the reflector gave no valid reflection",
         advice="try a different action",
     )
+    schema = reflection_schema(len(trajectory))
     answer, updates = await ask_role(
-        context, state, "reflector", Reflection, user=user, fallback=fallback, system=prompts.system("reflector_system")
+        context, state, "reflector", schema, user=user, fallback=fallback, system=prompts.system("reflector_system")
     )
     reflection = answer.value.model_dump()
-    reflection["pivotal_step"] = min(reflection["pivotal_step"], max(len(trajectory) - 1, 0))
     reflection.update(
         attempt=state.get("retries", 0),
         failure=state["attempt_failed"],
@@ -69,6 +71,7 @@ def _stuck(state: State) -> dict[str, Any]:
     here = len(state["trajectory"])
     reflection = {
         "pivotal_step": here,
+        "no_return_step": here,
         "error_type": "no_acceptable_action",
         "diagnosis": state["attempt_failed"],
         "advice": f"At step {here}, propose an action the pre-check and critic accept.",

@@ -12,6 +12,7 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import WithJsonSchema
 
 from pivotal.errors import PivotalError
+from pivotal.schemas import PivotChoice
 from pivotal.settings import settings
 
 RetryStrategy = Literal["pivotal", "full", "none"]
@@ -84,6 +85,11 @@ class Context:
     """Actions a human must approve before they execute (the graph pauses with `interrupt()`):
     action names, "irreversible" (those the environment marks so) or "*" (every action)."""
     retry: RetryStrategy = "pivotal"
+    pivot: PivotChoice = "first_mistake"
+    """Where a pivotal retry goes back to. "first_mistake": just before the first step that went
+    wrong (the reflection's pivotal step). "no_return": just before the step after which the goal
+    was out of reach, keeping every step from which success was still possible (a hole fallen into
+    late keeps the whole path before it; in a plain maze that is every step but the last)."""
     memory: bool = True
     recall: RecallMode = "step"
     recall_k: int = 3
@@ -124,6 +130,7 @@ class Context:
                 raise PivotalError(f"{name} must be >= 0 (got {getattr(self, name)})")
         _check_choice("retry", self.retry, get_args(RetryStrategy))
         _check_choice("budget", self.budget, get_args(StepBudget))
+        _check_choice("pivot", self.pivot, get_args(PivotChoice))
         _check_choice("recall", self.recall, get_args(RecallMode))
         _check_choice("on_critique_exhausted", self.on_critique_exhausted, get_args(OnCritiqueExhausted))
         for name in ("recall_min_similarity", "dedup_similarity", "utility_floor"):

@@ -7,7 +7,7 @@ order and ramble in free text until the token limit cuts the JSON off.
 import functools
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, Field, create_model, model_validator
 
 Decision = Literal["approve", "revise", "reject"]
 LessonKind = Literal["strategy", "guardrail", "skill"]
@@ -15,6 +15,8 @@ LessonKind = Literal["strategy", "guardrail", "skill"]
 Outcome = Literal["success", "failure"]
 LessonLevel = Literal["task", "step"]
 """step lessons come from reflections on one step, task lessons from whole successful runs."""
+PivotChoice = Literal["first_mistake", "no_return"]
+"""Which step a pivotal retry redoes: the reflection's first mistake, or its point of no return."""
 
 
 class Proposal(BaseModel):
@@ -88,13 +90,53 @@ class LessonCandidate(BaseModel):
 
 
 class Reflection(BaseModel):
-    """An observer's account of a failed attempt, naming the first step that doomed it."""
+    """An observer's account of a failed attempt, naming the first step that doomed it and the step
+    after which the goal could no longer be reached (the point of no return), so a retry can go
+    back to either: the first is where the attempt went wrong, the second keeps the most progress.
+    """
 
     pivotal_step: int = Field(ge=0, description="index of the first step whose change would have avoided the failure")
+    no_return_step: int = Field(
+        ge=0,
+        description="index of the first step after which the goal could no longer be reached "
+        "(at or after pivotal_step; the last step if the goal stayed reachable throughout)",
+    )
     error_type: ErrorType
     diagnosis: str = Field(max_length=500, description="what the agent did wrong at that step, and why it mattered")
     advice: str = Field(max_length=400, description="what to do instead at that step")
     lesson_candidates: list[LessonCandidate] = Field(default_factory=list, max_length=3)
+
+    @model_validator(mode="after")
+    def _no_return_not_before_mistake(self) -> "Reflection":
+        """Success stays reachable until the first mistake at least, so an earlier point of no
+        return is a misreading: refused, the model is asked again with this text.
+        """
+        if self.no_return_step < self.pivotal_step:
+            raise ValueError(
+                f"no_return_step {self.no_return_step} is before pivotal_step {self.pivotal_step}; "
+                "the point of no return is at or after the first mistake"
+            )
+        return self
+
+
+def reflection_schema(steps: int) -> type[Reflection]:
+    """A Reflection whose step indices must fall within the failed attempt's `steps` steps."""
+    return _reflection_schema(max(steps - 1, 0))
+
+
+@functools.lru_cache(maxsize=256)
+def _reflection_schema(last: int) -> type[Reflection]:
+    within = f"the last step is {last}"
+    return create_model(
+        "Reflection",
+        __base__=Reflection,
+        __doc__=Reflection.__doc__,
+        pivotal_step=(int, Field(ge=0, le=last, description=Reflection.model_fields["pivotal_step"].description)),
+        no_return_step=(
+            int,
+            Field(ge=0, le=last, description=f"{Reflection.model_fields['no_return_step'].description}; {within}"),
+        ),
+    )
 
 
 class LessonDrafts(BaseModel):

@@ -84,6 +84,8 @@ class Reflection(TypedDict, total=False):
     """The reflector's account of a failed attempt, and what the pivot then did."""
 
     pivotal_step: int
+    no_return_step: int
+    """The first step after which the goal was out of reach (>= pivotal_step): `pivot="no_return"` redoes it."""
     error_type: ErrorType
     diagnosis: str
     advice: str

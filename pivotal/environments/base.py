@@ -153,6 +153,20 @@ class Oracle(Protocol):
         ...
 
 
+@runtime_checkable
+class NoReturnOracle(Protocol):
+    """An `Oracle` that also knows when the goal went out of reach (optional: the `sim` reflector
+    then names the first mistake as its point of no return, the safe guess).
+    """
+
+    def last_recoverable(self, actions: list[tuple[str, dict[str, Any]]]) -> int:
+        """The index of the last state, counted as the steps taken to reach it (0: the start), from
+        which the goal was still reachable; that is the step after which it no longer was. When it
+        stayed reachable throughout: the last step's index (a retry then redoes only that step).
+        """
+        ...
+
+
 def check_action(env: Environment, name: str, arguments: dict[str, Any]) -> str | None:
     """Deterministic pre-check: a reason to reject, or None.
 

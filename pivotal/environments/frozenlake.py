@@ -100,6 +100,17 @@ class FrozenLake:
         finally:
             self.restore(saved)
 
+    def last_recoverable(self, actions: list[tuple[str, dict[str, Any]]]) -> int:
+        """A hole ends the episode, so the step into it is the point of no return; every other
+        tile on the ice can reach the goal again (on the non-slippery lake the oracle models).
+        """
+        reachable, here = self._distances(), self._find("S")
+        for index, (name, _) in enumerate(actions):
+            here = self._move(here, DELTAS.get(name, (0, 0)))
+            if here not in reachable:
+                return index
+        return max(len(actions) - 1, 0)
+
     def situation(self) -> str:
         """The tiles next to the agent (see GridWorld.situation)."""
         here = self._position()

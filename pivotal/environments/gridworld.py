@@ -119,6 +119,23 @@ class GridWorld:
         finally:
             self.restore(saved)
 
+    def last_recoverable(self, actions: list[tuple[str, dict[str, Any]]]) -> int:
+        """Moves in a maze can be walked back, so only a hole (or a cell cut off from the goal) is past
+        the point of no return; a blocked move leaves the agent where it was, as `step` does.
+        """
+        saved = self.snapshot()
+        self.pos, self.done = self.start, False
+        reachable = self._distances()
+        try:
+            for index, (name, arguments) in enumerate(actions):
+                if self.check(name, arguments) is None:
+                    self.pos = _add(self.pos, MOVES[name])
+                if self.pos not in reachable:
+                    return index
+            return max(len(actions) - 1, 0)
+        finally:
+            self.restore(saved)
+
     def situation(self) -> str:
         """What recall looks lessons up by: the surroundings, not the coordinates, so a lesson about
         a hole below applies in every maze (and a short text embeds ~3x faster than the observation).

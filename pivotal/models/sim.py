@@ -24,6 +24,7 @@ from langchain_core.runnables.config import var_child_runnable_config
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from pivotal.environments import Oracle
+from pivotal.environments.base import NoReturnOracle
 from pivotal.environments.live import Live, lookup
 from pivotal.models.literal import literal_reply
 from pivotal.models.streaming import as_chunks
@@ -213,14 +214,18 @@ def _reflect(live: Live | None, oracle: Oracle | None, rng: random.Random, wrong
     steps = len(live.applied) if live else 0
     if oracle is None or live is None or steps == 0:
         index, reason = max(steps - 1, 0), "the last step did not help"
+        no_return = index
     else:
         index, reason = oracle.first_mistake(live.applied)
+        no_return = oracle.last_recoverable(live.applied) if isinstance(oracle, NoReturnOracle) else index
     if wrong and steps:  # a wrong reflection names another step, in that step's own words
         index = rng.randrange(steps)
         reason = f"step {index} ({live.applied[index][0]}) was the mistake" if live else reason
+        no_return = rng.randrange(index, steps)
     lesson = {"kind": "guardrail", "situation": reason, "text": f"Avoid this: {reason}."}
     return {
         "pivotal_step": index,
+        "no_return_step": max(no_return, index),
         "error_type": "wrong_action",
         "diagnosis": reason,
         "advice": f"At step {index}, choose differently: {reason}.",
