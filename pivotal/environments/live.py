@@ -7,7 +7,8 @@ brought in line with the trajectory without running any executed action again:
 - restored from the last step's snapshot when the environment can `restore` (a resume in
   another process, a Studio fork, a pivot on a simulator);
 - reset and replayed only when the environment declares `rewind = "replay"` (deterministic,
-  no side effects);
+  no side effects); one that can also `restore` goes back to the nearest earlier snapshot and
+  replays only the steps after it, since it is snapshotted only when that pays (see `_snapshot_due`);
 - otherwise taken as it is: the world holds what the executed steps did, and going on from
   the real state is the only safe move.
 
@@ -16,6 +17,7 @@ A pivot is the one place that goes *back*; `rewind` does it the way the environm
 
 import asyncio
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -46,6 +48,10 @@ class Live:
     """Snapshot right after reset, so a restorable environment can go back to step 0 without a reset."""
     applied: list[Action] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    snapshot_cost: float = 0.0
+    """Seconds the latest snapshot took, measured in this process."""
+    unsaved: float = 0.0
+    """Seconds of steps run since the world was last snapshotted or restored: what a replay to here costs."""
 
 
 @dataclass
@@ -81,7 +87,7 @@ def open_live(run_id: str, task: Task) -> Live:
     """
     env = make_environment(task.env)
     live = Live(env, task, redact(_reset(env, task)))
-    live.initial = env.snapshot() if isinstance(env, Restorable) else None
+    live.initial = _timed_snapshot(live) if isinstance(env, Restorable) else None
     with _table_lock:
         _table[run_id] = live
         while len(_table) > _MAX_LIVE:
@@ -171,23 +177,45 @@ def _sync(live: Live, trajectory: list[dict[str, Any]]) -> int:
     wanted = _actions(trajectory)
     if live.applied == wanted:
         return 0
+    if rewind_mode(live.env) == "replay":
+        return _restore_and_replay(live, trajectory, wanted)
     snapshot = trajectory[-1].get("snapshot") if trajectory else live.initial
     if isinstance(live.env, Restorable) and snapshot is not None:
         live.env.restore(snapshot)
         live.applied = wanted
         return 0
-    if rewind_mode(live.env) == "replay":
-        if live.applied != wanted[: len(live.applied)]:
-            live.env.reset(live.task)
-            live.applied = []
-        return _replay(live, wanted, start=len(live.applied))
     live.applied = wanted  # the world already holds these steps: never run a tool to rebuild it
     return 0
 
 
+def _restore_and_replay(live: Live, trajectory: list[dict[str, Any]], wanted: list[Action]) -> int:
+    """From whichever point leaves the fewest steps to replay: where the world already is when that
+    is on the way, else the nearest earlier snapshot (the one taken at reset counts), else a reset.
+    """
+    on_the_way = len(live.applied) if live.applied == wanted[: len(live.applied)] else -1
+    base, snapshot = _nearest_snapshot(live, trajectory)
+    if snapshot is not None and base > on_the_way:
+        live.env.restore(snapshot)
+        live.applied, live.unsaved = wanted[:base], 0.0
+    elif on_the_way < 0:
+        live.env.reset(live.task)
+        live.applied, live.unsaved = [], 0.0
+    return _replay(live, wanted, start=len(live.applied))
+
+
+def _nearest_snapshot(live: Live, trajectory: list[dict[str, Any]]) -> tuple[int, dict[str, Any] | None]:
+    """The latest snapshot the trajectory holds, with the number of steps it includes."""
+    for index in range(len(trajectory) - 1, -1, -1):
+        if trajectory[index].get("snapshot") is not None:
+            return index + 1, trajectory[index]["snapshot"]
+    return 0, live.initial
+
+
 def _replay(live: Live, wanted: list[Action], start: int) -> int:
     for name, arguments in wanted[start:]:
+        started = time.perf_counter()
         live.env.step(name, arguments)
+        live.unsaved += time.perf_counter() - started
         live.applied.append((name, arguments))
     return len(wanted) - start
 
@@ -229,21 +257,47 @@ def run_step(live: Live, name: str, arguments: dict[str, Any], key: str) -> tupl
 
     `key` names this step of this attempt of this run; it is the same when a resumed run
     executes the step again, so an `Idempotent` environment can refuse to act twice. What comes
-    back (observation, info, snapshot) is redacted: all of it is checkpointed. The world's state
-    after the step (`state_of`) goes in `info["state"]`, for telling when the agent goes in circles.
+    back (observation, info, snapshot) is redacted: all of it is checkpointed. The snapshot is None
+    for a step `_snapshot_due` skips. The world's state after the step (`state_of`) goes in
+    `info["state"]`, for telling when the agent goes in circles.
     """
     with live.lock:
+        started = time.perf_counter()
         if isinstance(live.env, Idempotent):
             result = live.env.step_once(key, name, arguments)
         else:
             result = live.env.step(name, arguments)
+        live.unsaved += time.perf_counter() - started
         live.applied.append((name, arguments))
-        snapshot = live.env.snapshot() if isinstance(live.env, Restorable) else None
+        snapshot = _timed_snapshot(live) if _snapshot_due(live) else None
         state = state_of(live.env, snapshot)
     values = secret_values()
     observation = redact(_text(result.observation, f"{type(live.env).__name__}.step"), values)
     info = redact_tree({**result.info, "state": state}, values)
     return replace(result, observation=observation, info=info), redact_tree(snapshot, values)
+
+
+def _snapshot_due(live: Live) -> bool:
+    """Whether to snapshot after this step: always, unless the environment declares replay safe.
+
+    Then only once the steps run since the last snapshot took at least as long as a snapshot does
+    (both measured as the run goes). Replaying back to the nearest snapshot so costs at most about
+    one snapshot, while snapshots cost at most about as much as the steps themselves: with steps
+    of s seconds and snapshots of c, one snapshot every ~c/s steps, every step when c <= s.
+    An environment that does not declare replay is snapshotted at every step, since going back
+    must never run one of its actions again. A step left without a snapshot has no state for
+    noticing circles unless the environment gives `state_key()`.
+    """
+    if not isinstance(live.env, Restorable):
+        return False
+    return rewind_mode(live.env) != "replay" or live.unsaved >= live.snapshot_cost
+
+
+def _timed_snapshot(live: Live) -> dict[str, Any]:
+    started = time.perf_counter()
+    snapshot = live.env.snapshot()  # type: ignore[union-attr]  # the caller checked Restorable
+    live.snapshot_cost, live.unsaved = time.perf_counter() - started, 0.0
+    return snapshot
 
 
 def state_of(env: Environment, snapshot: dict[str, Any] | None) -> Any:
