@@ -2,11 +2,13 @@
 
 `graph` is what `langgraph.json` serves to LangGraph Studio / `langgraph dev`; the platform
 supplies its own checkpointer there. `run`, `arun` and `run_batch` add a checkpointer (SQLite,
-or Postgres for a `postgresql://` URL) and a summary for applications and the CLI.
+or Postgres for a `postgresql://` URL) and a summary for applications and the CLI; `run_batch_on_ray`
+spreads a batch over Ray workers.
 """
 
 from graphs.agent import create_pivotal_agent
 from graphs.builder import build_graph
+from graphs.ray_batch import run_batch_on_ray
 from graphs.runner import RunResult, aresume, arun, resume, run, run_batch
 
 
@@ -28,4 +30,5 @@ __all__ = [
     "resume",
     "run",
     "run_batch",
+    "run_batch_on_ray",
 ]

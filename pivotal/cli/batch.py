@@ -28,7 +28,9 @@ def add_commands(commands: Any) -> None:
     batch = commands.add_parser("batch", help="run every task of a JSONL file concurrently; resumable")
     batch.add_argument("tasks", help='JSONL file, one task per line: {"env": ..., "goal": ..., "params": {...}}')
     batch.add_argument("--out", required=True, help="results JSONL, one line per task as it finishes")
-    batch.add_argument("--concurrency", type=int, default=4, help="tasks in flight at once (default 4)")
+    batch.add_argument(
+        "--concurrency", type=int, default=4, help="tasks in flight at once (default 4; with --ray, on each worker)"
+    )
     mode = batch.add_mutually_exclusive_group()
     mode.add_argument("--resume", action="store_true", help="continue the batch that wrote --out")
     mode.add_argument("--overwrite", action="store_true", help="replace an existing --out and start afresh")
@@ -37,6 +39,14 @@ def add_commands(commands: Any) -> None:
         metavar="PATH|URL",
         help="SQLite checkpoint file or postgresql:// URL (default: PIVOTAL_CHECKPOINT_PATH)",
     )
+    batch.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+        help="spread the tasks over Ray workers: on this machine, or on the cluster at ADDRESS (Postgres checkpoints)",
+    )
+    batch.add_argument("--workers", type=int, help="Ray workers (default: one per CPU of the Ray cluster)")
     batch.add_argument("--check", action="store_true", help="exit 1 when any task did not succeed")
     options.context_options(batch)
     options.plugin_option(batch)
@@ -61,6 +71,7 @@ def _locked_batch(args: argparse.Namespace, out: Path, marker: Path) -> int:
     lines, bad = read_tasks(Path(args.tasks))  # a missing tasks file fails before anything is written
     check_context(context)  # models, keys and the store (its lock too) before the results are touched
     _check_checkpoints(args.checkpoints or saved.get("checkpoints"))
+    _check_ray(args, context, args.checkpoints or saved.get("checkpoints"))
     state = _batch_state(args, out, marker, saved, context)
     done = load_done(out) if args.resume else set()
     started = time.perf_counter()
@@ -79,7 +90,7 @@ def _locked_batch(args: argparse.Namespace, out: Path, marker: Path) -> int:
                 )
         pending = [(number, task) for number, task in lines if number not in done]
         try:
-            asyncio.run(_run(pending, context, args.concurrency, state, results))
+            asyncio.run(_run(pending, context, args.concurrency, state, results, args))
         except InfrastructureFault as fault:
             raise InfrastructureFault(f"{fault}: pivotal batch {args.tasks} --out {args.out} --resume") from None
     summary = batch_summary(_read_results(out), time.perf_counter() - started, resumed=len(done))
@@ -100,6 +111,22 @@ def _check_checkpoints(path: str | None) -> None:
         asyncio.run(_reach(path))
     elif path != ":memory:":
         check_file(path)
+
+
+def _check_ray(args: argparse.Namespace, context: Any, checkpoints: str | None) -> None:
+    """With --ray, what every worker must share (Postgres checkpoints, a Chroma server for lessons)
+    and Ray itself are checked before the results file is touched.
+    """
+    from pivotal.settings import settings
+
+    if args.ray is None:
+        if args.workers is not None:
+            raise PivotalError("--workers needs --ray: one process runs without workers")
+        return
+    from graphs.ray_batch import check_ray_inputs, ray_module
+
+    check_ray_inputs(context, checkpoints or settings().checkpoint_path, args.concurrency, args.workers)
+    ray_module()
 
 
 async def _reach(url: str) -> None:
@@ -133,7 +160,12 @@ def _results_lock(out: Path) -> Iterator[None]:
 
 
 async def _run(
-    pending: list[tuple[int, dict[str, Any]]], context: Any, concurrency: int, state: dict[str, Any], results: Any
+    pending: list[tuple[int, dict[str, Any]]],
+    context: Any,
+    concurrency: int,
+    state: dict[str, Any],
+    results: Any,
+    args: argparse.Namespace,
 ) -> None:
     from graphs.runner import run_batch
 
@@ -143,17 +175,27 @@ async def _run(
         _write(results, {"line": pending[index][0], **result.model_dump()})
         progress.update(1)
 
+    common = {
+        "concurrency": concurrency,
+        "thread_prefix": state["thread_prefix"],
+        "on_result": record,
+        "thread_keys": [str(number) for number, _ in pending],
+        "plugins": state.get("plugins", []),
+    }
     try:
-        await run_batch(
-            [task for _, task in pending],
-            context,
-            concurrency=concurrency,
-            checkpoint_path=state["checkpoints"],
-            thread_prefix=state["thread_prefix"],
-            on_result=record,
-            thread_keys=[str(number) for number, _ in pending],
-            plugins=state.get("plugins", []),
-        )
+        if args.ray is None:
+            await run_batch([task for _, task in pending], context, checkpoint_path=state["checkpoints"], **common)
+        else:
+            from graphs.ray_batch import run_batch_on_ray
+
+            await run_batch_on_ray(
+                [task for _, task in pending],
+                context,
+                checkpoints=state["checkpoints"],
+                address=args.ray or None,
+                workers=args.workers,
+                **common,
+            )
     finally:
         progress.close()
 
