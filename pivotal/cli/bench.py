@@ -10,8 +10,18 @@ from typing import Any
 
 from pivotal.errors import PivotalError
 
-QUICK = {"envs": ["gridworld", "frozenlake", "taxi", "configs"], "errors": [0.3], "streams": 2, "tasks": 4}
-FULL = {"envs": ["gridworld", "frozenlake", "taxi", "configs"], "errors": [0.1, 0.3, 0.5], "streams": 6, "tasks": 8}
+QUICK = {
+    "envs": ["gridworld", "frozenlake", "taxi", "configs", "minesweeper"],
+    "errors": [0.3],
+    "streams": 2,
+    "tasks": 4,
+}
+FULL = {
+    "envs": ["gridworld", "frozenlake", "taxi", "configs", "minesweeper"],
+    "errors": [0.1, 0.3, 0.5],
+    "streams": 6,
+    "tasks": 8,
+}
 
 
 def add_commands(commands: Any) -> None:

@@ -41,11 +41,18 @@ def _configs() -> Environment:
     return ConfigCopy()
 
 
+def _minesweeper() -> Environment:
+    from pivotal.environments.minesweeper import Minesweeper
+
+    return Minesweeper()
+
+
 _FACTORIES: dict[str, Factory] = {
     "gridworld": _gridworld,
     "frozenlake": _frozenlake,
     "taxi": _taxi,
     "configs": _configs,
+    "minesweeper": _minesweeper,
 }
 
 

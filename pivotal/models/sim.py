@@ -23,7 +23,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.runnables.config import var_child_runnable_config
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from pivotal.environments import Oracle
+from pivotal.environments import ActionSpec, Oracle
 from pivotal.environments.base import NoReturnOracle
 from pivotal.environments.live import Live, lookup
 from pivotal.models.literal import literal_reply
@@ -167,10 +167,8 @@ def _act(
     expert = oracle.expert_action() if oracle else None
     if expert and not wrong:
         return {"action": expert[0], "arguments": expert[1], "thought": "closest safe step to the goal"}
-    choices = [n for n in names if not expert or n != expert[0]] or names or ["noop"]
-    # A wrong call keeps the expert's arguments (e.g. delete the path it should have written):
-    # plausible mistakes that pass the schema check, so the critic has something to judge.
-    pick = {"action": rng.choice(choices), "arguments": dict(expert[1]) if expert else {}, "thought": "exploring"}
+    name, arguments = _wrong_pick(live, expert, rng, names)
+    pick = {"action": name, "arguments": arguments, "thought": "exploring"}
     if expert and _warned(oracle, pick, guardrails):
         return {
             "action": expert[0],
@@ -178,6 +176,71 @@ def _act(
             "thought": "a recalled guardrail warns against the other move",
         }
     return pick
+
+
+def _wrong_pick(
+    live: Live | None, expert: tuple[str, dict[str, Any]] | None, rng: random.Random, names: list[str]
+) -> tuple[str, dict[str, Any]]:
+    """The environment's own plausible mistake (`wrong_action(rng)`) when it offers one; else another
+    action name with arguments drawn from its schema, so an environment with a single action that
+    takes arguments (Minesweeper's `reveal`) still gets wrong calls at the error rate.
+    """
+    offer = getattr(live.env, "wrong_action", None) if live else None
+    if callable(offer) and (mistake := offer(rng)):
+        return mistake[0], dict(mistake[1])
+    names = names or [spec.name for spec in _specs(live)]
+    choices = [n for n in names if not expert or n != expert[0]] or names or ["noop"]
+    name = rng.choice(choices)
+    same = expert is not None and name == expert[0]
+    return name, _wrong_arguments(_parameters(live, name), dict(expert[1]) if expert else {}, rng, same)
+
+
+def _specs(live: Live | None) -> list[ActionSpec]:
+    """The environment's actions, names and argument schemas, whatever shape the actor's output
+    schema gives them.
+    """
+    return live.env.describe_actions() if live else []
+
+
+def _parameters(live: Live | None, name: str) -> dict[str, Any]:
+    return next((spec.parameters for spec in _specs(live) if spec.name == name), {})
+
+
+def _wrong_arguments(schema: dict[str, Any], expert: dict[str, Any], rng: random.Random, same: bool) -> dict[str, Any]:
+    """Arguments drawn from the schema (integers within their bounds, enums, booleans). Strings keep
+    the expert's value under another action name (delete the path it should have written: a
+    plausible mistake the critic must judge); under the expert's own name they must differ.
+    """
+    properties = schema.get("properties") or {}
+    keys = [k for k in properties if k in expert or k in schema.get("required", [])]
+    if not keys:
+        return expert
+    arguments = expert
+    for _ in range(_DRAWS):
+        arguments = {key: _draw(properties[key], expert.get(key), rng, same) for key in keys}
+        if not same or arguments != expert:
+            break
+    return arguments
+
+
+_DRAWS = 20
+"""Draws before a wrong call settles for one equal to the expert's (a schema with one value)."""
+
+
+def _draw(prop: dict[str, Any], given: Any, rng: random.Random, change: bool) -> Any:
+    if "enum" in prop:
+        return rng.choice(prop["enum"])
+    kind = prop.get("type")
+    if kind in ("integer", "number"):
+        centre = given if isinstance(given, int | float) and not isinstance(given, bool) else 0
+        low, high = prop.get("minimum", centre - 5), prop.get("maximum", centre + 5)
+        return rng.randint(int(low), int(high)) if kind == "integer" else rng.uniform(low, high)
+    if kind == "boolean":
+        return rng.random() < 0.5
+    if kind == "string":
+        text = given if isinstance(given, str) else ""
+        return f"{text}{rng.randrange(10)}" if change or not text else text
+    return given if given is not None else {"array": [], "object": {}}.get(str(kind))
 
 
 def _warned(oracle: Oracle | None, proposal: dict[str, Any], guardrails: str) -> str:
