@@ -217,7 +217,7 @@ class Minesweeper:
             f"{r:2d}  " + " ".join(f"{self._symbol((r, c)):>2}" for c in range(self.cols)) for r in range(self.rows)
         ]
         return (
-            f"{event} {left} safe cells still hidden, {len(self.mines)} mines in all.\n"
+            f"{event} {left} safe cell{'' if left == 1 else 's'} still hidden, {len(self.mines)} mines in all.\n"
             "Legend: # hidden, . revealed with no mine around, 1-8 mines among the eight neighbours, * mine.\n"
             + "\n".join([header, *rows])
         )
