@@ -13,7 +13,7 @@ from pivotal.environments import check_action, make_environment, register_enviro
 from pivotal.environments.live import open_live, release
 from pivotal.environments.minesweeper import Minesweeper
 from pivotal.errors import PivotalError
-from pivotal.models.sim import _answer
+from pivotal.models.sim import _answer, _wrong_arguments
 from pivotal.task import Task
 
 
@@ -189,3 +189,23 @@ def test_without_the_hook_wrong_arguments_are_drawn_from_the_schema_within_bound
     assert all(0 <= p["arguments"]["row"] <= 5 and 0 <= p["arguments"]["col"] <= 5 for p in wrong)
     assert len({(p["arguments"]["row"], p["arguments"]["col"]) for p in wrong}) > 10
     assert 0.24 <= len(wrong) / len(picks) <= 0.36, len(wrong)
+
+
+def test_wrong_arguments_follow_the_schema_and_differ_under_the_experts_own_action():
+    schema = {
+        "properties": {
+            "colour": {"enum": ["red", "green", "blue"]},
+            "loud": {"type": "boolean"},
+            "text": {"type": "string"},
+            "count": {"type": "integer"},
+        },
+        "required": ["colour", "text"],
+    }
+    expert = {"colour": "red", "text": "hello", "count": 3}
+    same = [_wrong_arguments(schema, expert, random.Random(i), True) for i in range(200)]
+    assert all(d != expert and set(d) == {"colour", "text", "count"} for d in same)  # optional `loud` not invented
+    assert {d["colour"] for d in same} == {"red", "green", "blue"}
+    assert all(-2 <= d["count"] <= 8 for d in same)
+    assert any(d["text"] != "hello" for d in same)
+    # under another action name a string keeps the expert's value: delete the path it should have written
+    assert all(_wrong_arguments(schema, expert, random.Random(i), False)["text"] == "hello" for i in range(50))
