@@ -92,13 +92,22 @@ async def measure(tasks: int, passes: int, snapshot_s: float, step_s: float) -> 
     for numbers in found.values():
         numbers["vs_every_step"] = round(numbers["ms_per_step"] / found[BASELINE]["ms_per_step"], 2)
     pivots = sum(len(d[2]) for d in runs[BASELINE][0]["decisions"])
-    return {"tasks": tasks, "passes": passes, "pivots": pivots, "identical_decisions": identical, "configs": found}
+    return {
+        "tasks": tasks,
+        "passes": passes,
+        "snapshot_ms": 1000 * snapshot_s,
+        "step_ms": 1000 * step_s,
+        "pivots": pivots,
+        "identical_decisions": identical,
+        "configs": found,
+    }
 
 
-def report(found: dict[str, Any], snapshot_ms: float, step_ms: float) -> str:
+def report(found: dict[str, Any]) -> str:
     head = (
-        f"{found['tasks']} gridworld tasks ({found['pivots']} pivots), snapshot {snapshot_ms:g} ms, "
-        f"step {step_ms:g} ms, median of {found['passes']} passes; identical decisions: {found['identical_decisions']}"
+        f"{found['tasks']} gridworld tasks ({found['pivots']} pivots), snapshot {found['snapshot_ms']:g} ms, "
+        f"step {found['step_ms']:g} ms, median of {found['passes']} passes; "
+        f"identical decisions: {found['identical_decisions']}"
     )
     rows = [
         f"  {config:<11} {n['executed']:>4} steps  {n['snapshots']:>4} snapshots  {n['replayed']:>3} replayed"
@@ -120,6 +129,4 @@ if __name__ == "__main__":
     results = asyncio.run(
         measure(arguments.tasks, arguments.passes, arguments.snapshot_ms / 1000, arguments.step_ms / 1000)
     )
-    print(
-        json.dumps(results, indent=2) if arguments.json else report(results, arguments.snapshot_ms, arguments.step_ms)
-    )
+    print(json.dumps(results, indent=2) if arguments.json else report(results))

@@ -9,7 +9,7 @@ from memory.lesson import lessons_block
 from pivotal.context import Context
 from pivotal.environments.live import attach
 from pivotal.models.roles import ask_role
-from pivotal.schemas import Proposal, proposal_schema
+from pivotal.schemas import NO_PROPOSAL, proposal_schema
 from pivotal.secrets import redact
 from pivotal.state import State
 from pivotal.task import Task
@@ -28,7 +28,7 @@ async def actor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         state.get("critiques", []),
         _pivotal_mistakes(state["trajectory"], state.get("reflections", [])),
     )
-    schema = proposal_schema(names, any(s.parameters.get("properties") for s in specs))
+    schema = proposal_schema({s.name: s.parameters for s in specs if s.name in names})
     user = prompts.render(
         "actor",
         task=task.goal,
@@ -46,11 +46,11 @@ async def actor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         schema,
         system=prompts.system("actor_system"),
         user=user,
-        fallback=Proposal.model_construct(action="", arguments={}, thought=""),
+        fallback=NO_PROPOSAL,
     )
     proposal = {
         "action": answer.value.action,
-        "arguments": dict(answer.value.arguments or {}),
+        "arguments": answer.value.arguments,
         "thought": answer.value.thought,
         "error": redact(answer.error) if answer.fallback else "",  # a provider's error can echo the key it was sent
     }

@@ -5,9 +5,16 @@ order and ramble in free text until the token limit cuts the JSON off.
 """
 
 import functools
-from typing import Any, Literal
+import json
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, Field, create_model, model_validator
+from jsonschema.exceptions import SchemaError, best_match
+from jsonschema.validators import validator_for
+from langchain_core.utils.json_schema import dereference_refs
+from pydantic import AfterValidator, BaseModel, Field, WithJsonSchema, create_model, model_validator
+
+from pivotal.errors import PivotalError
 
 Decision = Literal["approve", "revise", "reject"]
 LessonKind = Literal["strategy", "guardrail", "skill"]
@@ -19,36 +26,106 @@ PivotChoice = Literal["first_mistake", "no_return"]
 """Which step a pivotal retry redoes: the reflection's first mistake, or its point of no return."""
 
 
-class Proposal(BaseModel):
-    """The actor's next action."""
+class ActionCall(BaseModel):
+    """One action and its arguments; `proposal_schema` narrows it to one member per action."""
 
     action: str = Field(description="name of one available action")
     arguments: dict[str, Any] = Field(default_factory=dict, description="arguments of the action, as a JSON object")
+
+
+class Proposal(BaseModel):
+    """The actor's next action."""
+
+    call: ActionCall = Field(description="the action to take, with the arguments that action takes")
     thought: str = Field(default="", max_length=300, description="one short sentence: why this action")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _nest_flat_reply(cls, data: Any) -> Any:
+        """A reply in the earlier flat shape ({action, arguments, thought}) names the same choice; it is
+        read as one and still checked against that action's argument schema.
+        """
+        if isinstance(data, dict) and "call" not in data and "action" in data:
+            call = {key: data[key] for key in ("action", "arguments") if key in data}
+            return {"call": call, **{key: value for key, value in data.items() if key not in call}}
+        return data
 
-def proposal_schema(action_names: list[str], takes_arguments: bool) -> type[Proposal]:
-    """A Proposal whose `action` is an enum of the environment's actions, so constrained decoding can't invent one."""
-    return _proposal_schema(tuple(action_names), takes_arguments)
+    @property
+    def action(self) -> str:
+        return self.call.action
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        """Members of actions that take no arguments have no `arguments` field."""
+        return dict(getattr(self.call, "arguments", None) or {})
+
+
+NO_PROPOSAL = Proposal(call=ActionCall(action=""), thought="")
+"""What the actor falls back to when the model gives no valid reply: an empty action the pre-check rejects."""
+
+
+def proposal_schema(actions: Mapping[str, dict[str, Any]]) -> type[Proposal]:
+    """A Proposal whose `call` is a union with one member per action (name → JSON schema of its
+    arguments), so constrained decoding and tool-calling providers are told each action's arguments:
+    with one free `arguments` object the embedded model left a required `text` out. The union sits in
+    a field because providers refuse one at a tool's top level (Anthropic: no anyOf there; OpenAI:
+    parameters must be an object).
+    """
+    return _proposal_schema(tuple((name, json.dumps(schema, sort_keys=True)) for name, schema in actions.items()))
 
 
 @functools.lru_cache(maxsize=1024)
-def _proposal_schema(action_names: tuple[str, ...], takes_arguments: bool) -> type[Proposal]:
-    """Cached: building a pydantic model per actor call cost ~1 ms (bench_batch profile)."""
-    fields: dict[str, Any] = {"action": (Literal[action_names], Field(description="the action to take"))}
-    if not takes_arguments:
-        fields["arguments"] = (
-            dict[str, Any],
-            Field(default_factory=dict, exclude=True, json_schema_extra={"hidden": True}),
-        )
-    model = create_model("Proposal", __base__=Proposal, __doc__=Proposal.__doc__, **fields)
-    if not takes_arguments:
-        model.model_config["json_schema_extra"] = _drop_arguments
-    return model
+def _proposal_schema(actions: tuple[tuple[str, str], ...]) -> type[Proposal]:
+    """Cached per action set: building pydantic models per actor call cost ~1 ms (bench_batch profile)."""
+    members = [_member(name, json.loads(schema)) for name, schema in actions]
+    if len(members) == 1:
+        call: Any = (members[0], Field(description=Proposal.model_fields["call"].description))
+    else:
+        union = Annotated[Union[tuple(members)], Field(discriminator="action", json_schema_extra=_any_of)]  # noqa: UP007
+        call = (union, Field(description=Proposal.model_fields["call"].description))
+    return create_model("Proposal", __base__=Proposal, __doc__=Proposal.__doc__, call=call)
 
 
-def _drop_arguments(schema: dict[str, Any]) -> None:
-    schema.get("properties", {}).pop("arguments", None)
+def _member(name: str, schema: dict[str, Any]) -> type[BaseModel]:
+    """`action` fixed to `name`; `arguments` only for an action whose schema has properties, required when
+    the schema requires any of them.
+    """
+    fields: dict[str, Any] = {"action": (Literal[name], Field(description="the action to take"))}
+    if schema.get("properties"):
+        fields["arguments"] = (_arguments_type(name, schema), ... if schema.get("required") else {})
+    return create_model(name, **fields)
+
+
+def _arguments_type(name: str, schema: dict[str, Any]) -> Any:
+    """The action's own JSON schema, sent as is (references inlined) and checked by a JSON Schema
+    validator: pydantic has no JSON-schema-to-model builder, and a hand-written one would drop
+    whatever keywords it did not know.
+    """
+    inline = {key: value for key, value in dereference_refs(schema).items() if key not in ("$defs", "definitions")}
+    checker = validator_for(inline)
+    try:
+        checker.check_schema(inline)
+    except SchemaError as error:
+        raise PivotalError(
+            f"action {name!r} has an invalid parameters schema ({error.message}); fix its ActionSpec.parameters"
+        ) from None
+    validator = checker(inline)
+
+    def check(arguments: dict[str, Any]) -> dict[str, Any]:
+        if problem := best_match(validator.iter_errors(arguments)):
+            where = ".".join(map(str, problem.absolute_path))
+            raise ValueError(f"arguments of {name}{f'.{where}' if where else ''}: {problem.message}")
+        return arguments
+
+    return Annotated[dict[str, Any], AfterValidator(check), WithJsonSchema(inline)]
+
+
+def _any_of(schema: dict[str, Any]) -> None:
+    """`anyOf` without pydantic's `discriminator` mapping: every provider and llama.cpp's grammar accept
+    it, and with each member's `action` a constant it admits exactly what `oneOf` would.
+    """
+    schema["anyOf"] = schema.pop("oneOf")
+    schema.pop("discriminator", None)
 
 
 class Verdict(BaseModel):

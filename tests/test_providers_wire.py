@@ -133,8 +133,9 @@ def assert_usage_matches_server(result: Any, server: Loopback) -> None:
         Reflection,
         LessonDrafts,
         LessonVerdict,
-        proposal_schema(["finish"], False),
-        proposal_schema(["submit"], True),
+        proposal_schema({"finish": {}}),
+        proposal_schema({"submit": {"properties": {"answer": {"type": "string"}}, "required": ["answer"]}}),
+        proposal_schema({"up": {}, "submit": {"properties": {"answer": {"type": "string"}}, "required": ["answer"]}}),
     ],
     ids=lambda schema: schema.__name__,
 )

@@ -162,8 +162,9 @@ def _act(
     """A wrong pick that a recalled guardrail names is dropped for the expert's move: the sim's
     model of an LLM heeding its lessons, so memory can pay off only when recall surfaces them.
     """
-    action = schema.get("properties", {}).get("action", {})
-    names = action.get("enum") or ([action["const"]] if "const" in action else [])  # one tool: a const
+    call = schema.get("properties", {}).get("call", {})
+    members = call.get("anyOf") or [call]  # one member per action, its name a const (pivotal.schemas.Proposal)
+    names = [m["properties"]["action"]["const"] for m in members if "action" in m.get("properties", {})]
     expert = oracle.expert_action() if oracle else None
     if expert and not wrong:
         return {"action": expert[0], "arguments": expert[1], "thought": "closest safe step to the goal"}
