@@ -95,7 +95,7 @@ def agent_loop(saver: Any):
 
     async def actor(state: LoopState) -> dict[str, Any]:
         live = _live(state)
-        schema = proposal_schema([a.name for a in live.env.describe_actions()], False)
+        schema = proposal_schema({a.name: a.parameters for a in live.env.describe_actions()})
         answer = await ask(
             model,
             schema,
@@ -105,7 +105,8 @@ def agent_loop(saver: Any):
             retries=0,
             metadata={"pivotal_run": state["run_id"]},
         )
-        return {"proposal": answer.value.model_dump()}
+        value = answer.value
+        return {"proposal": {"action": value.action, "arguments": value.arguments, "thought": value.thought}}
 
     async def critic(state: LoopState) -> dict[str, Any]:
         await ask(
