@@ -44,6 +44,11 @@ class Lesson(BaseModel):
     """Recent runs that contributed evidence (space separated, newest last)."""
     scored_runs: str = ""
     """Recent runs whose outcome is already counted in retrievals/successes."""
+    instances: str = ""
+    """For task lessons: the environment instances (mazes, games) that taught it, space separated;
+    empty where the environment names none. Taught by one instance only, it is recalled only there:
+    a path through one maze misleads in the next. The same text taught by a second instance makes
+    it general. Step lessons stay general: recall matches them by situation."""
 
     @model_validator(mode="after")
     def _fix_id(self) -> "Lesson":
@@ -58,11 +63,23 @@ class Lesson(BaseModel):
         """What gets embedded: the situation leads, since recall queries with the current observation."""
         return f"{self.situation}\n{self.text}"
 
+    @property
+    def scope(self) -> str:
+        """The one instance it is bound to, or "" when it applies across the family."""
+        taught = set(self.instances.split())
+        return taught.pop() if len(taught) == 1 else ""
+
+    def applies_to(self, instance: str) -> bool:
+        return not self.scope or self.scope == instance
+
     def metadata(self) -> dict[str, Any]:
-        return self.model_dump(exclude={"id"})
+        """Stored with `scope` beside the fields, so Chroma can filter on it when recall must."""
+        return {**self.model_dump(exclude={"id"}), "scope": self.scope}
 
     @classmethod
-    def from_candidate(cls, candidate: dict[str, Any], *, family: str, run_id: str, model: str) -> "Lesson":
+    def from_candidate(
+        cls, candidate: dict[str, Any], *, family: str, run_id: str, model: str, instance: str = ""
+    ) -> "Lesson":
         """A distiller's or reflector's draft (kind, situation, text, outcome, level) with its provenance."""
         return cls(
             verified=candidate.get("verified", True),
@@ -74,10 +91,14 @@ class Lesson(BaseModel):
             family=family,
             run_id=run_id,
             model=model,
+            # a whole run's recipe ("down, down, right") holds in the maze that taught it; a step's
+            # lesson is recalled by the situation it names, which reads alike in every maze
+            instances=instance if candidate.get("level", "step") == "task" else "",
         )
 
     @classmethod
     def from_record(cls, lesson_id: str, metadata: dict[str, Any]) -> "Lesson":
+        metadata.pop("scope", None)  # derived from `instances`
         return cls.model_validate({**metadata, "id": lesson_id})
 
     def merged_with(self, other: "Lesson", *, keep_text: bool = False) -> "Lesson":
@@ -92,6 +113,9 @@ class Lesson(BaseModel):
                 "situation": situation,
                 "evidence": self.evidence + other.evidence,
                 "source_runs": _recent(self.source_runs, other.run_id),
+                "instances": " ".join(
+                    list(dict.fromkeys([*self.instances.split(), *other.instances.split()]))[-RECENT_RUNS:]
+                ),
             }
         )
 

@@ -30,6 +30,8 @@ PREFIX = "pivotal-lessons-"
 OVERFETCH = 4
 """Recall asks Chroma for k × this many neighbours, so retired ones can be dropped unfiltered."""
 BATCH = 500
+MAX_KEPT_ANSWERS = 4096
+"""Recall answers kept per store (a few KB each): more distinct situations than this start over."""
 
 
 @dataclass
@@ -55,7 +57,7 @@ class Written:
 
 
 class ExperienceStore:
-    def __init__(self, location: str, client: Any, release: Any = None) -> None:
+    def __init__(self, location: str, client: Any, release: Any = None, *, private: bool = False) -> None:
         self.location = location
         self.client = client
         self._release = release
@@ -64,6 +66,11 @@ class ExperienceStore:
         self._filled: set[str] = set()
         self._approved: int | None = None
         """Approved lessons in the store, once a cap scan has counted them (see `enforce_limits`)."""
+        self._found: dict[tuple[str, str, int, float, str], list[Recalled]] | None = {} if private else None
+        """Recall answers by (family, query, k, floor, instance), kept until a lesson's text or status changes.
+        Only for a store no other process writes (a folder is locked to its process): a server's
+        other clients approve lessons this process would never hear of.
+        """
 
     # ---- write path -------------------------------------------------------------------------
     def duplicate(self, lesson: Lesson, threshold: float) -> Match | None:
@@ -78,16 +85,16 @@ class ExperienceStore:
     def _nearest(self, lesson: Lesson) -> tuple[Lesson, float] | None:
         """The stored lesson of the same kind and family most similar to `lesson` (any status)."""
         collection = self._collection(lesson.family, create=False)
-        if collection is None or collection.count() == 0:
+        if collection is None or not self._holds_lessons(collection):
             return None
         exact = self._get(collection, [lesson.id])
         if exact:
             return exact[0], 1.0
+        where: dict[str, Any] = {"kind": lesson.kind}
+        if lesson.scope:  # a lesson one maze taught merges only where it would be recalled
+            where = {"$and": [where, {"scope": {"$in": ["", lesson.scope]}}]}
         result = collection.query(
-            query_embeddings=[_vector(lesson.document)],
-            n_results=1,
-            where={"kind": lesson.kind},
-            include=["metadatas", "distances"],
+            query_embeddings=[_vector(lesson.document)], n_results=1, where=where, include=["metadatas", "distances"]
         )
         if not result["ids"][0]:
             return None
@@ -100,45 +107,64 @@ class ExperienceStore:
         used for candidates the gate did not read). Nothing is deleted.
         """
         written = []
+        counted: dict[str, Lesson] = {}  # merges that change only counts, written together at the end
         with self._lock:
             for lesson in lessons:
                 match = self.duplicate(lesson, dedup_similarity)
                 if match is not None:
-                    merged = match.lesson.merged_with(lesson, keep_text=keep_text)
-                    if merged is not match.lesson:  # the same run again (a resume) changes nothing
-                        same_text = merged.document == match.lesson.document
-                        (self._update if same_text else self._put)([merged])
+                    stored = counted.get(match.lesson.id, match.lesson)
+                    merged = stored.merged_with(lesson, keep_text=keep_text)
+                    if merged is not stored:  # the same run again (a resume) changes nothing
+                        if merged.document == stored.document:
+                            counted[merged.id] = merged
+                        else:
+                            counted.pop(merged.id, None)
+                            self._put([merged])
                     # ...but is reported as before: inserted if this run created the lesson, else merged
                     written.append(Written(match.lesson.id, merged=match.lesson.run_id != lesson.run_id))
                 else:
                     self._put([lesson])
                     self._approved = None if self._approved is None else self._approved + 1
                     written.append(Written(lesson.id, merged=False))
+            self._update(list(counted.values()))
         return written
 
     def put(self, lessons: list[Lesson]) -> None:
         """Store lessons exactly as given (import, retire): no dedup, ids and counts kept."""
         with self._lock:
             for start in range(0, len(lessons), BATCH):
-                self._put(lessons[start : start + BATCH])
+                self._put(lessons[start : start + BATCH], embedded=False)
             self._approved = None  # replaced lessons may change status either way: count again
 
     # ---- read path --------------------------------------------------------------------------
-    def search(self, text: str, *, family: str, k: int, min_similarity: float) -> list[Recalled]:
-        """Approved lessons of this family closest to `text`, best first, above the floor.
+    def search(self, text: str, *, family: str, k: int, min_similarity: float, instance: str = "") -> list[Recalled]:
+        """Approved lessons of this family closest to `text` that apply to `instance` (general
+        ones, and those this instance taught), best first, above the floor.
 
         The query is embedded once (and cached) for both queries below; the collection's size is
         never asked (`count()` costs more than the nearest-neighbour query at 100k lessons), only
         whether it has ever held a lesson, since an empty store should not pay for an embedding.
+        In a store this process owns, an answer is kept until a lesson's text or status changes
+        (situations repeat within and across runs); its lessons' counts may then lag: `get` has them.
         """
+        key = (family, text, k, min_similarity, instance)
+        if self._found is not None and key in self._found:
+            return list(self._found[key])
         collection = self._collection(family, create=False)
         if not text.strip() or collection is None or not self._holds_lessons(collection):
             return []
         vector = _vector(text)
-        found, retired_seen = self._query(collection, vector, k * OVERFETCH, where=None)
-        if len(found) < k and retired_seen:
-            found, _ = self._query(collection, vector, k, where={"status": "approved"})
-        return [r for r in found if r.similarity >= min_similarity][:k]
+        found, skipped = self._query(collection, vector, k * OVERFETCH, None, instance)
+        if len(found) < k and skipped:
+            approved: dict[str, Any] = {"status": "approved"}
+            where = {"$and": [approved, {"scope": {"$in": ["", instance]}}]} if instance else approved
+            found, _ = self._query(collection, vector, k, where, instance)
+        found = [r for r in found if r.similarity >= min_similarity][:k]
+        if self._found is not None:
+            if len(self._found) >= MAX_KEPT_ANSWERS:
+                self._found.clear()
+            self._found[key] = found
+        return list(found)
 
     def _holds_lessons(self, collection: Any) -> bool:
         """Lessons are retired, never deleted: a collection that held one always will."""
@@ -293,20 +319,33 @@ class ExperienceStore:
         ]
         return [self._collection(f, create=False) for f in sorted(families)]
 
-    def _put(self, lessons: list[Lesson]) -> None:
+    def _put(self, lessons: list[Lesson], *, embedded: bool = True) -> None:
+        """`embedded`: a lesson `add` writes was just embedded to look for its duplicate, so its
+        cached vector goes along instead of Chroma embedding the text again; an import embeds in batches.
+        """
+        self._forget(lessons)
         for collection, group in self._by_collection(lessons):
+            documents = [lesson.document for lesson in group]
             collection.upsert(
                 ids=[lesson.id for lesson in group],
-                documents=[lesson.document for lesson in group],
+                documents=documents,
                 metadatas=[lesson.metadata() for lesson in group],
+                embeddings=[_vector(d) for d in documents] if embedded else None,
             )
 
     def _update(self, lessons: list[Lesson]) -> None:
         """Counts, utility, status: the text is unchanged, so Chroma must not embed it again (an
         upsert with documents re-embeds every one: most of a run's store time went there).
         """
+        self._forget([lesson for lesson in lessons if lesson.status != "approved"])
         for collection, group in self._by_collection(lessons):
             collection.update(ids=[lesson.id for lesson in group], metadatas=[lesson.metadata() for lesson in group])
+
+    def _forget(self, lessons: list[Lesson]) -> None:
+        """Drop the kept recall answers of the families whose lessons change in text or status."""
+        families = {lesson.family for lesson in lessons}
+        if self._found and families:
+            self._found = {key: found for key, found in self._found.items() if key[0] not in families}
 
     def _by_collection(self, lessons: list[Lesson]) -> Iterator[tuple[Any, list[Lesson]]]:
         """Each family's collection with its lessons; Chroma refuses a batch that repeats an id: the last wins."""
@@ -331,21 +370,22 @@ class ExperienceStore:
             ) from None
 
     def _query(
-        self, collection: Any, vector: list[float], n: int, where: dict[str, Any] | None
+        self, collection: Any, vector: list[float], n: int, where: dict[str, Any] | None, instance: str
     ) -> tuple[list[Recalled], bool]:
+        """The approved neighbours that apply to `instance`, and whether others were skipped."""
         result = collection.query(
             query_embeddings=[vector], n_results=n, where=where, include=["metadatas", "distances"]
         )
-        found, retired_seen = [], False
+        found, skipped = [], False
         for lesson_id, metadata, distance in zip(
             result["ids"][0], result["metadatas"][0], result["distances"][0], strict=True
         ):
             lesson = self._lesson(lesson_id, metadata)
-            if lesson.status != "approved":
-                retired_seen = True
+            if lesson.status != "approved" or not lesson.applies_to(instance):
+                skipped = True
                 continue
             found.append(Recalled(lesson_id, lesson, 1.0 - float(distance)))
-        return found, retired_seen
+        return found, skipped
 
 
 def _vector(text: str) -> list[float]:
@@ -370,7 +410,7 @@ def open_store(path: str, url: str = "") -> ExperienceStore:
     with _stores_lock:
         if key not in _stores:
             client, release = connect_server(key) if url else connect_folder(key)
-            _stores[key] = ExperienceStore(key, client, release)
+            _stores[key] = ExperienceStore(key, client, release, private=not url)
         return _stores[key]
 
 

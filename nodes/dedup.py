@@ -24,7 +24,11 @@ async def dedup(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     marked = []
     for candidate in candidates:
         lesson = Lesson.from_candidate(
-            candidate, family=task.family, run_id=state["run_id"], model=model_label(context.model_for("lesson"))
+            candidate,
+            family=task.family,
+            run_id=state["run_id"],
+            model=model_label(context.model_for("lesson")),
+            instance=state.get("instance", ""),
         )
         match = await asyncio.to_thread(store.duplicate, lesson, context.dedup_similarity)
         # a more specific text is worth a gate call: the merge may then keep it

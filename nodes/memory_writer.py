@@ -53,7 +53,12 @@ async def _write(store: Any, state: State, context: Context, family: str) -> lis
     model = model_label(context.model_for("lesson"))
     approved = [_redacted(c) for c in state.get("approved_lessons", [])]
     drafts = [
-        (bool(c.get("duplicate_of")), Lesson.from_candidate(c, family=family, run_id=state["run_id"], model=model))
+        (
+            bool(c.get("duplicate_of")),
+            Lesson.from_candidate(
+                c, family=family, run_id=state["run_id"], model=model, instance=state.get("instance", "")
+            ),
+        )
         for c in approved
     ]
     new = [lesson for duplicate, lesson in drafts if not duplicate]

@@ -27,7 +27,12 @@ async def recall(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         query = f"{task.goal}\n{first_line(state['first_observation'])}"
     store = await asyncio.to_thread(open_store, context.store_path, context.store_url)
     found = await asyncio.to_thread(
-        store.search, query, family=task.family, k=context.recall_k, min_similarity=context.recall_min_similarity
+        store.search,
+        query,
+        family=task.family,
+        k=context.recall_k,
+        min_similarity=context.recall_min_similarity,
+        instance=state.get("instance", ""),
     )
     lessons = [
         {

@@ -1,5 +1,6 @@
 """Open the run: read the task (or the last human message of a chat), create and reset the environment."""
 
+import hashlib
 import uuid
 from typing import Any
 
@@ -31,6 +32,7 @@ async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "reason": "",
         "observation": observation,
         "first_observation": observation,
+        "instance": _instance(live.env),
         "initial_state": redact_tree(state_of(live.env, live.initial)),
         "trajectory": [],
         "critiques": [],
@@ -50,6 +52,12 @@ async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "answer": "",
         "verified": True,
     }
+
+
+def _instance(env: Any) -> str:
+    """A short id of the world the environment's `instance()` describes ("" when it has none)."""
+    describe = getattr(env, "instance", None)
+    return hashlib.sha256(str(describe()).encode()).hexdigest()[:16] if callable(describe) else ""
 
 
 def _last_question(messages: list[AnyMessage]) -> str | None:

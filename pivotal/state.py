@@ -170,6 +170,9 @@ class State(InputState, total=False):
     """False when the agent declared success and nothing checked it (no verifier)."""
     observation: str
     first_observation: str
+    instance: str
+    """Which world this run acts in (a maze, a game), when the environment names one: lessons
+    taught by one instance are recalled only there until another teaches the same."""
     initial_state: Any
     """The world right after reset (`state_of`), to tell when a step returns there."""
     trajectory: list[Step]

@@ -276,3 +276,41 @@ def test_after_a_run_only_the_lessons_it_scored_are_checked_against_the_floor(st
     scored = store.record_outcome("r4", "files", {weak.id: (1, 0)}, success=False)
     assert store.enforce_limits(floor=0.4, min_retrievals=1, cap=100, scored=scored) == [weak.id]
     assert store.get()[other.id].status == "approved"  # weak too, but not this run's business
+
+
+# --- kept recall answers --------------------------------------------------------------------
+
+
+def _texts(store, query: str = "reading files") -> list[str]:
+    return [r.lesson.text for r in store.search(query, family="files", k=3, min_similarity=0.0)]
+
+
+def test_a_kept_recall_answer_is_dropped_when_a_lesson_is_retired_or_added(store):
+    store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)
+    assert _texts(store) == ["Check the file exists before reading it."]  # now kept for this query
+    (stored,) = store.lessons(family="files")
+    store.retire([stored.id], "test")
+    assert _texts(store) == []
+    store.add([lesson("Open files read-only unless writing.", run_id="run-b")], dedup_similarity=DEDUP)
+    assert _texts(store) == ["Open files read-only unless writing."]
+
+
+def test_counting_a_recall_keeps_the_answer_and_the_counts_stay_exact(store):
+    store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)
+    (found,) = store.search("reading files", family="files", k=3, min_similarity=0.0)
+    store.record_outcome("run-z", "files", {found.id: (2, 1)}, success=True)
+    assert _texts(store) == ["Check the file exists before reading it."]
+    assert store.get([found.id])[found.id].retrievals == 1
+
+
+def test_a_server_store_keeps_no_answers(tmp_path):
+    """Another process may approve a lesson at any time: only a store this process owns keeps answers."""
+    from memory.store import ExperienceStore
+
+    client = chromadb.PersistentClient(path=str(tmp_path / "shared"))
+    shared = ExperienceStore("shared", client, private=False)
+    shared.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)
+    assert _texts(shared) == ["Check the file exists before reading it."]
+    other_writer = ExperienceStore("shared", client, private=False)
+    other_writer.add([lesson("Open files read-only unless writing.", run_id="run-b")], dedup_similarity=DEDUP)
+    assert len(_texts(shared)) == 2

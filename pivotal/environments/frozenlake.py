@@ -121,6 +121,10 @@ class FrozenLake:
             around.append(f"{name}={'edge' if target == here else tiles.get(self._tile(target), '?')}")
         return "around you: " + ", ".join(around)
 
+    def instance(self) -> str:
+        """Which lake this is (see GridWorld.instance)."""
+        return "/".join(self.desc)
+
     # --- internals -----------------------------------------------------------------------
     def _render(self, event: str) -> str:
         row, col = self._position()

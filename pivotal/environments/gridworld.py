@@ -142,6 +142,12 @@ class GridWorld:
         """
         return "around you: " + ", ".join(f"{name}={self._describe(_add(self.pos, d))}" for name, d in MOVES.items())
 
+    def instance(self) -> str:
+        """Which maze this is: a lesson learnt here ("go down twice from the start") is recalled in
+        other mazes only once another maze taught the same text (memory/lesson.py `general`).
+        """
+        return f"{self.size}|{self.start}|{self.goal}|{sorted(self.walls)}|{sorted(self.holes)}"
+
     # --- internals -----------------------------------------------------------------------
     def render(self, event: str) -> str:
         rows = ["   " + " ".join(str(c) for c in range(self.size))]

@@ -1,0 +1,70 @@
+"""Lessons that transfer safely: a whole run's recipe stays with the maze that taught it until a
+second maze teaches the same text; step lessons, matched by situation, apply everywhere.
+"""
+
+import pytest
+
+from graphs import arun
+from memory.lesson import Lesson
+from memory.store import close_stores, open_store
+from pivotal.context import Context
+
+RECIPE = "This sequence of moves reached the goal: down, down, right, right."
+
+
+def _lesson(text: str, *, instance: str, level: str = "task", run: str = "r1") -> Lesson:
+    candidate = {"kind": "skill", "situation": "at the start", "text": text, "outcome": "success", "level": level}
+    return Lesson.from_candidate(candidate, family="gridworld", run_id=run, model="sim", instance=instance)
+
+
+def _recall(store, instance: str) -> list[str]:
+    found = store.search("at the start", family="gridworld", k=3, min_similarity=0.0, instance=instance)
+    return [r.lesson.text for r in found]
+
+
+@pytest.fixture
+def store(tmp_path):
+    yield open_store(str(tmp_path / "store"))
+    close_stores()
+
+
+def test_a_task_lesson_is_recalled_only_in_the_instance_that_taught_it(store):
+    store.add([_lesson(RECIPE, instance="maze-a")], dedup_similarity=0.9)
+    assert _recall(store, "maze-a") == [RECIPE]
+    assert _recall(store, "maze-b") == []
+
+
+def test_a_step_lesson_applies_in_every_instance(store):
+    text = "A hole below: moving down ends the attempt."
+    store.add([_lesson(text, instance="maze-a", level="step")], dedup_similarity=0.9)
+    assert _recall(store, "maze-b") == [text]
+
+
+def test_the_same_text_taught_by_a_second_instance_makes_it_general(store):
+    store.add([_lesson(RECIPE, instance="maze-a")], dedup_similarity=0.9)
+    store.add([_lesson(RECIPE, instance="maze-b", run="r2")], dedup_similarity=0.9)
+    (lesson,) = store.lessons(family="gridworld")
+    assert lesson.evidence == 2 and lesson.scope == ""
+    assert _recall(store, "maze-c") == [RECIPE]
+
+
+def test_a_near_duplicate_from_another_instance_is_kept_apart(store):
+    """Merging "down, down, right" from one maze into "down, down, left" from another made one
+    maze's path look proven in all of them.
+    """
+    store.add([_lesson(RECIPE, instance="maze-a")], dedup_similarity=0.8)
+    other = RECIPE.replace("right, right", "right, left")
+    store.add([_lesson(other, instance="maze-b", run="r2")], dedup_similarity=0.8)
+    assert sorted(lesson.scope for lesson in store.lessons(family="gridworld")) == ["maze-a", "maze-b"]
+    assert _recall(store, "maze-b") == [other]
+
+
+async def test_a_run_in_another_maze_does_not_recall_this_mazes_recipe(tmp_path):
+    context = Context(model="sim", store_path=str(tmp_path / "store"))
+    first = await arun({"env": "gridworld", "params": {"seed": 1}}, context)
+    assert first.lessons["written"] == 1
+    again = await arun({"env": "gridworld", "params": {"seed": 1}}, context)
+    elsewhere = await arun({"env": "gridworld", "params": {"seed": 2}}, context)
+    close_stores()
+    assert again.lessons["recalled"] == 1
+    assert elsewhere.lessons["recalled"] == 0
