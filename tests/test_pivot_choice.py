@@ -1,5 +1,7 @@
 """Where a pivotal retry goes back to: the first mistake, or the point of no return (Context.pivot)."""
 
+import random
+
 import pytest
 from langgraph.runtime import Runtime
 from pydantic import ValidationError
@@ -103,3 +105,22 @@ async def test_no_return_keeps_more_steps_than_first_mistake_on_frozenlake():
                 assert reflection["kept_steps"] == expected
     assert all(n >= f for n, f in zip(kept["no_return"], kept["first_mistake"], strict=True))
     assert sum(kept["no_return"]) > sum(kept["first_mistake"])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_sim_reflector_names_both_steps_and_a_wrong_one_in_its_own_words(seed):
+    from pivotal.models.sim import _reflect
+
+    live = open_live(f"sim-reflect-{seed}", Task(env="frozenlake"))
+    try:
+        for index, (move, arguments) in enumerate(LATE_HOLE):
+            run_step(live, move, arguments, f"k{index}")
+        right = _reflect(live, live.env, random.Random(seed), wrong=False)
+        wrong = _reflect(live, live.env, random.Random(seed), wrong=True)
+    finally:
+        release(f"sim-reflect-{seed}")
+    assert (right["pivotal_step"], right["no_return_step"]) == (0, 4)
+    step = wrong["pivotal_step"]
+    assert wrong["diagnosis"] == f"step {step} ({LATE_HOLE[step][0]}) was the mistake"
+    assert step <= wrong["no_return_step"] < len(LATE_HOLE)
+    Reflection.model_validate(wrong)  # what the graph will accept

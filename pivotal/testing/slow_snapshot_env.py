@@ -5,6 +5,7 @@ measuring and testing when Pivotal snapshots (every step, or only when replaying
 import time
 from typing import Any
 
+from pivotal.environments import register_environment
 from pivotal.environments.base import ActionSpec, StepResult
 from pivotal.environments.gridworld import GridWorld
 from pivotal.task import Task
@@ -60,3 +61,7 @@ class SlowSnapshotWorld:
 
     def last_recoverable(self, actions: list[tuple[str, dict[str, Any]]]) -> int:
         return self._inner.last_recoverable(actions)
+
+
+register_environment("slow-snapshot-grid", lambda: SlowSnapshotWorld(replay=True, snapshot_seconds=0.05))
+"""Importable by another process (a fork or a resume there needs the environment registered)."""
