@@ -3,6 +3,7 @@
 import asyncio
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,15 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "critic+pivotal+memory": {"retry": "pivotal", "memory": True, "recall": "step"},
     "critic+pivotal+memory(task)": {"retry": "pivotal", "memory": True, "recall": "task"},
 }
+COMPARISONS: list[tuple[str, str]] = [
+    ("critic+pivotal", "critic+full"),
+    ("critic+pivotal", "critic"),
+    ("critic+full", "critic"),
+    ("critic", "actor"),
+    ("critic+pivotal+memory", "critic+pivotal"),
+]
+"""(new, baseline) pairs the report compares task by task at equal seeds; a pair whose configurations
+did not both run is left out. Each pair differs in one switch, so the difference is that switch's."""
 MAX_STEPS = {"gridworld": 20, "frozenlake": 20, "taxi": 30, "configs": 8}
 
 
@@ -56,8 +66,15 @@ def model_spec(plan: Plan, error: float, stream: int, task: int) -> str:
     return f"sim:error={error},seed={stream * 1000 + task}"
 
 
-async def run_stream(plan: Plan, env: str, error: float, config: str, stream: int) -> list[dict[str, Any]]:
-    """Tasks of one stream in order, sharing one store, so later tasks can use earlier lessons."""
+OnRecord = Callable[[dict[str, Any]], None]
+
+
+async def run_stream(
+    plan: Plan, env: str, error: float, config: str, stream: int, on_record: OnRecord | None = None
+) -> list[dict[str, Any]]:
+    """Tasks of one stream in order, sharing one store, so later tasks can use earlier lessons.
+    `on_record` hears of each task as it ends (the progress bar), not only of the whole stream.
+    """
     records = []
     with tempfile.TemporaryDirectory(prefix="pivotal-bench-") as store:
         for index in range(plan.tasks):
@@ -66,6 +83,8 @@ async def run_stream(plan: Plan, env: str, error: float, config: str, stream: in
             started = time.perf_counter()
             result = await arun(task, context, checkpoint_path=":memory:")
             records.append(record(result, env, error, config, stream, index, time.perf_counter() - started))
+            if on_record:
+                on_record(records[-1])
         close_store(store)  # before the folder goes: its Chroma client and lock are released
     return records
 
@@ -92,13 +111,17 @@ def record(result: Any, env: str, error: float, config: str, stream: int, index:
     }
 
 
-async def run_plan(plan: Plan, concurrency: int = 4) -> list[dict[str, Any]]:
+def task_count(plan: Plan) -> int:
+    return len(plan.envs) * len(plan.errors) * len(plan.configs) * plan.streams * plan.tasks
+
+
+async def run_plan(plan: Plan, concurrency: int = 4, on_record: OnRecord | None = None) -> list[dict[str, Any]]:
     """Every (env, error, config, stream) at once up to `concurrency`; tasks inside a stream in order."""
     limit = asyncio.Semaphore(concurrency)
 
     async def one(env: str, error: float, config: str, stream: int) -> list[dict[str, Any]]:
         async with limit:
-            return await run_stream(plan, env, error, config, stream)
+            return await run_stream(plan, env, error, config, stream, on_record)
 
     jobs = [
         one(env, error, config, stream)

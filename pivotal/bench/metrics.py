@@ -1,8 +1,12 @@
-"""Aggregates over benchmark records: rates with 95% Wilson intervals, Pass@k, costs, critic scores."""
+"""Aggregates over benchmark records: rates with 95% Wilson intervals, Pass@k, costs, critic scores, and
+paired comparisons of two configurations on the same tasks with bootstrap intervals.
+"""
 
 import math
 from collections import defaultdict
 from typing import Any
+
+import numpy as np
 
 Z95 = 1.959964
 
@@ -55,58 +59,124 @@ def by_group(records: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any
     return {group: {config: summarise(rows) for config, rows in configs.items()} for group, configs in groups.items()}
 
 
-def pivotal_vs_full(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Same seeds, same critic: how much executing and asking pivotal retry saves over full retry."""
-    out = {}
-    for group, configs in by_group(records).items():
-        full, pivotal = configs.get("critic+full"), configs.get("critic+pivotal")
-        if not full or not pivotal:
-            continue
-        out[group] = {
-            "full_success": full["success"],
-            "pivotal_success": pivotal["success"],
-            "executed_reduction": _reduction(full["executed_steps"], pivotal["executed_steps"]),
-            "llm_call_reduction": _reduction(full["llm_calls"], pivotal["llm_calls"]),
-            **_retried_only(records, group),
-        }
-    return out
-
-
-def _retried_only(records: list[dict[str, Any]], group: str) -> dict[str, Any]:
-    """The same comparison on the tasks where either strategy actually retried: the retries' own cost."""
-    env, error = group.split("@")
-    key = lambda r: (r["stream"], r["index"])  # noqa: E731
-    rows = {
-        c: {key(r): r for r in records if r["env"] == env and str(r["error"]) == error and r["config"] == c}
-        for c in ("critic+full", "critic+pivotal")
-    }
-    both = [
-        k
-        for k in rows["critic+full"]
-        if k in rows["critic+pivotal"]
-        and (rows["critic+full"][k]["attempts"] > 1 or rows["critic+pivotal"][k]["attempts"] > 1)
-    ]
-    cost = lambda c, f: sum(rows[c][k][f] for k in both)  # noqa: E731
-    return {
-        "retried_tasks": len(both),
-        "retried_executed_reduction": _reduction(cost("critic+full", "executed"), cost("critic+pivotal", "executed")),
-        "retried_llm_call_reduction": _reduction(cost("critic+full", "llm_calls"), cost("critic+pivotal", "llm_calls")),
-    }
-
-
 def memory_curve(
     records: list[dict[str, Any]], with_memory: str = "critic+pivotal+memory", without: str = "critic+pivotal"
 ) -> dict[str, dict[str, list[float]]]:
-    """Success rate at each position of the stream (over streams, envs, errors), memory on vs off."""
+    """Success rate and cost at each position of the stream (over streams, envs, errors), memory on vs off:
+    lessons written by earlier tasks can only help later ones, so a gain shows as a rising gap.
+    """
     curves: dict[str, dict[str, list[float]]] = {}
     for config in (without, with_memory):
-        positions: dict[int, list[bool]] = defaultdict(list)
+        positions: dict[int, list[dict[str, Any]]] = defaultdict(list)
         for row in records:
             if row["config"] == config:
-                positions[row["index"]].append(row["status"] == "success")
-        curves[config] = {"success_by_position": [round(sum(v) / len(v), 3) for _, v in sorted(positions.items())]}
+                positions[row["index"]].append(row)
+        rows = [v for _, v in sorted(positions.items())]
+        mean = lambda v, key: round(sum(r[key] for r in v) / len(v), 3)  # noqa: E731
+        curves[config] = {
+            "success_by_position": [round(sum(r["status"] == "success" for r in v) / len(v), 3) for v in rows],
+            "tasks_by_position": [len(v) for v in rows],
+            "llm_calls_by_position": [mean(v, "llm_calls") for v in rows],
+            "tokens_by_position": [mean(v, "tokens") for v in rows],
+        }
     return curves
 
 
-def _reduction(baseline: float, new: float) -> float | None:
-    return round(1 - new / baseline, 3) if baseline else None
+COSTS = ("executed", "llm_calls", "tokens", "wall_s")
+"""Per-task costs a paired comparison reports as the share the new strategy saves."""
+RESAMPLES = 5000
+
+
+def paired(records: list[dict[str, Any]], new: str, baseline: str, seed: int = 0) -> dict[str, dict[str, Any]]:
+    """`new` against `baseline` on the same tasks (env, error rate, layout, model seed): per env@error and
+    "all". Pairing removes the task-to-task spread both strategies share, so small differences show.
+    Intervals: percentile bootstrap over tasks, resampled within each env@error, seeded so a report
+    is reproducible.
+    """
+    pairs = _pairs(records, new, baseline)
+    rng = np.random.default_rng(seed)
+    out = {group: _compare([rows], rng) for group, rows in pairs.items()}
+    if len(pairs) > 1:
+        out["all"] = _compare(list(pairs.values()), rng)
+    return out
+
+
+def _pairs(records: list[dict[str, Any]], new: str, baseline: str) -> dict[str, list[tuple[dict, dict]]]:
+    by_key: dict[str, dict[tuple, dict[str, Any]]] = defaultdict(dict)
+    for row in records:
+        if row["config"] in (new, baseline):
+            by_key[row["config"]][(row["env"], row["error"], row["stream"], row["index"])] = row
+    pairs: dict[str, list[tuple[dict, dict]]] = defaultdict(list)
+    for key, row in by_key[new].items():
+        if key in by_key[baseline]:
+            pairs[f"{key[0]}@{key[1]}"].append((row, by_key[baseline][key]))
+    return dict(pairs)
+
+
+def _compare(strata: list[list[tuple[dict, dict]]], rng: np.random.Generator) -> dict[str, Any]:
+    rows = [pair for stratum in strata for pair in stratum]
+    column = lambda side, key: np.array([float(p[side][key]) for p in rows])  # noqa: E731
+    resampled = _resample(strata, rng)
+    success = [np.array([p[side]["status"] == "success" for p in rows], dtype=float) for side in (0, 1)]
+    difference = success[0] - success[1]
+    out: dict[str, Any] = {
+        "tasks": len(rows),
+        "retried": sum(p[0]["attempts"] > 1 or p[1]["attempts"] > 1 for p in rows),
+        "success": {
+            "new": round(float(success[0].mean()), 3),
+            "baseline": round(float(success[1].mean()), 3),
+            **_interval(float(difference.mean()), difference[resampled].mean(axis=1)),
+        },
+    }
+    for key in COSTS:
+        out[key] = _saved(column(0, key), column(1, key), resampled)
+    retried = [[p for p in stratum if p[0]["attempts"] > 1 or p[1]["attempts"] > 1] for stratum in strata]
+    retried = [stratum for stratum in retried if stratum]
+    if retried:
+        subset = [pair for stratum in retried for pair in stratum]
+        out["retried_executed"] = _saved(
+            np.array([float(p[0]["executed"]) for p in subset]),
+            np.array([float(p[1]["executed"]) for p in subset]),
+            _resample(retried, rng),
+        )
+    return out
+
+
+def _saved(new: np.ndarray, base: np.ndarray, resampled: np.ndarray) -> dict[str, Any]:
+    """1 − Σnew/Σbase: the share of the baseline's total cost the new configuration did without."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        saved = 1 - new[resampled].sum(axis=1) / base[resampled].sum(axis=1)
+    point = 1 - new.sum() / base.sum() if base.sum() else float("nan")
+    return {
+        "new_per_task": round(float(new.mean()), 3),
+        "baseline_per_task": round(float(base.mean()), 3),
+        **_interval(point, saved, name="saved"),
+    }
+
+
+def _resample(strata: list[list[Any]], rng: np.random.Generator) -> np.ndarray:
+    """Row indices of RESAMPLES bootstrap samples, each stratum resampled within itself (sizes kept)."""
+    blocks, offset = [], 0
+    for stratum in strata:
+        blocks.append(offset + rng.integers(0, len(stratum), size=(RESAMPLES, len(stratum))))
+        offset += len(stratum)
+    return np.concatenate(blocks, axis=1)
+
+
+def _interval(point: float, samples: np.ndarray, name: str = "difference") -> dict[str, Any]:
+    """The estimate, its 95% interval, and whether the interval leaves zero out (not when it touches it)."""
+    finite = samples[np.isfinite(samples)]
+    if not np.isfinite(point) or not finite.size:
+        return {name: None, "ci95": None, "significant": False}
+    low, high = (round(float(v), 4) for v in np.percentile(finite, [2.5, 97.5]))
+    return {name: round(float(point), 4), "ci95": [low, high], "significant": low > 0 or high < 0}
+
+
+def comparisons(records: list[dict[str, Any]], pairs: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """Every (new, baseline) pair that both ran, paired task by task."""
+    ran = {row["config"] for row in records}
+    return [
+        {"new": new, "baseline": baseline, "groups": paired(records, new, baseline)}
+        for new, baseline in pairs
+        if new in ran and baseline in ran
+    ]

@@ -1,8 +1,12 @@
-"""Write the benchmark's results: results.json (everything), report.md (tables), PNG plots."""
+"""Write the benchmark's results: results.json (everything), report.md (a recommendation, then the tables
+behind it), PNG plots. Nothing here names an environment or a configuration: it reports what ran.
+"""
 
 import json
 from pathlib import Path
 from typing import Any
+
+from pivotal.bench.prose import caveat, interval, not_significant, recommendation
 
 COLUMNS = [
     ("success", "success"),
@@ -22,12 +26,29 @@ COLUMNS = [
     ("lessons_recalled", "recalled"),
     ("lessons_retired", "retired"),
 ]
+COSTS = [("executed", "executed steps"), ("llm_calls", "LLM calls"), ("tokens", "tokens"), ("wall_s", "seconds")]
+LEGEND = (
+    "Success: share of tasks solved (95% Wilson interval). P@k: solved within k attempts (k−1 retries). "
+    "Executed/replayed: environment steps run on a decision / re-applied to restore state. Critic P/R: "
+    "of the proposals the critic layer (pre-check + critic) blocked, the share that were bad, and of the "
+    "bad proposals, the share it blocked — judged by the environment's oracle on the final path."
+)
+PAIRED_LEGEND = (
+    "Each task (environment, layout, model seed) ran under both configurations, so each row compares the same "
+    "tasks. Δ success: new minus baseline, in percentage points. *Saved*: 1 − new total / baseline total "
+    "(negative: the new configuration cost more). Intervals: 95% percentile bootstrap over tasks (5,000 "
+    "resamples, within each env@error for *all*). *Retried*: tasks where either configuration retried; the "
+    "saving on them is the retries' own. **n.s.** marks an interval that includes zero: no difference "
+    "can be claimed at this sample size. Seconds are wall time with several streams sharing the CPU: noisy."
+)
 
 
 def write(out: Path, results: dict[str, Any]) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=2))
-    plots = _plots(out, results)
+    from pivotal.bench.plots import draw
+
+    plots = draw(out, results)
     (out / "report.md").write_text(markdown(results, [p.name for p in plots]))
     return [out / "results.json", out / "report.md", *plots]
 
@@ -37,142 +58,113 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
     lines = [
         "# Pivotal benchmark",
         "",
-        f"Command: `{meta['command']}` · {meta['tasks_run']} runs · {meta['wall_s']} s · "
-        f"model `{meta['model']}` at error rates {meta['errors']} · {meta['streams']} streams × "
-        f"{meta['tasks']} tasks per configuration and environment.",
+        f"Command: `{meta['command']}` · {meta['tasks_run']} runs · {meta['wall_s']} s · model `{meta['model']}` "
+        f"at error rates {meta['errors']} · {meta['streams']} streams × {meta['tasks']} tasks = "
+        f"{meta['streams'] * meta['tasks']} tasks per configuration and environment.",
         "",
-        "Success: share of tasks solved (95% Wilson interval). P@k: solved within k attempts (k−1 retries). "
-        "Executed/replayed: environment steps run on a decision / re-applied to restore state. Critic P/R: "
-        "of the proposals the critic layer (pre-check + critic) blocked, the share that were bad, and of the "
-        "bad proposals, the share it blocked — judged by the environment's oracle on the final path.",
+        "## Should I turn it on?",
+        "",
+        recommendation(results),
+        "",
+        *caveat(meta["model"]),
+        "",
+        "## Paired comparisons (same tasks, same seeds)",
+        "",
+        PAIRED_LEGEND,
+        "",
+        *paired_tables(results["comparisons"]),
+        *_memory_table(results["memory_curve"]),
+        "## Per configuration",
+        "",
+        LEGEND,
         "",
     ]
-    lines += [
-        "## Pivotal retry against full retry (same seeds, critic on)",
-        "",
-        "| env@error | full success | pivotal success | executed steps saved | LLM calls saved | "
-        "tasks retried | executed saved on them | calls saved on them |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for group, row in results["pivotal_vs_full"].items():
-        lines.append(
-            f"| {group} | {row['full_success']} | {row['pivotal_success']} | {_pct(row['executed_reduction'])} "
-            f"| {_pct(row['llm_call_reduction'])} | {row['retried_tasks']} | "
-            f"{_pct(row['retried_executed_reduction'])} | {_pct(row['retried_llm_call_reduction'])} |"
-        )
-    curves = results["memory_curve"]
-    lines += [
-        "",
-        "## Memory over a stream (success by task position, all envs and error rates)",
-        "",
-        "| position | " + " | ".join(curves) + " |",
-        "|---" * (len(curves) + 1) + "|",
-    ]
-    width = max(len(c["success_by_position"]) for c in curves.values())
-    for i in range(width):
-        lines.append(
-            f"| {i + 1} | "
-            + " | ".join(
-                str(c["success_by_position"][i]) if i < len(c["success_by_position"]) else "" for c in curves.values()
-            )
-            + " |"
-        )
     for group, configs in results["groups"].items():
-        lines += [
-            "",
-            f"## {group}",
-            "",
-            "| config | " + " | ".join(h for _, h in COLUMNS) + " |",
-            "|---" * (len(COLUMNS) + 1) + "|",
-        ]
-        for config, row in configs.items():
-            lines.append(f"| {config} | " + " | ".join(_cell(row[k]) for k, _ in COLUMNS) + " |")
+        lines += [f"### {group}", "", *config_table(configs), ""]
     if results.get("local"):
-        local = results["local"]
-        lines += [
-            "",
-            f"## Embedded local model ({local['tasks']} tasks per configuration, {local['env']})",
-            "",
-            "| config | " + " | ".join(h for _, h in COLUMNS) + " |",
-            "|---" * (len(COLUMNS) + 1) + "|",
-        ]
-        for config, row in local["configs"].items():
-            lines.append(f"| {config} | " + " | ".join(_cell(row[k]) for k, _ in COLUMNS) + " |")
-    lines += ["", "## Plots", ""] + [f"![{name}]({name})" for name in plots]
+        lines += local_section(results["local"])
+    lines += ["## Plots", ""] + [f"![{name}]({name})" for name in plots]
     return "\n".join(lines) + "\n"
 
 
-def _plots(out: Path, results: dict[str, Any]) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    paths = []
-    groups = results["groups"]
-    fig, axes = plt.subplots(1, len(groups), figsize=(4 * len(groups), 4), squeeze=False)
-    for axis, (group, configs) in zip(axes[0], groups.items(), strict=False):
-        names = list(configs)
-        rates = [configs[c]["success"] for c in names]
-        errors = [
-            [r - configs[c]["success_ci95"][0] for c, r in zip(names, rates, strict=False)],
-            [configs[c]["success_ci95"][1] - r for c, r in zip(names, rates, strict=False)],
+def paired_tables(comparisons: list[dict[str, Any]], level: str = "###") -> list[str]:
+    lines = []
+    for comparison in comparisons:
+        groups = comparison["groups"]
+        lines += [
+            f"{level} {comparison['new']} against {comparison['baseline']}",
+            "",
+            "| env@error | tasks | retried | success new / baseline | Δ success (95% CI) | "
+            + " | ".join(f"{label} saved (95% CI)" for _, label in COSTS)
+            + " | executed saved on retried tasks | per task new / baseline: executed, LLM calls |",
+            "|---" * (7 + len(COSTS)) + "|",
         ]
-        axis.bar(range(len(names)), rates, yerr=errors, capsize=3)
-        axis.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=7)
-        axis.set_ylim(0, 1.05)
-        axis.set_title(group, fontsize=9)
-    axes[0][0].set_ylabel("success (95% CI)")
-    paths.append(_save(fig, out / "success.png"))
-
-    comparison = results["pivotal_vs_full"]
-    fig, axis = plt.subplots(figsize=(max(5, 1.2 * len(comparison)), 4))
-    names = list(comparison)
-    axis.bar(
-        [i - 0.2 for i in range(len(names))],
-        [_num(comparison[g]["executed_reduction"]) for g in names],
-        0.4,
-        label="executed steps saved",
-    )
-    axis.bar(
-        [i + 0.2 for i in range(len(names))],
-        [_num(comparison[g]["llm_call_reduction"]) for g in names],
-        0.4,
-        label="LLM calls saved",
-    )
-    axis.axhline(0.4, linestyle="--", color="grey", label="goal 40%")
-    axis.set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize=7)
-    axis.set_ylabel("saved by pivotal vs full retry")
-    axis.legend(fontsize=7)
-    paths.append(_save(fig, out / "pivotal_vs_full.png"))
-
-    fig, axis = plt.subplots(figsize=(5, 4))
-    for config, curve in results["memory_curve"].items():
-        points = curve["success_by_position"]
-        axis.plot(range(1, len(points) + 1), points, marker="o", label=config)
-    axis.set_xlabel("task position in the stream")
-    axis.set_ylabel("success rate")
-    axis.set_ylim(0, 1.05)
-    axis.legend(fontsize=7)
-    paths.append(_save(fig, out / "memory_stream.png"))
-    return paths
+        for group, row in groups.items():
+            lines.append(_paired_row("**all**" if group == "all" else group, row))
+        lines += ["", not_significant(groups), ""]
+    return lines
 
 
-def _save(fig: Any, path: Path) -> Path:
-    import matplotlib.pyplot as plt
+def _paired_row(label: str, row: dict[str, Any]) -> str:
+    success = row["success"]
+    cells = [
+        label,
+        str(row["tasks"]),
+        str(row["retried"]),
+        f"{success['new']:.0%} / {success['baseline']:.0%}",
+        interval(success, "difference", points=True),
+        *(interval(row[key], "saved") for key, _ in COSTS),
+        interval(row["retried_executed"], "saved") if "retried_executed" in row else "n/a",
+        f"{row['executed']['new_per_task']:.1f} / {row['executed']['baseline_per_task']:.1f}, "
+        f"{row['llm_calls']['new_per_task']:.1f} / {row['llm_calls']['baseline_per_task']:.1f}",
+    ]
+    return "| " + " | ".join(cells) + " |"
 
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+
+def _memory_table(curves: dict[str, dict[str, list[float]]]) -> list[str]:
+    if not curves or not any(c["success_by_position"] for c in curves.values()):
+        return []
+    names = list(curves)
+    lines = [
+        "## Memory over a stream (by task position, all envs and error rates)",
+        "",
+        "Tasks of a stream share one lesson store, so only later positions can use lessons.",
+        "",
+        "| position | " + " | ".join(f"success {n}" for n in names) + " | " + " | ".join(f"calls {n}" for n in names),
+        "|---" * (1 + 2 * len(names)) + "|",
+    ]
+    width = max(len(c["success_by_position"]) for c in curves.values())
+    for i in range(width):
+        cells = [_at(curves[n], "success_by_position", i) for n in names]
+        cells += [_at(curves[n], "llm_calls_by_position", i) for n in names]
+        lines.append(f"| {i + 1} | " + " | ".join(cells) + " |")
+    return lines + [""]
 
 
-def _num(value: float | None) -> float:
-    return value if value is not None else 0.0
+def _at(curve: dict[str, list[float]], key: str, i: int) -> str:
+    values = curve.get(key, [])
+    return str(values[i]) if i < len(values) else ""
 
 
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.0%}"
+def config_table(configs: dict[str, dict[str, Any]]) -> list[str]:
+    lines = ["| config | " + " | ".join(h for _, h in COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
+    for config, row in configs.items():
+        lines.append(f"| {config} | " + " | ".join(_cell(row[k]) for k, _ in COLUMNS) + " |")
+    return lines
+
+
+def local_section(local: dict[str, Any]) -> list[str]:
+    """The embedded model's runs through the same tables: a real model's errors, not injected ones."""
+    lines = [
+        f"## Embedded local model ({local['tasks']} tasks per configuration: {local['env']})",
+        "",
+        "A real (135M-parameter) model's own errors rather than `sim`'s injected ones; few tasks, so wide intervals.",
+        "",
+        *paired_tables(local["comparisons"], level="####"),
+    ]
+    for group, configs in local["groups"].items():
+        lines += [f"#### {group}", "", *config_table(configs), ""]
+    return lines
 
 
 def _cell(value: Any) -> str:

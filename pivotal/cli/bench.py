@@ -16,17 +16,37 @@ QUICK = {
     "streams": 2,
     "tasks": 4,
 }
+# 12 streams × 8 tasks = 96 tasks per cell. Measured 2026-11-30 at 48 per cell (errors 0.3 and 0.5, four envs):
+# pivotal retry saved 4–12% of executed steps against full retry, with 95% half-widths of 4–9 points, and the
+# intervals of taxi@0.5 and configs@0.5 spanned zero. The n at which the half-width equals the saving was 12–57 per
+# cell; twice that gives about 80% power (z 1.96 + 0.84), so 96 clears zero where the saving is ≥ ~7%.
 FULL = {
     "envs": ["gridworld", "frozenlake", "taxi", "configs", "minesweeper"],
     "errors": [0.1, 0.3, 0.5],
-    "streams": 6,
+    "streams": 12,
     "tasks": 8,
 }
 
 
+CONFIG_COUNT = 6
+"""len(ablations.CONFIGS), for the help text; not imported, since that loads the graph on every command
+(tests/test_bench.py checks the two agree)."""
+SECONDS_PER_RUN = 0.3
+"""Wall seconds per task run in the full shape, at 4 streams at once on 2 idle cores (measured 2026-11-30)."""
+
+
 def add_commands(commands: Any) -> None:
-    bench = commands.add_parser("bench", help="ablations side by side: report.md, results.json, PNG plots")
-    bench.add_argument("--quick", action="store_true", help="a small run (< 3 min on 2 cores) with the same shape")
+    runs = len(FULL["envs"]) * len(FULL["errors"]) * CONFIG_COUNT * FULL["streams"] * FULL["tasks"]
+    bench = commands.add_parser(
+        "bench",
+        help="ablations side by side: report.md, results.json, PNG plots",
+        description=f"The full run (no --quick): {len(FULL['envs'])} environments × {len(FULL['errors'])} error rates "
+        f"× {CONFIG_COUNT} configurations × {FULL['streams'] * FULL['tasks']} tasks = {runs:,} runs, about "
+        f"{round(runs * SECONDS_PER_RUN / 60, -1):.0f} min on 2 idle cores.",
+    )
+    bench.add_argument(
+        "--quick", action="store_true", help="a small run (~2 min on 2 cores): 8 tasks per cell, wide intervals"
+    )
     bench.add_argument("--out", default="bench-report", help="output folder (default bench-report)")
     bench.add_argument("--envs", nargs="+", help=f"environments (default {' '.join(FULL['envs'])})")
     bench.add_argument("--errors", nargs="+", type=float, help="sim error rates (default 0.1 0.3 0.5)")
@@ -37,14 +57,15 @@ def add_commands(commands: Any) -> None:
         type=int,
         default=0,
         metavar="N",
-        help="also run N gridworld tasks with the embedded model (slow: ~1.5 min each)",
+        help=f"also run N gridworld tasks per configuration ({', '.join(LOCAL_CONFIGS)}) with the embedded model, "
+        "reported with the same tables (slow: ~1–1.5 min per task, so ~5 min per N)",
     )
     bench.add_argument("--concurrency", type=int, default=4, help="streams run at once")
     bench.set_defaults(handler=_bench)
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from pivotal.bench.ablations import Plan, run_plan
+    from pivotal.bench.ablations import Plan, run_plan, task_count
     from pivotal.bench.report import write
 
     try:
@@ -60,20 +81,36 @@ def _bench(args: argparse.Namespace) -> int:
             if v is not None
         }
     )
-    if shape["streams"] <= 0 or shape["tasks"] <= 0 or args.concurrency <= 0:
-        raise PivotalError("--streams, --tasks and --concurrency must be > 0")
+    if shape["streams"] <= 0 or shape["tasks"] <= 0 or args.concurrency <= 0 or args.local < 0:
+        raise PivotalError("--streams, --tasks and --concurrency must be > 0 and --local ≥ 0")
     plan = Plan(**shape)
+    embedded = local_plan(args.local) if args.local else None
     started = time.perf_counter()
-    records = asyncio.run(run_plan(plan, args.concurrency))
-    local = asyncio.run(_local(args.local)) if args.local else None
+    with _progress(task_count(plan) + (task_count(embedded) if embedded else 0)) as bar:
+        tick = lambda row: _tick(bar, row)  # noqa: E731
+        records = asyncio.run(run_plan(plan, args.concurrency, tick))
+        local = asyncio.run(local_results(embedded, tick)) if embedded else None
     results = _results(records, plan, local, time.perf_counter() - started)
     for path in write(Path(args.out), results):
         print(path)
     return 0
 
 
+def _progress(total: int) -> Any:
+    """On stderr, so the printed paths stay clean for scripts; only on a terminal, like `pivotal batch`."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="task", file=sys.stderr, disable=not sys.stderr.isatty(), dynamic_ncols=True)
+
+
+def _tick(bar: Any, row: dict[str, Any]) -> None:
+    bar.set_postfix_str(f"{row['env']}@{row['error']} {row['config']}", refresh=False)
+    bar.update()
+
+
 def _results(records: list[dict[str, Any]], plan: Any, local: dict[str, Any] | None, wall: float) -> dict[str, Any]:
     from pivotal.bench import metrics
+    from pivotal.bench.ablations import COMPARISONS
 
     return {
         "meta": {
@@ -88,34 +125,44 @@ def _results(records: list[dict[str, Any]], plan: Any, local: dict[str, Any] | N
             "configs": plan.configs,
         },
         "groups": metrics.by_group(records),
-        "pivotal_vs_full": metrics.pivotal_vs_full(records),
+        "comparisons": metrics.comparisons(records, COMPARISONS),
         "memory_curve": metrics.memory_curve(records),
         "local": local,
         "records": records,
     }
 
 
-async def _local(tasks: int) -> dict[str, Any]:
-    """The embedded model on small gridworlds: the real-model check, few tasks because each is slow."""
-    from pivotal.bench.ablations import Plan, run_stream
-    from pivotal.bench.metrics import summarise
+LOCAL_CONFIGS = ["actor", "critic", "critic+full", "critic+pivotal"]
 
-    plan = Plan(
+
+def local_plan(tasks: int, model: str = "local") -> Any:
+    """The embedded model on small gridworlds: the real-model check, few tasks because each is slow."""
+    from pivotal.bench.ablations import Plan
+
+    return Plan(
         envs=["gridworld"],
         errors=[0.0],
         streams=tasks,
         tasks=1,
-        model="local",
+        configs=LOCAL_CONFIGS,
+        model=model,
         max_pivot_retries=1,
         params={"size": 4},
         limits={"max_steps": 6, "max_critique_rounds": 1},
     )
-    configs = {}
-    for config in ("actor", "critic+pivotal"):
-        rows = [row for seed in range(tasks) for row in await run_stream(plan, "gridworld", 0.0, config, seed)]
-        configs[config] = summarise(rows)
+
+
+async def local_results(plan: Any, on_record: Any = None) -> dict[str, Any]:
+    """The embedded model's runs through the same metrics as the sim runs, one task at a time (one model)."""
+    from pivotal.bench import metrics
+    from pivotal.bench.ablations import COMPARISONS, run_plan
+
+    records = await run_plan(plan, 1, on_record)
     return {
-        "env": f"gridworld seeds 0–{tasks - 1}, 4x4, max 6 steps, 1 critique round, 1 retry",
-        "tasks": tasks,
-        "configs": configs,
+        "env": f"gridworld seeds 0–{plan.streams - 1}, 4x4, max 6 steps, 1 critique round, 1 retry; "
+        f"model `{plan.model}` (no injected error: `@0.0` is only the label)",
+        "tasks": plan.streams,
+        "groups": metrics.by_group(records),
+        "comparisons": metrics.comparisons(records, COMPARISONS),
+        "records": records,
     }
