@@ -108,8 +108,7 @@ def agent_loop(saver: Any):
             retries=0,
             metadata={"pivotal_run": state["run_id"]},
         )
-        value = answer.value
-        return {"proposal": {"action": value.action, "arguments": value.arguments, "thought": value.thought}}
+        return {"proposal": answer.value.chosen()}
 
     async def critic(state: LoopState) -> dict[str, Any]:
         await ask(

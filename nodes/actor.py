@@ -49,9 +49,7 @@ async def actor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         fallback=NO_PROPOSAL,
     )
     proposal = {
-        "action": answer.value.action,
-        "arguments": answer.value.arguments,
-        "thought": answer.value.thought,
+        **answer.value.chosen(),
         "error": redact(answer.error) if answer.fallback else "",  # a provider's error can echo the key it was sent
     }
     updates["counters"]["replayed"] = replayed

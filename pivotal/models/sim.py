@@ -162,9 +162,7 @@ def _act(
     """A wrong pick that a recalled guardrail names is dropped for the expert's move: the sim's
     model of an LLM heeding its lessons, so memory can pay off only when recall surfaces them.
     """
-    call = schema.get("properties", {}).get("call", {})
-    members = call.get("anyOf") or [call]  # one member per action, its name a const (pivotal.schemas.Proposal)
-    names = [m["properties"]["action"]["const"] for m in members if "action" in m.get("properties", {})]
+    names = _action_names(schema)
     expert = oracle.expert_action() if oracle else None
     if expert and not wrong:
         return {"action": expert[0], "arguments": expert[1], "thought": "closest safe step to the goal"}
@@ -177,6 +175,16 @@ def _act(
             "thought": "a recalled guardrail warns against the other move",
         }
     return pick
+
+
+def _action_names(schema: dict[str, Any]) -> list[str]:
+    """The actor schema's choices: a union with one member per action, or one flat `action` (pivotal.schemas)."""
+    call = schema.get("properties", {}).get("call")
+    names: list[str] = []
+    for member in (call.get("anyOf") or [call]) if call else [schema]:
+        action = member.get("properties", {}).get("action", {})
+        names += action.get("enum") or ([action["const"]] if "const" in action else [])
+    return names
 
 
 def _wrong_pick(
