@@ -34,6 +34,9 @@ from pivotal.secrets import redact, redact_tree
 from pivotal.settings import settings
 from pivotal.task import Task, parse_task
 
+OnUpdate = Callable[[str, dict[str, Any]], None]
+"""Told each node's name and the state it wrote, as the node finishes."""
+
 
 class RunResult(BaseModel):
     """What one run did: outcome, cost and where to find it in the checkpointer."""
@@ -162,16 +165,18 @@ async def arun(
     checkpoint_path: str | None = None,
     thread_id: str | None = None,
     plugins: Iterable[str] = (),
+    on_update: OnUpdate | None = None,
 ) -> RunResult:
     """Run one task to its end and summarise it. Pass `checkpointer` to share one across runs.
 
     `plugins` (module names that register the task's environment) are saved with the thread,
-    so `pivotal resume` can import them again in another process.
+    so `pivotal resume` can import them again in another process. `on_update(node, update)` is
+    called as each node finishes, with the state it changed: a live trace (`pivotal run` prints one).
     """
     context = context or Context()
     parsed = preflight(task, context)
     async with _graph(checkpointer, checkpoint_path) as graph:
-        return await _run(graph, parsed, context, thread_id, list(plugins))
+        return await _run(graph, parsed, context, thread_id, list(plugins), on_update)
 
 
 async def aresume(
@@ -181,6 +186,7 @@ async def aresume(
     *,
     checkpoint_path: str | None = None,
     checkpointer: BaseCheckpointSaver | None = None,
+    on_update: OnUpdate | None = None,
 ) -> RunResult:
     """Continue a run paused for approval: `reply` is {"decision": "approve"|"reject", "reason": ...}.
 
@@ -195,7 +201,7 @@ async def aresume(
         check_context(context)
         check_task(saved["task"])
         config = _config(thread_id, context)
-        return await _invoke(graph, Command(resume=reply), config, context, saved.get("run_id", ""))
+        return await _invoke(graph, Command(resume=reply), config, context, saved.get("run_id", ""), on_update)
 
 
 async def paused_run(graph: Any, thread_id: str) -> dict[str, Any]:
@@ -299,7 +305,12 @@ async def run_or_report(
 
 
 async def _run(
-    graph: Any, task: Task, context: Context, thread_id: str | None, plugins: list[str] | None = None
+    graph: Any,
+    task: Task,
+    context: Context,
+    thread_id: str | None,
+    plugins: list[str] | None = None,
+    on_update: OnUpdate | None = None,
 ) -> RunResult:
     """Start the task on its thread, or continue it from the thread's last checkpoint."""
     thread_id = thread_id or uuid.uuid4().hex
@@ -312,11 +323,11 @@ async def _run(
     if saved is not None and saved.values:
         Context.resumed(saved.values.get("run_settings") or {}, context)
         in_flight = _in_flight_step(saved, task)
-        result = await _invoke(graph, None, config, context, saved.values.get("run_id", ""))
+        result = await _invoke(graph, None, config, context, saved.values.get("run_id", ""), on_update)
         return result.model_copy(update={"at_least_once": in_flight})
     run_id = uuid.uuid4().hex
     start = {"task": task.model_dump(), "run_id": run_id, "run_settings": context.saved(), "plugins": plugins or []}
-    return await _invoke(graph, start, config, context, run_id)
+    return await _invoke(graph, start, config, context, run_id, on_update)
 
 
 def _in_flight_step(saved: Any, task: Task) -> list[int]:
@@ -336,16 +347,44 @@ def _config(thread_id: str, context: Context, metadata: dict[str, Any] | None = 
     }
 
 
-async def _invoke(graph: Any, run_input: Any, config: dict[str, Any], context: Context, run_id: str) -> RunResult:
+async def _invoke(
+    graph: Any,
+    run_input: Any,
+    config: dict[str, Any],
+    context: Context,
+    run_id: str,
+    on_update: OnUpdate | None = None,
+) -> RunResult:
     """Run (or continue) the graph to its end or next pause, then release the live environment."""
     started, started_at = time.perf_counter(), time.time()
     try:
         # "sync": each step's checkpoint is on disk before the next step starts, so a
         # killed process resumes after the last executed action, not before it.
-        final = await graph.ainvoke(run_input, config=config, context=context, durability="sync")
+        if on_update is None:
+            final = await graph.ainvoke(run_input, config=config, context=context, durability="sync")
+        else:
+            final = await _streamed(graph, run_input, config, context, on_update)
     finally:
         release(run_id)
     return summarise(final, context, config["configurable"]["thread_id"], time.perf_counter() - started, started_at)
+
+
+async def _streamed(graph: Any, run_input: Any, config: dict[str, Any], context: Context, on_update: OnUpdate) -> Any:
+    """What `ainvoke` returns (the last values, and the pause if any), telling `on_update` each node's writes."""
+    final: dict[str, Any] = {}
+    paused = None
+    async for mode, chunk in graph.astream(
+        run_input, config=config, context=context, durability="sync", stream_mode=["updates", "values"]
+    ):
+        if mode == "values":
+            final = dict(chunk)
+            continue
+        for node, update in chunk.items():
+            if node == "__interrupt__":
+                paused = update
+            else:
+                on_update(node, update or {})
+    return {**final, "__interrupt__": paused} if paused else final
 
 
 def summarise(

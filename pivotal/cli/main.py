@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from pivotal.cli import batch, bench, checkpoints, lessons, options, studio
+from pivotal.cli.trace import Trace, reflection_line
 from pivotal.errors import PivotalError, Terminated
 from pivotal.settings import load_env_file, settings
 
@@ -111,16 +112,19 @@ def _run(args: argparse.Namespace) -> int:
 
     options.load_plugins(args.plugin)
     context = options.context_from(args)
+    live = None if args.json else Trace(sys.stdout)
     result = run(
         options.task_from(args),
         context,
         checkpoint_path=args.checkpoints,
         thread_id=args.thread_id,
         plugins=args.plugin,
+        on_update=live,
     )
     while result.status == "interrupted" and sys.stdin.isatty():
-        result = resume(result.thread_id, _ask(result.interrupt or {}), context, checkpoint_path=args.checkpoints)
-    return _report(result, args)
+        reply = _ask(result.interrupt or {})
+        result = resume(result.thread_id, reply, context, checkpoint_path=args.checkpoints, on_update=live)
+    return _report(result, args, traced=live is not None)
 
 
 def _resume(args: argparse.Namespace) -> int:
@@ -131,7 +135,9 @@ def _resume(args: argparse.Namespace) -> int:
     options.load_plugins([*saved.get("plugins", []), *args.plugin])
     context = options.resumed_context(saved.get("run_settings") or {}, args)
     reply = {"decision": args.decision, "reason": args.reason}
-    return _report(resume(args.thread_id, reply, context, checkpoint_path=args.checkpoints), args)
+    live = None if args.json else Trace(sys.stdout)
+    result = resume(args.thread_id, reply, context, checkpoint_path=args.checkpoints, on_update=live)
+    return _report(result, args, traced=live is not None)
 
 
 def _ask(pending: dict) -> dict:
@@ -147,11 +153,11 @@ def _ask(pending: dict) -> dict:
     return {"decision": "approve" if answer in ("y", "yes") else "reject", "reason": reason}
 
 
-def _report(result, args: argparse.Namespace) -> int:
+def _report(result, args: argparse.Namespace, *, traced: bool = False) -> int:
     if args.json:
         print(result.model_dump_json(indent=2))
     else:
-        _print_trace(result)
+        _print_summary(result, path=not traced)
     if result.status == "interrupted" and not args.json:
         print(
             f"paused for approval of {result.interrupt['action']}: continue with `pivotal resume "
@@ -160,16 +166,18 @@ def _report(result, args: argparse.Namespace) -> int:
     return EXIT_TASK_FAILED if args.check and result.status != "success" else EXIT_SUCCESS
 
 
-def _print_trace(result) -> None:
+def _print_summary(result, *, path: bool) -> None:
+    """The outcome and its counts; `path`: the final path and reflections too, when no live trace showed them."""
     task = result.task
-    print(f"task {task['id']} ({task['env']}): {task['goal']}")
-    for step in result.trajectory:
-        verdicts = ", ".join(v["decision"] for v in step.get("verdicts", []))
-        observation = step["observation"].strip().splitlines()[0][:90] if step["observation"].strip() else ""
-        circle = " (back: a circle)" if step.get("revisit_of") is not None else ""
-        print(f"  {step['index']:>3}. {step['action']:<12} [{verdicts}]{circle} {observation}")
-    for reflection in result.reflections:
-        print(f"  reflection (attempt {reflection['attempt']}): {_reflection_line(reflection)}")
+    if path:
+        print(f"task {task['id']} ({task['env']}): {task['goal']}")
+        for step in result.trajectory:
+            verdicts = ", ".join(v["decision"] for v in step.get("verdicts", []))
+            observation = step["observation"].strip().splitlines()[0][:90] if step["observation"].strip() else ""
+            circle = " (back: a circle)" if step.get("revisit_of") is not None else ""
+            print(f"  {step['index']:>3}. {step['action']:<12} [{verdicts}]{circle} {observation}")
+        for reflection in result.reflections:
+            print(f"  reflection (attempt {reflection['attempt']}): {reflection_line(reflection)}")
     critic, retries, lessons = result.critic, result.retries, result.lessons
     print(f"{result.status}: {result.reason}")
     print(
@@ -180,16 +188,6 @@ def _print_trace(result) -> None:
         f"lessons recalled {lessons['recalled']} / written {lessons['written']}, {result.wall_s:.1f} s, "
         f"thread {result.thread_id}"
     )
-
-
-def _reflection_line(reflection: dict) -> str:
-    """A small model's reflection can be a fragment ("unknown: O"): say so rather than print it as advice."""
-    where = f"pivotal step {reflection['pivotal_step']}"
-    advice = " ".join(str(reflection.get("advice", "")).split())
-    if len(advice.split()) < 3 or reflection.get("error_type") == "unknown" and len(advice) < 20:
-        return f"{where}; the model's reflection was unusable ({advice!r}), so the retry goes back there blind"
-    kept = f", kept {reflection['kept_steps']} steps" if "kept_steps" in reflection else ""
-    return f"{where}{kept}, {reflection['error_type']}: {advice}"
 
 
 def _envs(args: argparse.Namespace) -> int:
