@@ -9,6 +9,7 @@ from typing import Any, get_args
 
 from pivotal.context import Context, OnCritiqueExhausted, RecallMode, RetryStrategy, StepBudget
 from pivotal.errors import PivotalError
+from pivotal.schemas import PivotChoice
 
 
 def task_options(parser: argparse.ArgumentParser) -> None:
@@ -33,6 +34,9 @@ def context_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--retry", choices=get_args(RetryStrategy), help="after a failed attempt")
     group.add_argument(
         "--budget", choices=get_args(StepBudget), help="what --max-steps counts: new steps per attempt or the path"
+    )
+    group.add_argument(
+        "--pivot", choices=get_args(PivotChoice), help="which step a pivotal retry redoes (default first_mistake)"
     )
     group.add_argument("--recall", choices=get_args(RecallMode), help="when lessons are retrieved")
     group.add_argument("--no-critic", dest="critic", action="store_false", default=None)

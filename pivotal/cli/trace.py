@@ -112,6 +112,8 @@ class Trace:
 def reflection_line(reflection: dict[str, Any]) -> str:
     """A small model's reflection can be a fragment ("unknown: O"): say so rather than print it as advice."""
     where = f"pivotal step {reflection['pivotal_step']}"
+    if reflection.get("no_return_step", reflection["pivotal_step"]) != reflection["pivotal_step"]:
+        where += f" (point of no return: step {reflection['no_return_step']})"
     advice = " ".join(str(reflection.get("advice", "")).split())
     if len(advice.split()) < 3 or reflection.get("error_type") == "unknown" and len(advice) < 20:
         return f"{where}; the model's reflection was unusable ({advice!r}), so the retry goes back there blind"
