@@ -23,8 +23,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from memory.connection import connect_folder, connect_server, one_line, usable_directory
-from memory.lesson import Lesson
+from memory.lesson import RECENT_RUNS, Lesson
 from pivotal.errors import PivotalError
+from pivotal.stats import wilson
 
 PREFIX = "pivotal-lessons-"
 OVERFETCH = 4
@@ -194,10 +195,13 @@ class ExperienceStore:
     def record_outcome(
         self, run_id: str, family: str, usage: dict[str, tuple[int, int]], *, success: bool
     ) -> list[Lesson]:
-        """Score every lesson a run recalled: usage maps id → (steps shown, steps approved)."""
-        if not usage:
-            return []
+        """Score every lesson a run recalled: usage maps id → (steps shown, steps approved); and
+        count the run in its family's record, the baseline a lesson's runs are compared with.
+        """
         with self._lock:
+            self._count_run(family, run_id, success)
+            if not usage:
+                return []
             current = self.get(list(usage), family=family)
             scored = [
                 lesson.scored(run_id, success=success, steps=usage[i][0], approved_steps=usage[i][1])
@@ -206,11 +210,52 @@ class ExperienceStore:
             self._update(scored)
         return scored
 
+    def _count_run(self, family: str, run_id: str, success: bool) -> None:
+        """Runs and successes per family, in the collection's metadata; a resumed run counts once."""
+        collection = self._collection(family, create=False)
+        if collection is None:
+            return  # no lesson of this family yet: nothing to compare with
+        record = dict(self._family_metadata(collection))
+        counted = str(record.get("counted_runs", "")).split()
+        if run_id in counted:
+            return
+        record.update(
+            runs=int(record.get("runs", 0)) + 1,
+            run_successes=int(record.get("run_successes", 0)) + int(success),
+            counted_runs=" ".join([*counted, run_id][-RECENT_RUNS:]),
+        )
+        collection.modify(metadata=record)
+
+    def _family_metadata(self, collection: Any) -> dict[str, Any]:
+        """Another process may have counted runs since this one opened a server's collection."""
+        if self._found is not None:
+            return collection.metadata or {}
+        return self.client.get_collection(collection.name).metadata or {}
+
+    def _hurts(self, lesson: Lesson, min_retrievals: int) -> str:
+        """Why a lesson hurts, or "": the runs that recalled it succeeded clearly less often (the
+        top of its 95% interval below) than the family's runs without it.
+        """
+        collection = self._collection(lesson.family, create=False)
+        record = self._family_metadata(collection) if collection is not None else {}
+        others = int(record.get("runs", 0)) - lesson.retrievals
+        if lesson.retrievals < min_retrievals or others < min_retrievals:
+            return ""
+        baseline = (int(record.get("run_successes", 0)) - lesson.successes) / others
+        upper = wilson(lesson.successes, lesson.retrievals)[1]
+        if upper >= baseline:
+            return ""
+        return (
+            f"runs that recalled it succeeded {lesson.successes}/{lesson.retrievals} (at most {upper:.0%}) "
+            f"against {baseline:.0%} of the family's {others} other runs"
+        )
+
     def enforce_limits(
         self, *, floor: float, min_retrievals: int, cap: int, scored: list[Lesson] | None = None
     ) -> list[str]:
-        """Retire lessons whose utility fell below `floor` after enough recalls, then the lowest
-        utility (oldest first on ties) until at most `cap` stay approved. Retired ones are kept.
+        """Retire lessons whose utility fell below `floor` after enough recalls, or that hurt (see
+        `_hurts`), then the lowest utility (oldest first on ties) until at most `cap` stay
+        approved. Retired ones are kept.
 
         `scored`: the lessons whose utility just changed; only they can newly fall below the
         floor. The whole store is scanned for the cap only when it may be over it: the number of
@@ -219,16 +264,13 @@ class ExperienceStore:
         """
         with self._lock:
             candidates = scored if scored is not None else list(self.lessons())
-            weak = [
-                lesson.model_copy(
-                    update={
-                        "status": "retired",
-                        "retired_reason": f"utility {lesson.utility:.2f} below floor {floor:.2f}",
-                    }
-                )
-                for lesson in candidates
-                if lesson.status == "approved" and lesson.retrievals >= min_retrievals and lesson.utility < floor
-            ]
+            weak = []
+            for lesson in (c for c in candidates if c.status == "approved"):
+                low = lesson.retrievals >= min_retrievals and lesson.utility < floor
+                reason = f"utility {lesson.utility:.2f} below floor {floor:.2f}" if low else ""
+                reason = reason or self._hurts(lesson, min_retrievals)
+                if reason:
+                    weak.append(lesson.model_copy(update={"status": "retired", "retired_reason": reason}))
             self._update(weak)
             self._approved = None if self._approved is None else self._approved - len(weak)
             over = self._over_cap(cap) if self._may_exceed(cap) else []

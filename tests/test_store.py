@@ -314,3 +314,39 @@ def test_a_server_store_keeps_no_answers(tmp_path):
     other_writer = ExperienceStore("shared", client, private=False)
     other_writer.add([lesson("Open files read-only unless writing.", run_id="run-b")], dedup_similarity=DEDUP)
     assert len(_texts(shared)) == 2
+
+
+# --- lessons that hurt --------------------------------------------------------------------------
+
+
+def _runs(store, lesson_id: str | None, outcomes: list[bool], prefix: str) -> list[Lesson]:
+    scored = []
+    for i, success in enumerate(outcomes):
+        usage = {lesson_id: (2, 2)} if lesson_id else {}
+        scored = store.record_outcome(f"{prefix}-{i}", "files", usage, success=success) or scored
+    return scored
+
+
+def test_a_lesson_whose_runs_fail_clearly_more_often_than_the_familys_others_is_retired(store):
+    (written,) = store.add([lesson("Always delete the cache first.")], dedup_similarity=DEDUP)
+    _runs(store, None, [True] * 10, "without")
+    scored = _runs(store, written.id, [False] * 6, "with")
+    retired = store.enforce_limits(floor=0.0, min_retrievals=3, cap=100, scored=scored)
+    assert retired == [written.id]
+    reason = store.get([written.id])[written.id].retired_reason
+    assert reason.startswith("runs that recalled it succeeded 0/6") and "100% of the family's 10 other runs" in reason
+
+
+def test_a_lesson_that_does_as_well_as_the_family_stays(store):
+    (written,) = store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)
+    _runs(store, None, [True, False] * 5, "without")
+    scored = _runs(store, written.id, [True, False, False, True, False, True], "with")
+    assert store.enforce_limits(floor=0.0, min_retrievals=3, cap=100, scored=scored) == []
+
+
+def test_a_resumed_run_counts_once_in_the_familys_record(store):
+    store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)
+    for _ in range(3):
+        store.record_outcome("same-run", "files", {}, success=True)
+    (collection,) = store._family_collections("files")
+    assert collection.metadata["runs"] == 1 and collection.metadata["run_successes"] == 1
