@@ -183,5 +183,6 @@ def test_cli_trace_and_exit_code_of_a_failed_task(capsys, tmp_path):
     code, out, _ = cli(capsys, *argv, "--check")
     assert code == 1
     lines = out.splitlines()
-    assert lines[0].startswith("task ") and "0. " in lines[1]
+    assert lines[0].startswith("task ") and "step 0: actor proposes" in lines[1]
+    assert any(line.strip().startswith("executed ") for line in lines)
     assert any(line.startswith("failure: step budget of 1") for line in lines)
