@@ -66,10 +66,11 @@ def paired(path: Path, comparisons: list[dict[str, Any]]) -> Path:
     import matplotlib.pyplot as plt
 
     cells = list(dict.fromkeys(g for c in comparisons for g in c["groups"]))
+    height = 0.9 + 0.28 * len(cells) * len(comparisons) + 0.6 * len(comparisons)
     fig, axes = plt.subplots(
         len(comparisons),
         len(PAIRED),
-        figsize=(3.2 * len(PAIRED), 0.9 + 0.28 * len(cells) * len(comparisons) + 0.6 * len(comparisons)),
+        figsize=(3.2 * len(PAIRED), height),
         sharey=True,
         squeeze=False,
     )
@@ -84,7 +85,7 @@ def paired(path: Path, comparisons: list[dict[str, Any]]) -> Path:
         "hollow: not significant at this sample size; black: all env@error cells together",
         fontsize=9,
     )
-    return _save(fig, path)
+    return _save(fig, path, top=1 - 0.4 / height)  # room for the title above the first row
 
 
 def _forest(axis: Any, groups: dict[str, Any], cells: list[str], key: str, value: str, points: bool) -> None:
@@ -152,10 +153,10 @@ def _total(key: str) -> str:
     return {"executed": "executed_steps"}.get(key, key)
 
 
-def _save(fig: Any, path: Path) -> Path:
+def _save(fig: Any, path: Path, top: float = 1.0) -> Path:
     import matplotlib.pyplot as plt
 
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, top))
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path

@@ -150,8 +150,8 @@ def _memory_advice(row: dict[str, Any]) -> str:
     if success["significant"]:
         return "**Leave memory off** for tasks like these: it lowered success."
     return (
-        f"Memory's effect on success is **not established at this sample size**, and it changed tokens by "
-        f"{_saved(row['tokens'])}: leave it off unless your tasks repeat more closely than these streams."
+        f"Memory's effect on success is **not established at this sample size**, with tokens {_saved(row['tokens'])}"
+        ": leave it off unless your tasks repeat more closely than these streams."
     )
 
 

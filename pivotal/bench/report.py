@@ -130,7 +130,11 @@ def _memory_table(curves: dict[str, dict[str, list[float]]]) -> list[str]:
         "",
         "Tasks of a stream share one lesson store, so only later positions can use lessons.",
         "",
-        "| position | " + " | ".join(f"success {n}" for n in names) + " | " + " | ".join(f"calls {n}" for n in names),
+        "| position | "
+        + " | ".join(f"success {n}" for n in names)
+        + " | "
+        + " | ".join(f"calls {n}" for n in names)
+        + " |",
         "|---" * (1 + 2 * len(names)) + "|",
     ]
     width = max(len(c["success_by_position"]) for c in curves.values())

@@ -16,10 +16,11 @@ QUICK = {
     "streams": 2,
     "tasks": 4,
 }
-# 12 streams × 8 tasks = 96 tasks per cell. Measured 2026-11-30 at 48 per cell (errors 0.3 and 0.5, four envs):
-# pivotal retry saved 4–12% of executed steps against full retry, with 95% half-widths of 4–9 points, and the
-# intervals of taxi@0.5 and configs@0.5 spanned zero. The n at which the half-width equals the saving was 12–57 per
-# cell; twice that gives about 80% power (z 1.96 + 0.84), so 96 clears zero where the saving is ≥ ~7%.
+# 12 streams × 8 tasks = 96 tasks per cell. Measured 2026-11-30 (errors 0.3 and 0.5), pivotal retry's saving of
+# executed steps against full retry had 95% half-widths of 4–9 points at 48 tasks per cell and 4–12 at 32: the
+# savings of 6–26% cleared zero, those of 3–6% (frozenlake, taxi, configs at 0.5) did not. At 96 the half-width
+# is ~4–6 points, so savings of ~10% or more clear zero with ~80% power (z 1.96 + 0.84) and the pooled interval
+# is ~±2 points; the smaller ones would need 200–400 tasks per cell, and the report calls them not significant.
 FULL = {
     "envs": ["gridworld", "frozenlake", "taxi", "configs", "minesweeper"],
     "errors": [0.1, 0.3, 0.5],
