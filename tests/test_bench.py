@@ -142,9 +142,23 @@ def test_strategies_that_do_not_differ_get_an_interval_spanning_zero_and_the_pla
         low, high = result[key]["ci95"]
         assert low < 0 < high and not result[key]["significant"], (key, result[key])
     report = markdown(_results(rows), [])
-    assert "Not significant at this sample size (the 95% interval includes zero): success in every row" in report
+    assert (
+        "Not significant at this sample size (the 95% interval includes zero, or there is none): success in every row"
+        in report
+    )
     assert "executed steps in every row" in report
     assert "not established at this sample size" in report
+
+
+def test_one_task_gets_no_interval_rather_than_a_certain_looking_one():
+    """A bootstrap over one pair has zero width; shown, it would read as a sure difference."""
+    rows = [_task("critic+full", 0, executed=9), _task("critic+pivotal", 0, executed=10)]
+    result = paired(rows, "critic+pivotal", "critic+full")["gridworld@0.3"]
+    assert result["executed"]["saved"] == pytest.approx(-1 / 9, abs=1e-3)
+    assert result["executed"]["ci95"] is None and not result["executed"]["significant"]
+    report = markdown(_results(rows), [])
+    assert "-11% (too few tasks for an interval)" in report
+    assert "too few tasks for an interval in every row" in report
 
 
 def test_the_recommendation_follows_the_numbers_and_sits_beside_the_sim_caveat():

@@ -85,6 +85,9 @@ def memory_curve(
 COSTS = ("executed", "llm_calls", "tokens", "wall_s")
 """Per-task costs a paired comparison reports as the share the new strategy saves."""
 RESAMPLES = 5000
+MIN_TASKS = 5
+"""Below this many paired tasks a bootstrap interval collapses onto the few values there are (one task: a
+zero-width interval that would read as certain), so none is given and nothing is called significant."""
 
 
 def paired(records: list[dict[str, Any]], new: str, baseline: str, seed: int = 0) -> dict[str, dict[str, Any]]:
@@ -125,7 +128,7 @@ def _compare(strata: list[list[tuple[dict, dict]]], rng: np.random.Generator) ->
         "success": {
             "new": round(float(success[0].mean()), 3),
             "baseline": round(float(success[1].mean()), 3),
-            **_interval(float(difference.mean()), difference[resampled].mean(axis=1)),
+            **_interval(float(difference.mean()), difference[resampled].mean(axis=1), len(rows)),
         },
     }
     for key in COSTS:
@@ -150,7 +153,7 @@ def _saved(new: np.ndarray, base: np.ndarray, resampled: np.ndarray) -> dict[str
     return {
         "new_per_task": round(float(new.mean()), 3),
         "baseline_per_task": round(float(base.mean()), 3),
-        **_interval(point, saved, name="saved"),
+        **_interval(point, saved, len(new), name="saved"),
     }
 
 
@@ -163,11 +166,13 @@ def _resample(strata: list[list[Any]], rng: np.random.Generator) -> np.ndarray:
     return np.concatenate(blocks, axis=1)
 
 
-def _interval(point: float, samples: np.ndarray, name: str = "difference") -> dict[str, Any]:
+def _interval(point: float, samples: np.ndarray, tasks: int, name: str = "difference") -> dict[str, Any]:
     """The estimate, its 95% interval, and whether the interval leaves zero out (not when it touches it)."""
     finite = samples[np.isfinite(samples)]
     if not np.isfinite(point) or not finite.size:
         return {name: None, "ci95": None, "significant": False}
+    if tasks < MIN_TASKS:
+        return {name: round(float(point), 4), "ci95": None, "significant": False}
     low, high = (round(float(v), 4) for v in np.percentile(finite, [2.5, 97.5]))
     return {name: round(float(point), 4), "ci95": [low, high], "significant": low > 0 or high < 0}
 

@@ -92,7 +92,7 @@ def _forest(axis: Any, groups: dict[str, Any], cells: list[str], key: str, value
     scale = 100  # both measures are shown in percent: pp and % saved
     for y, cell in enumerate(cells):
         stat = groups.get(cell, {}).get(key)
-        if not stat or stat.get(value) is None:
+        if not stat or stat.get("ci95") is None:  # too few tasks for an interval: nothing to draw
             continue
         low, high = stat["ci95"]
         centre = stat[value] * scale

@@ -16,6 +16,8 @@ def interval(stat: dict[str, Any], name: str, points: bool = False) -> str:
     if stat.get(name) is None:
         return "n/a"
     fmt = (lambda v: f"{v * 100:+.1f} pp") if points else (lambda v: f"{v:.0%}")
+    if stat["ci95"] is None:
+        return f"{fmt(stat[name])} (too few tasks for an interval)"
     low, high = stat["ci95"]
     if low == high == stat[name] == 0:
         return "none (same on every task)"
@@ -69,6 +71,8 @@ def _effect(pair: tuple[str, str], groups: dict[str, Any]) -> str:
 
 
 def _success(stat: dict[str, Any]) -> str:
+    if stat["ci95"] is None:
+        return interval(stat, "difference", points=True)
     low, high = (f"{v * 100:+.1f}" for v in stat["ci95"])
     span = f"{stat['difference'] * 100:+.1f} pp, 95% CI {low} to {high} pp"
     if stat["significant"]:
@@ -80,6 +84,8 @@ def _saved(stat: dict[str, Any]) -> str:
     """`12% fewer (95% CI 5% to 19% fewer)`, `33% more (…)`, or a span across zero marked not significant."""
     if stat.get("saved") is None:
         return "n/a"
+    if stat["ci95"] is None:
+        return f"{abs(stat['saved']):.0%} {'fewer' if stat['saved'] >= 0 else 'more'} (too few tasks for an interval)"
     low, high = stat["ci95"]
     if low >= 0:
         span = f"{low:.0%} to {high:.0%} fewer"
@@ -158,12 +164,18 @@ def _memory_advice(row: dict[str, Any]) -> str:
 def not_significant(groups: dict[str, Any]) -> str:
     """The plain statement under a paired table: which differences could be zero."""
     cells = list(groups)
-    parts = []
+    few = [g for g in cells if groups[g]["success"]["ci95"] is None]
+    parts = (
+        [f"too few tasks for an interval in {'every row' if len(few) == len(cells) else ', '.join(few)}"] if few else []
+    )
     for key, name in (("success", "success"), *COST_NAMES.items()):
-        value = "difference" if key == "success" else "saved"
-        flat = [g for g in cells if groups[g][key].get(value) is not None and not groups[g][key]["significant"]]
+        flat = [g for g in cells if groups[g][key].get("ci95") is not None and not groups[g][key]["significant"]]
         if flat:
             parts.append(f"{name} in {'every row' if len(flat) == len(cells) else ', '.join(flat)}")
     if not parts:
         return "Every difference above is significant (no interval includes zero)."
-    return "Not significant at this sample size (the 95% interval includes zero): " + "; ".join(parts) + "."
+    return (
+        "Not significant at this sample size (the 95% interval includes zero, or there is none): "
+        + "; ".join(parts)
+        + "."
+    )

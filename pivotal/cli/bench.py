@@ -59,7 +59,8 @@ def add_commands(commands: Any) -> None:
         default=0,
         metavar="N",
         help=f"also run N gridworld tasks per configuration ({', '.join(LOCAL_CONFIGS)}) with the embedded model, "
-        "reported with the same tables (slow: ~1–1.5 min per task, so ~5 min per N)",
+        "reported with the same tables (slow: ~1.5 min per task on 2 idle cores, 2–10 min on busy ones; intervals "
+        "need N ≥ 5)",
     )
     bench.add_argument("--concurrency", type=int, default=4, help="streams run at once")
     bench.set_defaults(handler=_bench)
