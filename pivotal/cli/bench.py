@@ -33,7 +33,8 @@ CONFIG_COUNT = 6
 """len(ablations.CONFIGS), for the help text; not imported, since that loads the graph on every command
 (tests/test_bench.py checks the two agree)."""
 SECONDS_PER_RUN = 0.3
-"""Wall seconds per task run in the full shape, at 4 streams at once on 2 idle cores (measured 2026-11-30)."""
+"""Wall seconds per task run, 4 streams at once on 2 idle cores: 0.26 measured 2026-11-30 (911 s for 3,456 runs),
+rounded up for minesweeper. With the cores shared (load ~7) a run took ~1 s (1,904 s for 1,920)."""
 
 
 def add_commands(commands: Any) -> None:
