@@ -8,6 +8,7 @@ as PgBouncer would hand them to the wrong session), and rows as dicts (the saver
 """
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -25,6 +26,7 @@ CONNECT_TIMEOUT_S = 10
 """An unreachable server is reported after this long, not after libpq's default of never."""
 SETUP_LOCK = 0x5069766F74616C
 """Advisory lock key ("Pivotal"): workers starting together create the tables one at a time."""
+SETUP_WAIT_S = 120
 INSTALL = "Postgres checkpoints need the driver: pip install 'pivotal[postgres]'"
 
 
@@ -77,10 +79,28 @@ async def _setup(url: str, saver_class: Any, connection_class: Any) -> None:
         async with await connection_class.connect(
             url, connect_timeout=CONNECT_TIMEOUT_S, **_connection_options()
         ) as connection:
-            await connection.execute("SELECT pg_advisory_lock(%s)", (SETUP_LOCK,))  # released on close
+            await _take_setup_lock(connection)  # released on close
             await saver_class(connection).setup()
     except Error as exc:
         raise PivotalError(_unreachable(url, exc)) from None
+
+
+async def _take_setup_lock(connection: Any) -> None:
+    """Polled, never waited on: a session blocked in `pg_advisory_lock` holds a transaction open, and
+    the setup's `CREATE INDEX CONCURRENTLY` in the lock holder waits for every open transaction to
+    end, so two processes setting up a new database at once waited on each other for ever.
+    """
+    deadline = time.monotonic() + SETUP_WAIT_S
+    while True:
+        row = await (await connection.execute("SELECT pg_try_advisory_lock(%s) AS got", (SETUP_LOCK,))).fetchone()
+        if row["got"]:
+            return
+        if time.monotonic() > deadline:
+            raise PivotalError(
+                f"another process has been setting up the checkpoint tables for over {SETUP_WAIT_S} s; "
+                "check it (pg_stat_activity) and try again"
+            )
+        await asyncio.sleep(0.1)
 
 
 def _unreachable(url: str, exc: BaseException) -> str:

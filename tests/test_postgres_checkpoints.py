@@ -174,3 +174,38 @@ def test_a_postgres_failure_mid_batch_is_a_storage_fault_that_stops_the_batch():
 def test_checkpoint_stats_and_prune_refuse_a_postgres_url_in_one_line(tmp_path):
     code, _, err = finish("checkpoints", "stats", "--checkpoints", NOWHERE, cwd=tmp_path)
     assert code == 2 and "read SQLite checkpoint files" in err and len(err.strip().splitlines()) == 1
+
+
+_OPEN = (
+    "import asyncio, sys\n"
+    "from graphs.runner import open_checkpointer\n"
+    "async def main():\n"
+    "    async with open_checkpointer(sys.argv[1]):\n"
+    "        pass\n"
+    "asyncio.run(main())\n"
+)
+
+
+def test_processes_setting_up_a_new_database_together_all_finish():
+    """Setup's CREATE INDEX CONCURRENTLY waits for every open transaction, so a second process
+    blocked in pg_advisory_lock (a transaction) and the first one waited on each other for ever.
+    """
+    pytest.importorskip("psycopg", reason="the postgres extra is not installed: pip install 'pivotal[postgres]'")
+    name = f"pivotal_setup_{uuid.uuid4().hex[:12]}"
+    try:
+        with _admin() as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"no Postgres at 127.0.0.1:5432 ({type(exc).__name__})")
+    try:
+        openers = [
+            subprocess.Popen([sys.executable, "-c", _OPEN, f"{SERVER}/{name}"], cwd=ROOT, stderr=subprocess.PIPE)
+            for _ in range(4)
+        ]
+        codes = [opener.wait(timeout=90) for opener in openers]
+        assert codes == [0, 0, 0, 0], [opener.stderr.read() for opener in openers]
+    finally:
+        for opener in openers:
+            opener.kill()
+        with _admin() as admin:
+            admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
