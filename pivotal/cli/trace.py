@@ -62,9 +62,15 @@ class Trace:
         if not critiques:
             return ""
         last = critiques[-1]
-        who = {"precheck": "pre-check", "human": "person"}.get(last.get("source", ""), last.get("source", "critic"))
-        reason = last.get("diagnosis") or last.get("revision") or ""
-        return f"        {who}: {last.get('decision', '?')}" + (f": {_short(reason, 90)}" if reason else "")
+        source, decision = last.get("source", "critic"), last.get("decision", "?")
+        reason = (last.get("diagnosis") or "").removeprefix("advisory reject:").strip() or last.get("revision") or ""
+        if source == "critic-advisory":  # a critic without veto: its reject goes back to the actor
+            source, decision = "critic", "reject (advisory: sent back to the actor)"
+        who = {"precheck": "pre-check", "human": "person", "critic-fallback": "critic (reply unusable)"}.get(
+            source, source
+        )
+        gave = f": {_short(reason, 90)}" if reason else (": (no reason given)" if who == "critic" else "")
+        return f"        {who}: {decision}{gave}"
 
     def _executor(self, update: dict[str, Any]) -> str:
         trajectory = update.get("trajectory") or []

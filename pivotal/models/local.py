@@ -156,7 +156,7 @@ class LocalChatModel(BaseChatModel):
     n_threads: int = 1
     n_ctx: int = 4096
     max_tokens: int = 256
-    max_text_chars: int = 160
+    max_text_chars: int = 96
     """Cap on each free-text field of a structured reply (see `_cap_strings`)."""
     temperature: float = 0.0
     seed: int = 0
