@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from pivotal.bench.ablations import COMPARISONS
-from pivotal.bench.metrics import comparisons, paired, summarise, wilson
+from pivotal.bench.metrics import comparisons, paired, summarise
 from pivotal.bench.report import markdown
 from pivotal.bench.truth import judge_trajectory
 from pivotal.cli.bench import QUICK, local_plan, local_results
+from pivotal.stats import wilson
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ["actor", "critic", "critic+full", "critic+pivotal", "critic+pivotal+memory", "critic+pivotal+memory(task)"]

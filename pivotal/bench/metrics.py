@@ -2,23 +2,12 @@
 paired comparisons of two configurations on the same tasks with bootstrap intervals.
 """
 
-import math
 from collections import defaultdict
 from typing import Any
 
 import numpy as np
 
-Z95 = 1.959964
-
-
-def wilson(successes: int, total: int) -> tuple[float, float]:
-    """95% interval for a success rate; honest at small n and at 0% / 100%, unlike p ± 2·se."""
-    if total == 0:
-        return 0.0, 0.0
-    p = successes / total
-    centre = (p + Z95**2 / (2 * total)) / (1 + Z95**2 / total)
-    half = Z95 * math.sqrt(p * (1 - p) / total + Z95**2 / (4 * total**2)) / (1 + Z95**2 / total)
-    return round(max(0.0, centre - half), 3), round(min(1.0, centre + half), 3)
+from pivotal.stats import wilson
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
