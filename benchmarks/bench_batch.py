@@ -213,9 +213,8 @@ async def _pivotal_pass(
     same situations and lesson texts come back.
     """
     context = Context(model="sim", memory=memory, store_path=store, max_pivot_retries=0, max_steps=MAX_STEPS)
-    if not warm:
-        close_stores()
-        open_store(store)
+    if not warm:  # the store stays open (its index loaded), as in a batch: only what it remembered goes
+        open_store(store)._found.clear()
         _cached_vector.cache_clear()
 
     async def work() -> int:
