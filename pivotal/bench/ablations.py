@@ -29,7 +29,7 @@ COMPARISONS: list[tuple[str, str]] = [
 ]
 """(new, baseline) pairs the report compares task by task at equal seeds; a pair whose configurations
 did not both run is left out. Each pair differs in one switch, so the difference is that switch's."""
-MAX_STEPS = {"gridworld": 20, "frozenlake": 20, "taxi": 30, "configs": 8}
+MAX_STEPS = {"gridworld": 20, "frozenlake": 20, "taxi": 30, "configs": 8, "minesweeper": 20}
 
 
 @dataclass
@@ -46,6 +46,9 @@ class Plan:
     """Extra environment params for every task (e.g. a smaller grid for the slow local model)."""
     limits: dict[str, int] = field(default_factory=dict)
     """Context limits that override the per-environment defaults (max_steps, max_critique_rounds)."""
+    new_layout_per_task: bool = False
+    """Each task of a stream in a layout of its own (another maze, board or lake), still one store:
+    do lessons learnt elsewhere mislead? (benchmarks/bench_transfer.py)"""
 
 
 def context_for(config: str, env: str, model: str, plan: Plan, store: str) -> Context:
@@ -78,7 +81,8 @@ async def run_stream(
     records = []
     with tempfile.TemporaryDirectory(prefix="pivotal-bench-") as store:
         for index in range(plan.tasks):
-            task = {"env": env, "params": {"seed": stream, **plan.params}, "family": f"{env}-{stream}"}
+            layout = stream * 1000 + index if plan.new_layout_per_task else stream
+            task = {"env": env, "params": {"seed": layout, **plan.params}, "family": f"{env}-{stream}"}
             context = context_for(config, env, model_spec(plan, error, stream, index), plan, store)
             started = time.perf_counter()
             result = await arun(task, context, checkpoint_path=":memory:")
