@@ -533,11 +533,12 @@ def _counted(rows: list[dict[str, Any]], folder: Path) -> dict[str, int]:
     for row in rows:
         ledger = folder / f"{row['task']['params']['order']}.jsonl"
         paid = _ledger(ledger, "refund")
-        made = sum(step["action"] == "refund" for step in row["trajectory"])
+        # a refund the payment API refused (a non-positive amount) moved no money and is no decision to pay
+        made = sum(step["action"] == "refund" and "refused:" not in step["observation"] for step in row["trajectory"])
         refunds, decided, twice = refunds + len(paid), decided + made, twice + max(0, len(paid) - made)
         net = sum(e["amount"] for e in paid + _ledger(ledger, "reversal"))
         refused += sum(e["of"] == "refund" for e in _ledger(ledger, "repeat"))
-        wrong_net += row["status"] == "success" and net != 20.0
+        wrong_net += row["status"] == "success" and round(net, 2) != 20.0
     return {
         "runs": len(rows),
         "succeeded": sum(r["status"] == "success" for r in rows),
