@@ -14,14 +14,13 @@ import inspect
 import logging
 import os
 import time
-import uuid
 from collections.abc import Callable, Iterable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
 from graphs.builder import build_graph
-from graphs.runner import RunResult, check_context, check_task, open_checkpointer, run_or_report
+from graphs.runner import RunResult, batch_threads, check_task, open_checkpointer, run_or_report
 from pivotal.checkpoints import is_postgres
 from pivotal.context import Context
 from pivotal.errors import InfrastructureFault, PivotalError
@@ -115,12 +114,7 @@ async def run_batch_on_ray(
     context = context or Context()
     checkpoints = checkpoints or settings().checkpoint_path
     check_ray_inputs(context, checkpoints, concurrency, workers)
-    check_context(context)
-    parsed = [check_task(task, context.default_env) for task in tasks]
-    prefix = thread_prefix or uuid.uuid4().hex[:12]
-    keys = thread_keys or [str(i) for i in range(len(parsed))]
-    if len(keys) != len(parsed):
-        raise PivotalError(f"thread_keys has {len(keys)} keys for {len(parsed)} tasks")
+    parsed, threads = batch_threads(tasks, context, thread_prefix, thread_keys)
     ray = ray_module()
     async with open_checkpointer(checkpoints):  # reached, tables made, before any worker opens them at once
         pass
@@ -129,7 +123,7 @@ async def run_batch_on_ray(
         _start(ray, address)
     try:
         slots = _workers(ray, workers, concurrency, (checkpoints, list(plugins), context))
-        return await _drive(ray, slots, parsed, concurrency, [f"{prefix}:{key}" for key in keys], on_result)
+        return await _drive(ray, slots, parsed, concurrency, threads, on_result)
     finally:
         if started:
             ray.shutdown()

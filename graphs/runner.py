@@ -265,17 +265,12 @@ async def run_batch(
     if concurrency <= 0:
         raise PivotalError(f"concurrency must be > 0 (got {concurrency})")
     context = context or Context()
-    check_context(context)
-    parsed = [check_task(task, context.default_env) for task in tasks]
-    prefix = thread_prefix or uuid.uuid4().hex[:12]
-    keys = thread_keys or [str(i) for i in range(len(parsed))]
-    if len(keys) != len(parsed):
-        raise PivotalError(f"thread_keys has {len(keys)} keys for {len(parsed)} tasks")
+    parsed, threads = batch_threads(tasks, context, thread_prefix, thread_keys)
     limit = asyncio.Semaphore(concurrency)
 
     async def one(index: int, task: Task, graph: Any) -> RunResult:
         async with limit:
-            result = await run_or_report(graph, task, context, f"{prefix}:{keys[index]}", list(plugins))
+            result = await run_or_report(graph, task, context, threads[index], list(plugins))
         if on_result is not None and inspect.isawaitable(done := on_result(index, result)):
             await done
         return result
@@ -287,6 +282,24 @@ async def run_batch(
         except BaseExceptionGroup as failed:
             raise failed.exceptions[0] from None
         return [task.result() for task in running]
+
+
+def batch_threads(
+    tasks: Iterable[Task | dict[str, Any] | str],
+    context: Context,
+    thread_prefix: str | None,
+    thread_keys: list[str] | None,
+) -> tuple[list[Task], list[str]]:
+    """A batch's tasks, each checked, and the LangGraph thread each runs on (`{prefix}:{key}`):
+    the whole batch is refused before any task runs, wherever the batch runs.
+    """
+    check_context(context)
+    parsed = [check_task(task, context.default_env) for task in tasks]
+    prefix = thread_prefix or uuid.uuid4().hex[:12]
+    keys = thread_keys or [str(i) for i in range(len(parsed))]
+    if len(keys) != len(parsed):
+        raise PivotalError(f"thread_keys has {len(keys)} keys for {len(parsed)} tasks")
+    return parsed, [f"{prefix}:{key}" for key in keys]
 
 
 async def run_or_report(

@@ -77,14 +77,20 @@ async def test_precheck_stops_moves_into_walls_in_gridworld():
         assert step["action"] not in blocked
 
 
+STUCK_AT_THE_CRITIC = {
+    "actor_model": "sim:error=1.0,seed=3",
+    "critic_model": "sim",
+    "max_critique_rounds": 1,
+    "on_critique_exhausted": "fail",
+    "max_steps": 4,
+}
+"""An actor that only proposes wrong moves, a critic that catches each: no step passes the critic."""
+
+
 async def test_critique_loop_is_bounded_and_takes_the_fail_path():
     result = await run(
         {"goal": "open the vault", "env": "vault"},
-        actor_model="sim:error=1.0,seed=3",
-        critic_model="sim",
-        max_critique_rounds=1,
-        on_critique_exhausted="fail",
-        max_steps=4,
+        **STUCK_AT_THE_CRITIC,
         **OFFLINE,
     )
     assert result.status == "failure"
@@ -312,11 +318,7 @@ async def test_an_attempt_stuck_at_the_critic_pivots_at_the_current_step_without
     """
     result = await run(
         {"goal": "open the vault", "env": "vault"},
-        actor_model="sim:error=1.0,seed=3",
-        critic_model="sim",
-        max_critique_rounds=1,
-        on_critique_exhausted="fail",
-        max_steps=4,
+        **STUCK_AT_THE_CRITIC,
         memory=False,
         max_pivot_retries=1,
     )

@@ -5,7 +5,6 @@ in tests/test_side_effects.py and tests/test_batch.py.
 """
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from graphs import run_batch
 from graphs.runner import open_checkpointer
 from pivotal.context import Context
 from pivotal.errors import PivotalError, infrastructure_fault
+from pivotal.testing.cli import cli, finish
 from pivotal.testing.journal_env import just_started
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,26 +46,6 @@ def database() -> str:
     yield f"{SERVER}/{name}"
     with _admin() as admin:
         admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-
-
-def cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
-    """`pivotal ...` as a user runs it, from a folder of its own: nothing local carries state over."""
-    cwd.mkdir(parents=True, exist_ok=True)
-    return subprocess.Popen(
-        [sys.executable, "-m", "pivotal.cli", *args],
-        cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def finish(*args: str, **kwargs) -> tuple[int, str, str]:
-    process = cli(*args, **kwargs)
-    out, err = process.communicate(timeout=180)
-    return process.returncode, out, err
 
 
 def lines(path: Path) -> list[dict]:

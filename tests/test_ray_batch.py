@@ -8,8 +8,6 @@ process that made it, and the lesson store.
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
@@ -19,6 +17,8 @@ import pytest
 
 from pivotal.context import Context
 from pivotal.errors import PivotalError
+from pivotal.testing.cli import cli, finish
+from pivotal.testing.journal_env import json_lines
 from pivotal.testing.servers import chroma_server
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,42 +77,12 @@ def fresh(journal) -> Path:
     return journal
 
 
-def cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
-    cwd.mkdir(parents=True, exist_ok=True)
-    return subprocess.Popen(
-        [sys.executable, "-m", "pivotal.cli", *args],
-        cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def finish(*args: str, **kwargs) -> tuple[int, str, str]:
-    process = cli(*args, **kwargs)
-    out, err = process.communicate(timeout=300)
-    return process.returncode, out, err
-
-
-def rows(path: Path) -> list[dict]:
-    """Complete JSON lines written so far (the last may still be half written)."""
-    found = []
-    for line in path.read_text().splitlines() if path.exists() else []:
-        try:
-            found.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return found
-
-
 def just_started_pid(journal: Path, results: Path) -> int | None:
     """The process running a task that has made exactly one move and has no result yet: killed now,
     that task is surely mid-way (every maze needs more moves), so another worker must carry it on.
     """
-    done = {str(row["task"]["params"]["seed"]) for row in rows(results)}
-    moves = [e for e in rows(journal) if not e["repeat"]]
+    done = {str(row["task"]["params"]["seed"]) for row in json_lines(results)}
+    moves = [e for e in json_lines(journal) if not e["repeat"]]
     counts = Counter(e["task"] for e in moves)
     started = [e for e in moves if counts[e["task"]] == 1 and e["task"] not in done]
     return started[0]["pid"] if started else None
@@ -126,10 +96,10 @@ def tasks_file(folder: Path, count: int) -> Path:
 
 
 def assert_every_task_once_and_no_move_twice(results: Path, journal: Path, count: int) -> dict[str, set[int]]:
-    answered = rows(results)
+    answered = json_lines(results)
     assert sorted(row["line"] for row in answered) == list(range(1, count + 1))  # each task answered once
     assert all(row["status"] == "success" for row in answered), [(r["line"], r["reason"]) for r in answered]
-    moves = [e for e in rows(journal) if not e["repeat"]]  # repeats were refused by the idempotency key
+    moves = [e for e in json_lines(journal) if not e["repeat"]]  # repeats were refused by the idempotency key
     assert max(Counter((e["task"], e["position"]) for e in moves).values()) == 1  # no move ran twice
     pids: dict[str, set[int]] = {}
     for e in moves:
@@ -152,7 +122,7 @@ def test_a_worker_killed_mid_batch_hands_its_tasks_on_and_no_move_or_lesson_is_l
         env={"PIVOTAL_STORE_URL": lessons_server},
     )
     deadline = time.monotonic() + 180
-    while (victim := just_started_pid(fresh, results)) is None or len({e["pid"] for e in rows(fresh)}) < 2:
+    while (victim := just_started_pid(fresh, results)) is None or len({e["pid"] for e in json_lines(fresh)}) < 2:
         assert batch.poll() is None and time.monotonic() < deadline, batch.stderr.read() if batch.poll() else "slow"
         time.sleep(0.02)
     os.kill(victim, signal.SIGKILL)
@@ -162,7 +132,7 @@ def test_a_worker_killed_mid_batch_hands_its_tasks_on_and_no_move_or_lesson_is_l
     pids = assert_every_task_once_and_no_move_twice(results, fresh, count)
     assert any(victim in p and len(p) == 2 for p in pids.values())  # a killed task went on in another process
     stored = list(open_store("", lessons_server).lessons(family="journal-grid"))
-    written = sum(row["lessons"]["written"] for row in rows(results))
+    written = sum(row["lessons"]["written"] for row in json_lines(results))
     assert written > 0 and len(stored) >= written  # every lesson a result counts is in the store
     assert len({lesson.text for lesson in stored}) == len(stored)  # and none twice
 
@@ -176,12 +146,12 @@ def test_the_driver_killed_and_resumed_finishes_every_task_once(cluster, databas
     )
     first = cli("batch", *flags, cwd=tmp_path / "first")
     deadline = time.monotonic() + 180
-    while len(rows(results)) < 3 or just_started_pid(fresh, results) is None:
+    while len(json_lines(results)) < 3 or just_started_pid(fresh, results) is None:
         assert first.poll() is None and time.monotonic() < deadline, first.stderr.read() if first.poll() else "slow"
         time.sleep(0.02)
     first.send_signal(signal.SIGKILL)
     first.wait()
-    before = {row["line"] for row in rows(results)}
+    before = {row["line"] for row in json_lines(results)}
     assert 0 < len(before) < count
 
     code, out, err = finish("batch", *flags, "--resume", cwd=tmp_path / "second")
@@ -207,7 +177,7 @@ async def test_results_come_back_in_order_once_each_from_both_workers(cluster, d
     )
     assert [r.task["params"]["seed"] for r in results] == list(range(6))
     assert sorted(seen) == list(range(6)) and all(r.status == "success" for r in results)
-    assert len({e["pid"] for e in rows(fresh)}) == 2  # both workers ran tasks
+    assert len({e["pid"] for e in json_lines(fresh)}) == 2  # both workers ran tasks
 
 
 @pytest.mark.parametrize(

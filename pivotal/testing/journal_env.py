@@ -57,12 +57,12 @@ def just_started(journal: Path, results: Path) -> bool:
     """A task has executed exactly one action and has no result yet: a batch killed now is surely
     mid-way through it (every maze needs more moves), so the resumed process must carry it on.
     """
-    done = {str(row["task"]["params"]["seed"]) for row in _rows(results)}
-    actions = Counter(e["task"] for e in _rows(journal) if not e["repeat"])
+    done = {str(row["task"]["params"]["seed"]) for row in json_lines(results)}
+    actions = Counter(e["task"] for e in json_lines(journal) if not e["repeat"])
     return any(count == 1 and task not in done for task, count in actions.items())
 
 
-def _rows(path: Path) -> list[dict[str, Any]]:
+def json_lines(path: Path) -> list[dict[str, Any]]:
     """The complete JSON lines written so far (the last one may still be half written)."""
     rows = []
     for line in path.read_text().splitlines() if path.exists() else []:
