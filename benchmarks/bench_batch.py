@@ -2,7 +2,8 @@
 
 1. Efficiency: N gridworld tasks through `run_batch` with `sim` models that sleep 50 ms per
    call, at concurrency C, SQLite checkpoints on disk. Ideal wall time = total model latency / C;
-   efficiency = ideal / measured. Peak RSS of this process is reported too.
+   efficiency = ideal / measured. Peak RSS of this process is reported too, and the bare agent
+   loop (below) runs the same batch as the baseline.
 2. Overhead per step against two baselines measured in the same run, same AsyncSqliteSaver,
    same durability, same seeds, latency 0:
    - an empty 4-node LangGraph loop (recall → actor → critic → executor, nodes do nothing);
@@ -89,9 +90,9 @@ def empty_loop(saver: Any):
     return _loop(saver, noop, noop, noop, executor)
 
 
-def agent_loop(saver: Any):
+def agent_loop(saver: Any, latency: float = 0.0):
     """What an application would write without Pivotal: propose, review, execute, repeat."""
-    model = make_model("sim")
+    model = make_model(f"sim:latency={latency}" if latency else "sim")
 
     async def recall(state: LoopState) -> dict[str, Any]:
         return {}
@@ -214,7 +215,7 @@ async def _pivotal_pass(
     """
     context = Context(model="sim", memory=memory, store_path=store, max_pivot_retries=0, max_steps=MAX_STEPS)
     if not warm:  # the store stays open (its index loaded), as in a batch: only what it remembered goes
-        open_store(store)._found.clear()
+        open_store(store).forget_recall()
         _cached_vector.cache_clear()
 
     async def work() -> int:
@@ -225,21 +226,42 @@ async def _pivotal_pass(
 
 
 async def _agent_pass(path: str, seeds: int) -> int:
-    steps = 0
     async with AsyncSqliteSaver.from_conn_string(path) as saver:
         graph = agent_loop(saver)
-        for seed in range(seeds):
-            run_id = uuid.uuid4().hex
-            live = await asyncio.to_thread(open_live, run_id, Task(env="gridworld", params={"seed": seed}))
-            _lives[run_id] = live
-            final = await graph.ainvoke(
-                {"run_id": run_id, "observation": live.first_observation},
-                {"configurable": {"thread_id": run_id}, "recursion_limit": 1000},
-                durability="sync",
-            )
-            steps += final["steps"]
-            release(run_id), _lives.pop(run_id)
-    return steps
+        return sum([await _agent_task(graph, seed) for seed in range(seeds)])
+
+
+async def _agent_task(graph: Any, seed: int) -> int:
+    """One gridworld task through the bare loop; its executed steps."""
+    run_id = uuid.uuid4().hex
+    live = await asyncio.to_thread(open_live, run_id, Task(env="gridworld", params={"seed": seed}))
+    _lives[run_id] = live
+    final = await graph.ainvoke(
+        {"run_id": run_id, "observation": live.first_observation},
+        {"configurable": {"thread_id": run_id}, "recursion_limit": 1000},
+        durability="sync",
+    )
+    release(run_id), _lives.pop(run_id)
+    return final["steps"]
+
+
+async def agent_efficiency(tasks: int, concurrency: int, latency: float, folder: str) -> dict[str, Any]:
+    """The bare agent loop as a batch: the same tasks, latency and concurrency, one checkpoint file,
+    so Pivotal's batch efficiency has a baseline measured in the same run.
+    """
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(graph: Any, seed: int) -> int:
+        async with gate:
+            return await _agent_task(graph, seed)
+
+    started = time.perf_counter()
+    async with AsyncSqliteSaver.from_conn_string(f"{folder}/agent-batch.sqlite") as saver:
+        graph = agent_loop(saver, latency)
+        steps = sum(await asyncio.gather(*(one(graph, seed) for seed in range(tasks))))
+    wall = time.perf_counter() - started
+    ideal = 2 * steps * latency / concurrency  # an actor and a critic call per step
+    return {"tasks": tasks, "concurrency": concurrency, "wall_s": round(wall, 2), "efficiency": round(ideal / wall, 3)}
 
 
 async def _empty_pass(path: str, steps: int) -> int:
@@ -254,7 +276,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as folder:
         report = {"overhead": await overhead(args.seeds, args.runs, folder, args.stored)}
         report["efficiency"] = [
-            await efficiency(args.tasks, concurrency, args.latency, folder)
+            {
+                **await efficiency(args.tasks, concurrency, args.latency, folder),
+                "bare_loop": await agent_efficiency(args.tasks, concurrency, args.latency, folder),
+            }
             for concurrency in ([] if args.overhead_only else args.concurrency)
         ]
     return report
@@ -298,5 +323,7 @@ if __name__ == "__main__":
             print(
                 f"batch: {e['tasks']} tasks at concurrency {e['concurrency']}, {e['latency_s']} s/call: "
                 f"{e['wall_s']} s vs ideal {e['ideal_s']} s -> efficiency {e['efficiency']:.0%}; "
-                f"{e['succeeded']} succeeded; peak RSS {e['peak_rss_mb']} MB (before {e['rss_before_mb']} MB)"
+                f"{e['succeeded']} succeeded; peak RSS {e['peak_rss_mb']} MB (before {e['rss_before_mb']} MB); "
+                f"the bare agent loop in the same run: {e['bare_loop']['wall_s']} s -> "
+                f"{e['bare_loop']['efficiency']:.0%}"
             )

@@ -2,11 +2,15 @@
 kinds of stream sharing one store: every task in the same layout (lessons should help) and every
 task in a layout of its own (lessons from other mazes, boards or lakes must not hurt).
 
-The `sim` model heeds a recalled guardrail only when it states the oracle's own reason for a move
-(its stand-in for an LLM reading its lessons), so this measures what recall surfaces and where,
-not how a real model weighs advice.
+The `sim` model is a stand-in for an LLM that reads its lessons: its actor follows a recalled
+recipe (a solved run's moves) wherever one is shown, until the critic objects to a move, and
+heeds a recalled guardrail that states the oracle's own reason against a move. A recipe recalled
+in the wrong maze is followed into its walls, so the new-layout stream tests recall's scope, and
+the same-layout stream tests that the right recipe is found. It measures what recall surfaces and
+where, not how well a real model weighs advice.
 
-Run: python benchmarks/bench_transfer.py [--streams 6] [--tasks 8] [--error 0.3] [--json]
+Run: python benchmarks/bench_transfer.py [--streams 6] [--tasks 8] [--error 0.5] [--json]
+(at error 0.3 success is ~100% either way on two of the three environments: no room to raise it)
 """
 
 import argparse
@@ -29,6 +33,7 @@ async def measure(streams: int, tasks: int, error: float) -> dict[str, Any]:
     for kind, different in (("same layout", False), ("a new layout per task", True)):
         plan = Plan(envs=ENVS, errors=[error], streams=streams, tasks=tasks, configs=CONFIGS)
         plan.new_layout_per_task = different
+        plan.env_params = {"frozenlake": {"size": 4}}  # a generated lake: the named 4x4 map ignores the seed
         started = time.perf_counter()
         records = await run_plan(plan)
         compared = paired(records, "critic+pivotal+memory", "critic+pivotal")
@@ -62,7 +67,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--streams", type=int, default=6)
     parser.add_argument("--tasks", type=int, default=8)
-    parser.add_argument("--error", type=float, default=0.3)
+    parser.add_argument("--error", type=float, default=0.5)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     report = asyncio.run(measure(args.streams, args.tasks, args.error))

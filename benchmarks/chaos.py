@@ -188,7 +188,7 @@ def kill_and_resume(
     done_kills = starts = 0
     while done_kills < kills and starts < 3 * kills:
         process = subprocess.Popen(
-            base + (["--resume"] if starts else first), cwd=ROOT, env=env,
+            base + (["--resume"] if _begun(base) else first), cwd=ROOT, env=env,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         starts += 1
@@ -197,8 +197,18 @@ def kill_and_resume(
             process.send_signal(signal.SIGKILL)
             done_kills += 1
         process.wait()
-    final = subprocess.run(base + ["--resume"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    final = subprocess.run(
+        base + (["--resume"] if _begun(base) else first), cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
     return done_kills, starts, final
+
+
+def _begun(base: list[str]) -> bool:
+    """Whether a killed start got as far as writing its results: on a loaded machine a kill can
+    land before, and `--resume` then rightly refuses ("nothing to resume").
+    """
+    out = Path(base[base.index("--out") + 1])
+    return out.exists() or Path(f"{out}.batch").exists()
 
 
 def _evidence_check(rows: list[dict[str, Any]], lessons: list[Any]) -> dict[str, int]:

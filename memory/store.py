@@ -16,14 +16,17 @@ import hashlib
 import re
 import threading
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from pydantic import ValidationError
 
 from memory.connection import connect_folder, connect_server, one_line, usable_directory
 from memory.lesson import RECENT_RUNS, Lesson
+from memory.neighbours import NeighbourCache, Neighbours
 from pivotal.errors import PivotalError
 from pivotal.stats import wilson
 
@@ -31,8 +34,6 @@ PREFIX = "pivotal-lessons-"
 OVERFETCH = 4
 """Recall asks Chroma for k × this many neighbours, so retired ones can be dropped unfiltered."""
 BATCH = 500
-MAX_KEPT_ANSWERS = 4096
-"""Recall answers kept per store (a few KB each): more distinct situations than this start over."""
 
 
 @dataclass
@@ -67,11 +68,47 @@ class ExperienceStore:
         self._filled: set[str] = set()
         self._approved: int | None = None
         """Approved lessons in the store, once a cap scan has counted them (see `enforce_limits`)."""
-        self._found: dict[tuple[str, str, int, float, str], list[Recalled]] | None = {} if private else None
-        """Recall answers by (family, query, k, floor, instance), kept until a lesson's text or status changes.
-        Only for a store no other process writes (a folder is locked to its process): a server's
-        other clients approve lessons this process would never hear of.
+        self._batch = threading.local()
+        self._private = private
+        """No other process writes it (a folder is locked to its process): what this process
+        remembers of it stays true. A server's other clients approve lessons this one never hears of."""
+        self._near = NeighbourCache() if private else None
+
+    @property
+    def _pending(self) -> dict[str, tuple[Lesson, list[float] | None]] | None:
+        """Writes held back inside this thread's `batch()`: each lesson's latest version, with its
+        vector when its text is new (an upsert), without when only counts or status changed (an
+        update). Other threads read what Chroma holds, as before the batch began.
         """
+        return getattr(self._batch, "pending", None)
+
+    @_pending.setter
+    def _pending(self, pending: dict[str, tuple[Lesson, list[float] | None]] | None) -> None:
+        self._batch.pending = pending
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """One run's lesson writes (inserts, merges, scores, retirements) as one upsert and one update
+        per family at the end: each Chroma write call costs ~20 ms on disk whatever it holds, and a
+        run made five or six. Reads inside see the held writes; a failure writes none of them.
+        Call it from one thread: it holds the store's lock throughout.
+        """
+        with self._lock:
+            if self._pending is not None:  # already inside one
+                yield
+                return
+            self._pending = {}
+            try:
+                yield
+                pending, self._pending = self._pending, None
+                self._flush(pending)
+            finally:
+                self._pending = None
+
+    def _flush(self, pending: dict[str, tuple[Lesson, list[float] | None]]) -> None:
+        texts = [lesson for lesson, vector in pending.values() if vector is not None]
+        self._put(texts)
+        self._update([lesson for lesson, vector in pending.values() if vector is None])
 
     # ---- write path -------------------------------------------------------------------------
     def duplicate(self, lesson: Lesson, threshold: float) -> Match | None:
@@ -85,12 +122,36 @@ class ExperienceStore:
 
     def _nearest(self, lesson: Lesson) -> tuple[Lesson, float] | None:
         """The stored lesson of the same kind and family most similar to `lesson` (any status)."""
+        held = self._nearest_held(lesson)
+        if held is not None and held[1] >= 1.0:
+            return held
         collection = self._collection(lesson.family, create=False)
         if collection is None or not self._holds_lessons(collection):
-            return None
+            return held
         exact = self._get(collection, [lesson.id])
         if exact:
             return exact[0], 1.0
+        stored = self._nearest_stored(collection, lesson)
+        return max((f for f in (held, stored) if f is not None), key=lambda f: f[1], default=None)
+
+    def _nearest_held(self, lesson: Lesson) -> tuple[Lesson, float] | None:
+        """Among the lessons a `batch()` has yet to write: same family and kind, in scope."""
+        if not self._pending:
+            return None
+        if lesson.id in self._pending:
+            return self._pending[lesson.id][0], 1.0
+        vector = np.asarray(_vector(lesson.document))
+        alike = [
+            (held, float(np.dot(vector, held_vector)))
+            for held, held_vector in self._pending.values()
+            if held_vector is not None
+            and held.family == lesson.family
+            and held.kind == lesson.kind
+            and (not lesson.scope or held.scope in ("", lesson.scope))
+        ]
+        return max(alike, key=lambda found: found[1], default=None)
+
+    def _nearest_stored(self, collection: Any, lesson: Lesson) -> tuple[Lesson, float] | None:
         where: dict[str, Any] = {"kind": lesson.kind}
         if lesson.scope:  # a lesson one maze taught merges only where it would be recalled
             where = {"$and": [where, {"scope": {"$in": ["", lesson.scope]}}]}
@@ -99,7 +160,7 @@ class ExperienceStore:
         )
         if not result["ids"][0]:
             return None
-        found = self._lesson(result["ids"][0][0], result["metadatas"][0][0])
+        found = self._held(self._lesson(result["ids"][0][0], result["metadatas"][0][0]))
         return found, 1.0 - float(result["distances"][0][0])
 
     def add(self, lessons: Iterable[Lesson], *, dedup_similarity: float, keep_text: bool = False) -> list[Written]:
@@ -145,27 +206,47 @@ class ExperienceStore:
         The query is embedded once (and cached) for both queries below; the collection's size is
         never asked (`count()` costs more than the nearest-neighbour query at 100k lessons), only
         whether it has ever held a lesson, since an empty store should not pay for an embedding.
-        In a store this process owns, an answer is kept until a lesson's text or status changes
-        (situations repeat within and across runs); its lessons' counts may then lag: `get` has them.
+        In a store this process owns, the nearest lessons of each query are kept and kept true
+        as lessons are written (memory/neighbours.py): situations repeat within and across runs.
         """
-        key = (family, text, k, min_similarity, instance)
-        if self._found is not None and key in self._found:
-            return list(self._found[key])
         collection = self._collection(family, create=False)
         if not text.strip() or collection is None or not self._holds_lessons(collection):
             return []
-        vector = _vector(text)
-        found, skipped = self._query(collection, vector, k * OVERFETCH, None, instance)
-        if len(found) < k and skipped:
+        near = self._neighbours(collection, family, text, k * OVERFETCH)
+        found = _recallable(near.found, instance)
+        if len(found) < k and not near.complete:  # the rest of the top may hold more that apply
             approved: dict[str, Any] = {"status": "approved"}
             where = {"$and": [approved, {"scope": {"$in": ["", instance]}}]} if instance else approved
-            found, _ = self._query(collection, vector, k, where, instance)
-        found = [r for r in found if r.similarity >= min_similarity][:k]
-        if self._found is not None:
-            if len(self._found) >= MAX_KEPT_ANSWERS:
-                self._found.clear()
-            self._found[key] = found
-        return list(found)
+            found = _recallable(self._query(collection, near.vector, k, where), instance)
+        return [r for r in found if r.similarity >= min_similarity][:k]
+
+    def kept(
+        self, text: str, *, family: str, k: int, min_similarity: float, instance: str = ""
+    ) -> list[Recalled] | None:
+        """`search`'s answer when it is at hand (no disk, no embedding), else None: the recall node
+        then needs no thread.
+        """
+        collection = self._collections.get(family)
+        near = self._near.get(family, text, k * OVERFETCH) if self._near is not None else None
+        if collection is None or collection.name not in self._filled or near is None:
+            return None
+        found = _recallable(near.found, instance)
+        if len(found) < k and not near.complete:
+            return None
+        return [r for r in found if r.similarity >= min_similarity][:k]
+
+    def _neighbours(self, collection: Any, family: str, text: str, n: int) -> Neighbours:
+        """The collection's top `n` for `text`, any status; kept (see memory/neighbours.py) in a private store."""
+        kept = self._near.get(family, text, n) if self._near is not None else None
+        if kept is not None:
+            return kept
+        version = self._near.version(family) if self._near is not None else 0
+        vector = np.asarray(_vector(text), dtype=np.float32)
+        found = self._query(collection, vector, n, None)
+        answer = Neighbours(vector, tuple(found), complete=len(found) < n)
+        if self._near is not None:
+            self._near.keep(family, text, n, answer, version)
+        return answer
 
     def _holds_lessons(self, collection: Any) -> bool:
         """Lessons are retired, never deleted: a collection that held one always will."""
@@ -228,7 +309,7 @@ class ExperienceStore:
 
     def _family_metadata(self, collection: Any) -> dict[str, Any]:
         """Another process may have counted runs since this one opened a server's collection."""
-        if self._found is not None:
+        if self._private:
             return collection.metadata or {}
         return self.client.get_collection(collection.name).metadata or {}
 
@@ -278,7 +359,9 @@ class ExperienceStore:
         return [lesson.id for lesson in [*weak, *over]]
 
     def _may_exceed(self, cap: int) -> bool:
-        return self._approved > cap if self._approved is not None else self.count() > cap
+        if self._approved is not None:
+            return self._approved > cap
+        return self._pending is not None or self.count() > cap  # Chroma's count misses a batch's inserts
 
     def _over_cap(self, cap: int) -> list[Lesson]:
         approved = sorted(
@@ -365,7 +448,11 @@ class ExperienceStore:
         """`embedded`: a lesson `add` writes was just embedded to look for its duplicate, so its
         cached vector goes along instead of Chroma embedding the text again; an import embeds in batches.
         """
-        self._forget(lessons)
+        if self._pending is not None and embedded:
+            for lesson in lessons:
+                self._collection(lesson.family, create=True)  # the family's run record needs it now
+                self._pending[lesson.id] = (lesson, _vector(lesson.document))
+            return
         for collection, group in self._by_collection(lessons):
             documents = [lesson.document for lesson in group]
             collection.upsert(
@@ -374,20 +461,28 @@ class ExperienceStore:
                 metadatas=[lesson.metadata() for lesson in group],
                 embeddings=[_vector(d) for d in documents] if embedded else None,
             )
+        if self._near is not None and embedded:
+            self._near.written(lessons, [_vector(lesson.document) for lesson in lessons])
+        elif self._near is not None:
+            self._near.forget({lesson.family for lesson in lessons})
 
     def _update(self, lessons: list[Lesson]) -> None:
         """Counts, utility, status: the text is unchanged, so Chroma must not embed it again (an
         upsert with documents re-embeds every one: most of a run's store time went there).
         """
-        self._forget([lesson for lesson in lessons if lesson.status != "approved"])
+        if self._pending is not None:
+            for lesson in lessons:  # a lesson inserted in this batch stays an insert, with its latest counts
+                self._pending[lesson.id] = (lesson, self._pending.get(lesson.id, (lesson, None))[1])
+            return
         for collection, group in self._by_collection(lessons):
             collection.update(ids=[lesson.id for lesson in group], metadatas=[lesson.metadata() for lesson in group])
+        if self._near is not None:
+            self._near.written(lessons, None)
 
-    def _forget(self, lessons: list[Lesson]) -> None:
-        """Drop the kept recall answers of the families whose lessons change in text or status."""
-        families = {lesson.family for lesson in lessons}
-        if self._found and families:
-            self._found = {key: found for key, found in self._found.items() if key[0] not in families}
+    def forget_recall(self) -> None:
+        """Drop the kept recall answers: benchmarks measure a process that starts cold with it."""
+        if self._near is not None:
+            self._near.forget()
 
     def _by_collection(self, lessons: list[Lesson]) -> Iterator[tuple[Any, list[Lesson]]]:
         """Each family's collection with its lessons; Chroma refuses a batch that repeats an id: the last wins."""
@@ -399,7 +494,23 @@ class ExperienceStore:
 
     def _get(self, collection: Any, ids: list[str] | None) -> list[Lesson]:
         result = collection.get(ids=ids, include=["metadatas"])
-        return [self._lesson(i, m) for i, m in zip(result["ids"], result["metadatas"] or [], strict=True)]
+        stored = [self._held(self._lesson(i, m)) for i, m in zip(result["ids"], result["metadatas"] or [], strict=True)]
+        if not self._pending:
+            return stored
+        known = {lesson.id for lesson in stored}
+        wanted = set(ids) if ids is not None else None
+        held = [
+            lesson
+            for lesson, _ in self._pending.values()
+            if lesson.id not in known
+            and (wanted is None or lesson.id in wanted)
+            and collection_name(lesson.family) == collection.name
+        ]
+        return stored + held
+
+    def _held(self, lesson: Lesson) -> Lesson:
+        """The version a `batch()` has yet to write, if any."""
+        return self._pending[lesson.id][0] if self._pending and lesson.id in self._pending else lesson
 
     def _lesson(self, lesson_id: str, metadata: Any) -> Lesson:
         try:
@@ -412,22 +523,26 @@ class ExperienceStore:
             ) from None
 
     def _query(
-        self, collection: Any, vector: list[float], n: int, where: dict[str, Any] | None, instance: str
-    ) -> tuple[list[Recalled], bool]:
-        """The approved neighbours that apply to `instance`, and whether others were skipped."""
+        self, collection: Any, vector: np.ndarray, n: int, where: dict[str, Any] | None
+    ) -> list[tuple[Lesson, float]]:
+        """The `n` nearest lessons, any status unless `where` says, with their cosine similarity."""
         result = collection.query(
             query_embeddings=[vector], n_results=n, where=where, include=["metadatas", "distances"]
         )
-        found, skipped = [], False
-        for lesson_id, metadata, distance in zip(
-            result["ids"][0], result["metadatas"][0], result["distances"][0], strict=True
-        ):
-            lesson = self._lesson(lesson_id, metadata)
-            if lesson.status != "approved" or not lesson.applies_to(instance):
-                skipped = True
-                continue
-            found.append(Recalled(lesson_id, lesson, 1.0 - float(distance)))
-        return found, skipped
+        return [
+            (self._lesson(lesson_id, metadata), 1.0 - float(distance))
+            for lesson_id, metadata, distance in zip(
+                result["ids"][0], result["metadatas"][0], result["distances"][0], strict=True
+            )
+        ]
+
+
+def _recallable(found: Iterable[tuple[Lesson, float]], instance: str) -> list[Recalled]:
+    return [
+        Recalled(lesson.id, lesson, similarity)
+        for lesson, similarity in found
+        if lesson.status == "approved" and lesson.applies_to(instance)
+    ]
 
 
 def _vector(text: str) -> list[float]:
@@ -443,17 +558,29 @@ def collection_name(family: str) -> str:
 
 
 _stores: dict[str, ExperienceStore] = {}
+_opened: dict[tuple[str, str], ExperienceStore] = {}
+"""Stores by the (path, url) they were opened with, for `opened_store`."""
 _stores_lock = threading.Lock()
 
 
 def open_store(path: str, url: str = "") -> ExperienceStore:
     """The process's one store for this folder (or server URL), opened on first use."""
+    if (store := opened_store(path, url)) is not None:
+        return store
     key = url.rstrip("/") if url else usable_directory(path)
     with _stores_lock:
         if key not in _stores:
             client, release = connect_server(key) if url else connect_folder(key)
             _stores[key] = ExperienceStore(key, client, release, private=not url)
+        _opened[(path, url)] = _stores[key]
         return _stores[key]
+
+
+def opened_store(path: str, url: str = "") -> ExperienceStore | None:
+    """The store already open for these settings, without touching the disk: nodes call this
+    first on every step and go to a thread only when it is not open yet.
+    """
+    return _opened.get((path, url))
 
 
 def close_store(path: str = "", url: str = "") -> None:
@@ -461,6 +588,7 @@ def close_store(path: str = "", url: str = "") -> None:
     key = url.rstrip("/") if url else str(Path(path).expanduser().resolve())
     with _stores_lock:
         store = _stores.pop(key, None)
+        _forget_opened(store)
     if store is not None:
         store.close()
 
@@ -471,3 +599,9 @@ def close_stores() -> None:
         for store in _stores.values():
             store.close()
         _stores.clear()
+        _opened.clear()
+
+
+def _forget_opened(store: ExperienceStore | None) -> None:
+    for settings in [s for s, opened in _opened.items() if opened is store]:
+        del _opened[settings]

@@ -19,21 +19,7 @@ async def memory_writer(state: State, runtime: Runtime[Context]) -> dict[str, An
         return {}
     task = Task.model_validate(state["task"])
     store = await asyncio.to_thread(open_store, context.store_path, context.store_url)
-    written = await _write(store, state, context, task.family)
-    scored = await asyncio.to_thread(
-        store.record_outcome,
-        state["run_id"],
-        task.family,
-        recall_usage(state),
-        success=state.get("status") == "success",
-    )
-    retired = await asyncio.to_thread(
-        store.enforce_limits,
-        floor=context.utility_floor,
-        scored=scored,
-        min_retrievals=context.min_recalls_to_retire,
-        cap=context.max_lessons,
-    )
+    written, scored, retired = await asyncio.to_thread(_commit, store, state, context, task.family)
     inserted = {w.id for w in written if not w.merged}
     merged = {w.id for w in written if w.merged} - inserted  # a lesson counts once per run, however often hit
     return {
@@ -48,7 +34,25 @@ async def memory_writer(state: State, runtime: Runtime[Context]) -> dict[str, An
     }
 
 
-async def _write(store: Any, state: State, context: Context, family: str) -> list[Any]:
+def _commit(store: Any, state: State, context: Context, family: str) -> tuple[list[Any], list[Lesson], list[str]]:
+    """The run's lessons written, the lessons it recalled scored, weak ones retired: one store batch,
+    so Chroma sees one upsert and one update instead of one call per step of this list.
+    """
+    with store.batch():
+        written = _write(store, state, context, family)
+        scored = store.record_outcome(
+            state["run_id"], family, recall_usage(state), success=state.get("status") == "success"
+        )
+        retired = store.enforce_limits(
+            floor=context.utility_floor,
+            scored=scored,
+            min_retrievals=context.min_recalls_to_retire,
+            cap=context.max_lessons,
+        )
+    return written, scored, retired
+
+
+def _write(store: Any, state: State, context: Context, family: str) -> list[Any]:
     """New lessons may improve a stored text; known ones (no gate call) only add evidence."""
     model = model_label(context.model_for("lesson"))
     approved = [_redacted(c) for c in state.get("approved_lessons", [])]
@@ -63,10 +67,8 @@ async def _write(store: Any, state: State, context: Context, family: str) -> lis
     ]
     new = [lesson for duplicate, lesson in drafts if not duplicate]
     known = [lesson for duplicate, lesson in drafts if duplicate]
-    written = await asyncio.to_thread(store.add, new, dedup_similarity=context.dedup_similarity)
-    return written + await asyncio.to_thread(
-        store.add, known, dedup_similarity=context.dedup_similarity, keep_text=True
-    )
+    written = store.add(new, dedup_similarity=context.dedup_similarity)
+    return written + store.add(known, dedup_similarity=context.dedup_similarity, keep_text=True)
 
 
 def _redacted(candidate: dict[str, Any]) -> dict[str, Any]:

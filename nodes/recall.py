@@ -6,7 +6,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from memory.screen import MAX_LESSON_CHARS
-from memory.store import open_store
+from memory.store import open_store, opened_store
 from pivotal.context import Context
 from pivotal.environments.live import lookup
 from pivotal.state import State
@@ -25,15 +25,18 @@ async def recall(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         query = situation(state["run_id"], state["observation"])
     else:
         query = f"{task.goal}\n{first_line(state['first_observation'])}"
-    store = await asyncio.to_thread(open_store, context.store_path, context.store_url)
-    found = await asyncio.to_thread(
-        store.search,
-        query,
+    store = opened_store(context.store_path, context.store_url) or await asyncio.to_thread(
+        open_store, context.store_path, context.store_url
+    )
+    ask = dict(
         family=task.family,
         k=context.recall_k,
         min_similarity=context.recall_min_similarity,
         instance=state.get("instance", ""),
     )
+    found = store.kept(query, **ask)  # situations repeat: most steps need no thread
+    if found is None:
+        found = await asyncio.to_thread(store.search, query, **ask)
     lessons = [
         {
             "id": r.id,

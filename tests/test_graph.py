@@ -22,9 +22,9 @@ def _replay_only() -> ReplayOnlyGridWorld:
 register_environment("gridworld-replay", _replay_only)
 
 OFFLINE = dict(memory=False, max_pivot_retries=0)
-FAILING_SEED = dict(model="sim:error=0.35,seed=7", critic=False, memory=False, max_steps=12)
+FAILING_SEED = dict(model="sim:error=0.35,seed=8", critic=False, memory=False, max_steps=12)
 FAILING_TASK = {"env": "gridworld", "params": {"seed": 7}}
-"""Measured: without a critic this actor fails its first attempt on gridworld seed 7."""
+"""Measured: without a critic this actor (model seed 8) fails its first attempt on gridworld seed 7."""
 
 
 async def run(task, **context):
@@ -124,9 +124,12 @@ async def test_pivotal_retry_recovers_with_fewer_steps_than_full_retry():
     assert all(r["pivotal_step"] <= len(pivotal.trajectory) for r in pivotal.reflections)
 
 
-async def test_pivotal_retry_beats_full_retry_over_ten_seeds():
+async def test_pivotal_retry_beats_full_retry_over_thirty_seeds():
+    """Thirty, not ten: over ten seeds one task either way decides it (measured 7 vs 8 after a prompt
+    edit reseeded the sim; over thirty, 20 vs 16 with fewer steps).
+    """
     totals = {"pivotal": [0, 0], "full": [0, 0]}
-    for seed in range(10):
+    for seed in range(30):
         for retry in totals:
             result = await run(
                 {"env": "gridworld", "params": {"seed": seed}},

@@ -68,3 +68,18 @@ async def test_a_run_in_another_maze_does_not_recall_this_mazes_recipe(tmp_path)
     close_stores()
     assert again.lessons["recalled"] == 1
     assert elsewhere.lessons["recalled"] == 0
+
+
+async def test_the_sim_actor_follows_a_recalled_recipe_only_in_its_own_maze(tmp_path):
+    """bench_transfer's premise: an actor that is always wrong on its own solves the maze it has a
+    recipe for, because recall surfaces the recipe there, and gains nothing in another maze.
+    """
+    store = str(tmp_path / "store")
+    await arun({"env": "gridworld", "params": {"seed": 1}}, Context(model="sim", store_path=store))
+    wrong = {"actor_model": "sim:error=1.0", "critic": False, "max_pivot_retries": 0, "store_path": store}
+    here = await arun({"env": "gridworld", "params": {"seed": 1}}, Context(model="sim", **wrong))
+    alone = await arun({"env": "gridworld", "params": {"seed": 1}}, Context(model="sim", **{**wrong, "memory": False}))
+    elsewhere = await arun({"env": "gridworld", "params": {"seed": 2}}, Context(model="sim", **wrong))
+    close_stores()
+    assert here.status == "success"
+    assert alone.status != "success" and elsewhere.status != "success"

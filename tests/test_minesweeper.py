@@ -140,7 +140,7 @@ async def test_pivotal_retry_keeps_the_cleared_board_and_recovers():
     executed steps than starting over.
     """
     task = {"env": "minesweeper", "params": {"seed": 1}}
-    shape = dict(model="sim:error=0.3,seed=0", memory=False, max_steps=20, max_pivot_retries=2)
+    shape = dict(model="sim:error=0.3,seed=3", memory=False, max_steps=20, max_pivot_retries=2)
     none = await arun(task, Context(retry="none", **shape), checkpoint_path=":memory:")
     pivotal = await arun(task, Context(retry="pivotal", **shape), checkpoint_path=":memory:")
     full = await arun(task, Context(retry="full", **shape), checkpoint_path=":memory:")

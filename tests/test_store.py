@@ -182,6 +182,58 @@ def test_the_cap_retires_the_lowest_utility_first(store):
     assert store.count() == 3 and store.count(status="approved") == 2
 
 
+def _count_writes(store, family: str, monkeypatch) -> dict[str, int]:
+    """Chroma write calls on one family's collection: each costs ~20 ms of fsync on disk."""
+    collection = store._collection(family, create=True)
+    calls = {"upsert": 0, "update": 0}
+    for name in calls:
+        method = getattr(collection, name)
+
+        def counted(*args, _name=name, _method=method, **kwargs):
+            calls[_name] += 1
+            return _method(*args, **kwargs)
+
+        monkeypatch.setattr(collection, name, counted)
+    return calls
+
+
+def test_a_batch_writes_a_runs_lessons_in_one_upsert_and_one_update(store, monkeypatch):
+    known = store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)[0]
+    calls = _count_writes(store, "files", monkeypatch)
+    with store.batch():
+        store.add(
+            [lesson("Close files after writing them.", run_id="r2"), lesson("Never write outside the workspace.")],
+            dedup_similarity=DEDUP,
+        )
+        store.add(
+            [lesson("Before reading a file, make sure it exists.", run_id="r2")], dedup_similarity=DEDUP, keep_text=True
+        )
+        store.record_outcome("r2", "files", {known.id: (2, 2)}, success=True)
+        assert calls == {"upsert": 0, "update": 0}
+    assert calls == {"upsert": 1, "update": 1}
+    stored = store.get()
+    assert len(stored) == 3
+    assert stored[known.id].evidence == 2 and stored[known.id].retrievals == 1  # the merge and the score both kept
+
+
+def test_reads_inside_a_batch_see_its_writes(store):
+    with store.batch():
+        (written,) = store.add([lesson("Close files after writing them.")], dedup_similarity=DEDUP)
+        again = store.add([lesson("Close files after you write them.", run_id="r2")], dedup_similarity=DEDUP)
+        assert again[0].merged and again[0].id == written.id  # matched against the held insert
+        assert store.get([written.id])[written.id].evidence == 2
+    assert store.get()[written.id].evidence == 2
+
+
+def test_a_failed_batch_writes_nothing(store):
+    with pytest.raises(RuntimeError), store.batch():
+        store.add([lesson("Close files after writing them.")], dedup_similarity=DEDUP)
+        raise RuntimeError("the run's writer failed half way")
+    assert store.get() == {}
+    store.add([lesson("Close files after writing them.")], dedup_similarity=DEDUP)
+    assert len(store.get()) == 1
+
+
 # --- concurrency ------------------------------------------------------------------------------
 
 
@@ -192,6 +244,7 @@ async def test_fifty_concurrent_runs_lose_no_lesson_and_duplicate_none(tmp_path)
         model="sim:error=0.35,seed=3", lesson_model="sim", critic=False, max_steps=12, store_path=store_path
     )
     results = await run_batch(tasks, context, concurrency=50, checkpoint_path=":memory:")
+    assert not [r.error for r in results if r.status == "error"]
     store = open_store(store_path)
     stored = store.get()
     assert sum(r.lessons["written"] for r in results) == len(stored) > 0  # every insert landed once
@@ -285,7 +338,7 @@ def _texts(store, query: str = "reading files") -> list[str]:
     return [r.lesson.text for r in store.search(query, family="files", k=3, min_similarity=0.0)]
 
 
-def test_a_kept_recall_answer_is_dropped_when_a_lesson_is_retired_or_added(store):
+def test_a_kept_recall_answer_follows_a_lesson_retired_or_added(store):
     store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)
     assert _texts(store) == ["Check the file exists before reading it."]  # now kept for this query
     (stored,) = store.lessons(family="files")
@@ -301,6 +354,44 @@ def test_counting_a_recall_keeps_the_answer_and_the_counts_stay_exact(store):
     store.record_outcome("run-z", "files", {found.id: (2, 1)}, success=True)
     assert _texts(store) == ["Check the file exists before reading it."]
     assert store.get([found.id])[found.id].retrievals == 1
+
+
+def test_kept_answers_stay_equal_to_a_fresh_query_through_writes(store, tmp_path):
+    """Each write places new lessons into the kept answers instead of dropping them; a cold store
+    on the same folder (nothing kept) must give the same answers after every write.
+    """
+    queries = ["reading files", "writing files", "deleting a folder", "opening a socket"]
+    texts = [
+        "Check the file exists before reading it.",
+        "Close files after writing them.",
+        "Never delete a folder without listing it first.",
+        "Open files read-only unless writing.",
+        "Set a timeout on every socket you open.",
+        "Write to a temporary file, then rename it.",
+        "A folder that holds a .git directory is a repository: do not delete it.",
+    ]
+    for query in queries:
+        _texts(store, query)  # kept from here on
+    for index, text in enumerate(texts):
+        written = store.add([lesson(text, run_id=f"run-{index}")], dedup_similarity=DEDUP)
+        if index == 3:
+            store.retire([written[0].id], "test")
+        for query in queries:
+            kept = store.search(query, family="files", k=3, min_similarity=0.0)
+            store.forget_recall()
+            fresh = store.search(query, family="files", k=3, min_similarity=0.0)
+            assert [r.id for r in kept] == [r.id for r in fresh], (index, query)
+            assert [round(r.similarity, 4) for r in kept] == [round(r.similarity, 4) for r in fresh]
+
+
+def test_a_kept_answer_serves_every_instance_without_asking_chroma(store, monkeypatch):
+    store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)
+    store.search("reading files", family="files", k=3, min_similarity=0.0, instance="maze-a")
+    collection = store._collection("files", create=False)
+    asked = []
+    monkeypatch.setattr(collection, "query", lambda *a, **k: asked.append(k))
+    found = store.search("reading files", family="files", k=3, min_similarity=0.0, instance="maze-b")
+    assert [r.lesson.text for r in found] == ["Check the file exists before reading it."] and asked == []
 
 
 def test_a_server_store_keeps_no_answers(tmp_path):

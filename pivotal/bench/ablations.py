@@ -44,6 +44,8 @@ class Plan:
     max_pivot_retries: int = 2
     params: dict[str, Any] = field(default_factory=dict)
     """Extra environment params for every task (e.g. a smaller grid for the slow local model)."""
+    env_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Extra params for one environment's tasks (a generated lake, whose seed picks the layout)."""
     limits: dict[str, int] = field(default_factory=dict)
     """Context limits that override the per-environment defaults (max_steps, max_critique_rounds)."""
     new_layout_per_task: bool = False
@@ -82,7 +84,8 @@ async def run_stream(
     with tempfile.TemporaryDirectory(prefix="pivotal-bench-") as store:
         for index in range(plan.tasks):
             layout = stream * 1000 + index if plan.new_layout_per_task else stream
-            task = {"env": env, "params": {"seed": layout, **plan.params}, "family": f"{env}-{stream}"}
+            params = {"seed": layout, **plan.params, **plan.env_params.get(env, {})}
+            task = {"env": env, "params": params, "family": f"{env}-{stream}"}
             context = context_for(config, env, model_spec(plan, error, stream, index), plan, store)
             started = time.perf_counter()
             result = await arun(task, context, checkpoint_path=":memory:")

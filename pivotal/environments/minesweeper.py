@@ -133,6 +133,12 @@ class Minesweeper:
         around = ", ".join(f"{name}={self._describe(_add(self.last, d))}" for name, d in COMPASS.items())
         return f"last reveal shows {self._describe(self.last)}; around it: {around}"
 
+    def instance(self) -> str:
+        """Which board this is: a solved board's reveals (a task lesson) say nothing about another
+        board's mines, so they are recalled only here (see GridWorld.instance).
+        """
+        return f"{self.rows}x{self.cols}|{sorted(self.mines)}"
+
     def wrong_action(self, rng: random.Random) -> tuple[str, dict[str, Any]] | None:
         """A plausible mistake for the `sim` actor: a hidden cell that is not certainly safe. Drawn
         from the whole schema, most wrong cells would be revealed ones the pre-check bounces for

@@ -12,6 +12,7 @@ import asyncio
 import hashlib
 import json
 import random
+import re
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -89,7 +90,7 @@ class SimChatModel(BaseChatModel):
         rng = random.Random(hashlib.sha256(f"{self.seed}|{role}|{prompt}".encode(errors="surrogatepass")).digest())
         if role and tools:
             function = tools[0]["function"]
-            args = _answer(role, metadata, rng, self.error, function.get("parameters", {}), _guardrails(prompt))
+            args = _answer(role, metadata, rng, self.error, function.get("parameters", {}), prompt)
             message = _tool_message(function["name"], args, rng.random() < self.invalid)
         else:
             message = literal_reply(messages, tools, kwargs.get("tool_choice"))
@@ -126,22 +127,60 @@ def _usage(prompt: str, message: AIMessage) -> dict[str, int]:
     return {"input_tokens": inp, "output_tokens": outp, "total_tokens": inp + outp}
 
 
+def _block(prompt: str, tag: str) -> str:
+    """A prompt's <tag> data block, "" when absent."""
+    return prompt.split(f"<{tag}>", 1)[1].split(f"</{tag}>", 1)[0] if f"<{tag}>" in prompt else ""
+
+
 def _guardrails(prompt: str) -> str:
     """The recalled guardrail lessons in the prompt, lower-cased, for sim roles that heed them."""
-    block = prompt.split("<lessons>", 1)[1].split("</lessons>", 1)[0] if "<lessons>" in prompt else ""
-    return "\n".join(line for line in block.lower().splitlines() if "[guardrail]" in line)
+    return "\n".join(line for line in _block(prompt, "lessons").lower().splitlines() if "[guardrail]" in line)
+
+
+RECIPE = "This sequence of moves reached the goal: "
+"""How the sim's distiller words a solved run, and what its actor looks for among recalled lessons."""
+_MOVE = re.compile(r"([A-Za-z_][\w-]*)(?:\((\{[^()]*\})\))?")
+
+
+def _recipe(prompt: str) -> list[tuple[str, dict[str, Any]]]:
+    """The moves of the first recalled recipe, none when the actor was just critiqued here: the
+    sim's model of an LLM that follows a recipe it is shown until told that a move is wrong.
+    """
+    if _block(prompt, "critiques_of_this_step").strip() not in ("", "(none)"):
+        return []
+    for line in _block(prompt, "lessons").splitlines():
+        if "[skill]" in line and RECIPE in line:
+            text = line.split(RECIPE, 1)[1].rstrip()
+            moves = _moves(text.removesuffix("."))
+            return moves if text.endswith(".") else moves[:-1]  # a recipe cut short by the length cap
+    return []
+
+
+def _moves(text: str) -> list[tuple[str, dict[str, Any]]]:
+    moves: list[tuple[str, dict[str, Any]]] = []
+    at = 0
+    while (move := _MOVE.match(text, at)) and (move.end() == len(text) or text.startswith(", ", move.end())):
+        moves.append((move[1], json.loads(move[2]) if move[2] else {}))
+        at = move.end() + 2
+    return moves
+
+
+def _recipe_text(applied: list[tuple[str, dict[str, Any]]]) -> str:
+    moves = ", ".join(f"{name}({json.dumps(args)})" if args else name for name, args in applied)
+    return f"{RECIPE}{moves}."
 
 
 def _answer(
-    role: str, metadata: dict[str, Any], rng: random.Random, error: float, schema: dict[str, Any], guardrails: str = ""
+    role: str, metadata: dict[str, Any], rng: random.Random, error: float, schema: dict[str, Any], prompt: str = ""
 ) -> dict[str, Any]:
     live = lookup(str(metadata.get("pivotal_run", "")))
     oracle = live.env if live and isinstance(live.env, Oracle) else None
     wrong = rng.random() < error
     if role == "actor":
-        return _act(live, oracle, rng, wrong, schema, guardrails)
+        followed = _follow(live, _recipe(prompt), _action_names(schema))
+        return followed or _act(live, oracle, rng, wrong, schema, _guardrails(prompt))
     if role == "critic":
-        return _criticise(oracle, metadata.get("pivotal_proposal") or {}, wrong, guardrails)
+        return _criticise(oracle, metadata.get("pivotal_proposal") or {}, wrong, _guardrails(prompt))
     if role == "reflector":
         return _reflect(live, oracle, rng, wrong)
     if role == "distiller":
@@ -164,6 +203,8 @@ def _act(
     """
     names = _action_names(schema)
     expert = oracle.expert_action() if oracle else None
+    if expert and names and expert[0] not in names:
+        expert = None  # the schema no longer offers it here (a reflection named it): no model could choose it
     if expert and not wrong:
         return {"action": expert[0], "arguments": expert[1], "thought": "closest safe step to the goal"}
     name, arguments = _wrong_pick(live, expert, rng, names)
@@ -175,6 +216,17 @@ def _act(
             "thought": "a recalled guardrail warns against the other move",
         }
     return pick
+
+
+def _follow(live: Live | None, recipe: list[tuple[str, dict[str, Any]]], names: list[str]) -> dict[str, Any]:
+    """The recipe's move for this step, whether or not it suits this instance: a recipe recalled
+    in the wrong maze is followed into its walls, so only recall's scope keeps it out.
+    """
+    step = len(live.applied) if live else 0
+    if step >= len(recipe) or (names and recipe[step][0] not in names):
+        return {}
+    name, arguments = recipe[step]
+    return {"action": name, "arguments": arguments, "thought": "following a recalled recipe"}
 
 
 def _action_names(schema: dict[str, Any]) -> list[str]:
@@ -308,11 +360,8 @@ def _reflect(live: Live | None, oracle: Oracle | None, rng: random.Random, wrong
 def _distill(live: Live | None, metadata: dict[str, Any]) -> dict[str, Any]:
     if live is None or metadata.get("pivotal_outcome") != "success" or not live.applied:
         return {"lessons": []}
-    path = ", ".join(name for name, _ in live.applied)
     first = live.first_observation.split("\n", 1)[0]
-    return {
-        "lessons": [{"kind": "skill", "situation": first, "text": f"This sequence of moves reached the goal: {path}."}]
-    }
+    return {"lessons": [{"kind": "skill", "situation": first, "text": _recipe_text(live.applied)}]}
 
 
 def _fill(schema: dict[str, Any]) -> dict[str, Any]:
