@@ -32,9 +32,11 @@ FULL = {
 CONFIG_COUNT = 6
 """len(ablations.CONFIGS), for the help text; not imported, since that loads the graph on every command
 (tests/test_bench.py checks the two agree)."""
-SECONDS_PER_RUN = 0.3
-"""Wall seconds per task run, 4 streams at once on 2 idle cores: 0.26 measured 2026-11-30 (911 s for 3,456 runs),
-rounded up for minesweeper. With the cores shared (load ~7) a run took ~1 s (1,904 s for 1,920)."""
+SECONDS_PER_RUN = 0.7
+"""Wall seconds per task run, 4 streams at once (one process, so one core): 0.71 measured 2026-12-01 (1,372 s for
+the 1,920 runs of errors 0.3 and 0.5, the other core busy with another benchmark). Taxi and Minesweeper cost most:
+the old figure (0.26 s, gridworld and frozenlake only) promised ~40 min for a full run that took over an hour to
+get through two of its five environments."""
 
 
 def add_commands(commands: Any) -> None:
