@@ -3,7 +3,7 @@
 1. Efficiency: N gridworld tasks through `run_batch` with `sim` models that sleep 50 ms per
    call, at concurrency C, SQLite checkpoints on disk. Ideal wall time = total model latency / C;
    efficiency = ideal / measured. Peak RSS of this process is reported too, and the bare agent
-   loop (below) runs the same batch as the baseline.
+   loop (below) runs the same batch as the baseline, in interleaved pairs (medians).
 2. Overhead per step against two baselines measured in the same run, same AsyncSqliteSaver,
    same durability, same seeds, latency 0:
    - an empty 4-node LangGraph loop (recall → actor → critic → executor, nodes do nothing);
@@ -25,6 +25,7 @@ import statistics
 import tempfile
 import time
 import uuid
+from pathlib import Path
 from typing import Any, TypedDict
 
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -276,13 +277,40 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as folder:
         report = {"overhead": await overhead(args.seeds, args.runs, folder, args.stored)}
         report["efficiency"] = [
-            {
-                **await efficiency(args.tasks, concurrency, args.latency, folder),
-                "bare_loop": await agent_efficiency(args.tasks, concurrency, args.latency, folder),
-            }
+            await efficiency_pairs(args.tasks, concurrency, args.latency, args.pairs, folder)
             for concurrency in ([] if args.overhead_only else args.concurrency)
         ]
     return report
+
+
+async def efficiency_pairs(tasks: int, concurrency: int, latency: float, pairs: int, folder: str) -> dict[str, Any]:
+    """Pivotal's batch and the bare loop's, interleaved with the order swapped each pair: one batch
+    of each on a noisy 2-core machine differed by 25% either way from run to run.
+    """
+    runs: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    for pair in range(pairs):
+        order = ("pivotal", "bare") if pair % 2 == 0 else ("bare", "pivotal")
+        done = {}
+        for which in order:
+            where = f"{folder}/{which}{concurrency}-{pair}"
+            Path(where).mkdir()
+            run = efficiency if which == "pivotal" else agent_efficiency
+            done[which] = await run(tasks, concurrency, latency, where)
+        runs.append((done["pivotal"], done["bare"]))
+    median = statistics.median
+    ratios = [p["efficiency"] / b["efficiency"] for p, b in runs]
+    return {
+        **runs[-1][0],
+        "pairs": pairs,
+        "efficiency": median(p["efficiency"] for p, _ in runs),
+        "wall_s": round(median(p["wall_s"] for p, _ in runs), 2),
+        "bare_loop": {
+            "wall_s": round(median(b["wall_s"] for _, b in runs), 2),
+            "efficiency": median(b["efficiency"] for _, b in runs),
+        },
+        "over_bare_loop": round(median(ratios), 2),
+        "over_bare_loop_range": [round(min(ratios), 2), round(max(ratios), 2)],
+    }
 
 
 if __name__ == "__main__":
@@ -296,6 +324,7 @@ if __name__ == "__main__":
         help="one batch per value (CPU per step caps useful concurrency; see the note)",
     )
     parser.add_argument("--latency", type=float, default=0.05)
+    parser.add_argument("--pairs", type=int, default=3, help="interleaved batch pairs per concurrency (median)")
     parser.add_argument("--seeds", type=int, default=10, help="tasks per overhead pass")
     parser.add_argument("--runs", type=int, default=3, help="overhead passes (median)")
     parser.add_argument("--stored", type=int, default=1000, help="lessons in the store for the memory-on pass")
@@ -322,8 +351,10 @@ if __name__ == "__main__":
         for e in report["efficiency"]:
             print(
                 f"batch: {e['tasks']} tasks at concurrency {e['concurrency']}, {e['latency_s']} s/call: "
-                f"{e['wall_s']} s vs ideal {e['ideal_s']} s -> efficiency {e['efficiency']:.0%}; "
+                f"{e['wall_s']} s vs ideal {e['ideal_s']} s -> efficiency {e['efficiency']:.1%}; "
                 f"{e['succeeded']} succeeded; peak RSS {e['peak_rss_mb']} MB (before {e['rss_before_mb']} MB); "
                 f"the bare agent loop in the same run: {e['bare_loop']['wall_s']} s -> "
-                f"{e['bare_loop']['efficiency']:.0%}"
+                f"{e['bare_loop']['efficiency']:.1%}; pivotal's efficiency / the bare loop's: {e['over_bare_loop']}x "
+                f"(median of {e['pairs']} interleaved pairs, range {e['over_bare_loop_range'][0]}-"
+                f"{e['over_bare_loop_range'][1]}x)"
             )
