@@ -289,3 +289,16 @@ def test_the_help_counts_every_configuration():
     from pivotal.cli.bench import CONFIG_COUNT
 
     assert CONFIG_COUNT == len(CONFIGS)
+
+
+def test_results_json_keeps_each_task_record_on_one_line():
+    from pivotal.bench.report import results_json
+
+    results = {
+        "meta": {"command": "pivotal bench"},
+        "groups": {},
+        "records": [{"env": "taxi", "index": i} for i in range(3)],
+    }
+    text = results_json(results)
+    assert json.loads(text) == results
+    assert sum(line.strip().startswith('{"env":"taxi"') for line in text.splitlines()) == 3
