@@ -32,11 +32,10 @@ FULL = {
 CONFIG_COUNT = 6
 """len(ablations.CONFIGS), for the help text; not imported, since that loads the graph on every command
 (tests/test_bench.py checks the two agree)."""
-SECONDS_PER_RUN = 0.7
-"""Wall seconds per task run, 4 streams at once (one process, so one core): 0.71 measured 2026-12-01 (1,372 s for
-the 1,920 runs of errors 0.3 and 0.5, the other core busy with another benchmark). Taxi and Minesweeper cost most:
-the old figure (0.26 s, gridworld and frozenlake only) promised ~40 min for a full run that took over an hour to
-get through two of its five environments."""
+SECONDS_PER_RUN = 0.24
+"""Wall seconds per task run, 4 streams at once (one process, so one core): the full run took 2,066 s for 8,640
+runs on 2 idle cores, 2026-12-01, once Taxi's truth judge stopped searching its table on every step (it had made
+a full run ~100 min, and the figure before that, 0.26 s from gridworld and frozenlake alone, promised ~40)."""
 
 
 def add_commands(commands: Any) -> None:
@@ -46,7 +45,7 @@ def add_commands(commands: Any) -> None:
         help="ablations side by side: report.md, results.json, PNG plots",
         description=f"The full run (no --quick): {len(FULL['envs'])} environments × {len(FULL['errors'])} error rates "
         f"× {CONFIG_COUNT} configurations × {FULL['streams'] * FULL['tasks']} tasks = {runs:,} runs, about "
-        f"{round(runs * SECONDS_PER_RUN / 60, -1):.0f} min on 2 idle cores.",
+        f"{5 * round(runs * SECONDS_PER_RUN / 300):.0f} min on 2 idle cores.",
     )
     bench.add_argument(
         "--quick", action="store_true", help="a small run (~2 min on 2 cores): 8 tasks per cell, wide intervals"
