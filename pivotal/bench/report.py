@@ -57,12 +57,11 @@ def results_json(results: dict[str, Any]) -> str:
     """The summary indented; each task's record on one line. Indented records made the full run's file 5.3 MB
     (one line per field of 8,640 records); one line each keeps it near 3 MB and diffs by task.
     """
-    records = results.get("records")
-    summary = json.dumps({key: value for key, value in results.items() if key != "records"}, indent=2)
-    if records is None:
-        return summary
-    lines = ",\n".join("    " + json.dumps(record, separators=(",", ":")) for record in records)
-    return f'{summary[:-2]},\n  "records": [\n{lines}\n  ]\n}}' if len(summary) > 2 else json.dumps(results)
+    summary = {key: value for key, value in results.items() if key != "records"}
+    if "records" not in results or not summary:
+        return json.dumps(results, indent=2)
+    lines = ",\n".join("    " + json.dumps(record, separators=(",", ":")) for record in results["records"])
+    return f'{json.dumps(summary, indent=2)[:-2]},\n  "records": [\n{lines}\n  ]\n}}'
 
 
 def markdown(results: dict[str, Any], plots: list[str]) -> str:

@@ -61,8 +61,8 @@ def add_commands(commands: Any) -> None:
         default=0,
         metavar="N",
         help=f"also run N gridworld tasks per configuration ({', '.join(LOCAL_CONFIGS)}) with the embedded model, "
-        "reported with the same tables (slow: ~1.5 min per task on 2 idle cores, 2–10 min on busy ones; intervals "
-        "need N ≥ 5)",
+        "reported with the same tables (slow: ~2 min per task, its 4 configurations, on 2 idle cores; more on busy "
+        "ones; intervals need N ≥ 5)",
     )
     bench.add_argument("--concurrency", type=int, default=4, help="streams run at once")
     bench.set_defaults(handler=_bench)
