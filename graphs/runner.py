@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 
 from graphs.builder import build_graph, recursion_limit
 from graphs.postgres import open_postgres
-from memory.store import open_store
+from memory.store import ExperienceStore, open_store, opened_store
 from pivotal.checkpoints import check_file, is_postgres
 from pivotal.context import Context
 from pivotal.environments import Idempotent, make_environment
@@ -280,8 +280,21 @@ async def run_batch(
             async with asyncio.TaskGroup() as group:  # a storage fault cancels the rest, which stay resumable
                 running = [group.create_task(one(i, task, graph)) for i, task in enumerate(parsed)]
         except BaseExceptionGroup as failed:
+            if isinstance(failed.exceptions[0], InfrastructureFault) and (store := _opened_memory(context)):
+                store.fault_reported()
             raise failed.exceptions[0] from None
-        return [task.result() for task in running]
+    await _flush_memory(context)
+    return [task.result() for task in running]
+
+
+async def _flush_memory(context: Context) -> None:
+    """The batch's deferred lesson counts (memory/store.py `DEFER_LESSONS`) are on disk when it returns."""
+    if (store := _opened_memory(context)) is not None:
+        await asyncio.to_thread(store.flush)
+
+
+def _opened_memory(context: Context) -> ExperienceStore | None:
+    return opened_store(context.store_path, context.store_url) if context.memory else None
 
 
 def batch_threads(

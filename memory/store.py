@@ -12,9 +12,12 @@ timeout); several processes share a store through Chroma's server (`store_url`).
 Chroma calls block: async callers go through `asyncio.to_thread`.
 """
 
+import atexit
 import hashlib
 import re
+import sys
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,6 +37,13 @@ PREFIX = "pivotal-lessons-"
 OVERFETCH = 4
 """Recall asks Chroma for k × this many neighbours, so retired ones can be dropped unfiltered."""
 BATCH = 500
+DEFER_LESSONS = 64
+DEFER_SECONDS = 5.0
+"""Recall statistics (the lessons a run recalled, scored with its outcome; the family's run
+record) wait in memory until this many lessons or seconds have gathered, the batch ends or the
+store closes: each Chroma write costs ~10-17 ms whatever it holds, and every run made two for
+them. A crash (kill -9) loses at most these statistics, never a lesson, its evidence, text or status.
+"""
 
 
 @dataclass
@@ -73,6 +83,12 @@ class ExperienceStore:
         """No other process writes it (a folder is locked to its process): what this process
         remembers of it stays true. A server's other clients approve lessons this one never hears of."""
         self._near = NeighbourCache() if private else None
+        self._deferred: dict[str, Lesson] = {}
+        """Scored versions not yet written (see DEFER_LESSONS); a private store only."""
+        self._deferred_records: dict[str, dict[str, Any]] = {}
+        """Family run records not yet written, by family."""
+        self._deferred_since = 0.0
+        self._fault_reported = False
 
     @property
     def _pending(self) -> dict[str, tuple[Lesson, list[float] | None]] | None:
@@ -86,11 +102,17 @@ class ExperienceStore:
     def _pending(self, pending: dict[str, tuple[Lesson, list[float] | None]] | None) -> None:
         self._batch.pending = pending
 
+    @property
+    def _counts_only(self) -> set[str]:
+        """Ids whose held version in this thread's `batch()` changed only recall scores (see `_defer`)."""
+        return self._batch.counts_only
+
     @contextmanager
     def batch(self) -> Iterator[None]:
-        """One run's lesson writes (inserts, merges, scores, retirements) as one upsert and one update
-        per family at the end: each Chroma write call costs ~20 ms on disk whatever it holds, and a
-        run made five or six. Reads inside see the held writes; a failure writes none of them.
+        """One run's lesson writes (inserts, merges, retirements) as one upsert and one update per
+        family at the end, its recall scores deferred (DEFER_LESSONS): each Chroma write call costs
+        ~10-20 ms on disk whatever it holds, and a run made five or six. Reads inside see the held
+        writes; a failure writes none of them.
         Call it from one thread: it holds the store's lock throughout.
         """
         with self._lock:
@@ -98,6 +120,7 @@ class ExperienceStore:
                 yield
                 return
             self._pending = {}
+            self._batch.counts_only = set()
             try:
                 yield
                 pending, self._pending = self._pending, None
@@ -108,7 +131,37 @@ class ExperienceStore:
     def _flush(self, pending: dict[str, tuple[Lesson, list[float] | None]]) -> None:
         texts = [lesson for lesson, vector in pending.values() if vector is not None]
         self._put(texts)
-        self._update([lesson for lesson, vector in pending.values() if vector is None])
+        updates = [lesson for lesson, vector in pending.values() if vector is None]
+        self._update([lesson for lesson in updates if lesson.id not in self._counts_only])
+        self._update([lesson for lesson in updates if lesson.id in self._counts_only], counts_only=True)
+
+    def flush(self) -> None:
+        """Write the deferred counts now (see DEFER_LESSONS): at close, at a batch's end, at exit.
+        They leave memory only once written, so a failed write is tried again at the next flush.
+        """
+        with self._lock:
+            for collection, group in self._by_collection(list(self._deferred.values())):
+                collection.update(
+                    ids=[lesson.id for lesson in group], metadatas=[lesson.metadata() for lesson in group]
+                )
+            for family, record in self._deferred_records.items():
+                self._collection(family, create=True).modify(metadata=record)
+            self._deferred, self._deferred_records = {}, {}
+
+    def fault_reported(self) -> None:
+        """A storage fault already stopped the work and was reported (a batch says it in one line):
+        if the deferred counts cannot be written at exit either, that is the same fault, not news.
+        """
+        self._fault_reported = True
+
+    def _defer(self, lessons: Iterable[Lesson] = (), record: tuple[str, dict[str, Any]] | None = None) -> None:
+        if not self._deferred and not self._deferred_records:
+            self._deferred_since = time.monotonic()
+        self._deferred.update((lesson.id, lesson) for lesson in lessons)
+        if record is not None:
+            self._deferred_records[record[0]] = record[1]
+        if len(self._deferred) >= DEFER_LESSONS or time.monotonic() - self._deferred_since >= DEFER_SECONDS:
+            self.flush()
 
     # ---- write path -------------------------------------------------------------------------
     def duplicate(self, lesson: Lesson, threshold: float) -> Match | None:
@@ -188,7 +241,7 @@ class ExperienceStore:
                     self._put([lesson])
                     self._approved = None if self._approved is None else self._approved + 1
                     written.append(Written(lesson.id, merged=False))
-            self._update(list(counted.values()))
+            self._update(list(counted.values()))  # evidence: written with the run, never deferred
         return written
 
     def put(self, lessons: list[Lesson]) -> None:
@@ -288,7 +341,7 @@ class ExperienceStore:
                 lesson.scored(run_id, success=success, steps=usage[i][0], approved_steps=usage[i][1])
                 for i, lesson in current.items()
             ]
-            self._update(scored)
+            self._update(scored, counts_only=True)
         return scored
 
     def _count_run(self, family: str, run_id: str, success: bool) -> None:
@@ -305,12 +358,16 @@ class ExperienceStore:
             run_successes=int(record.get("run_successes", 0)) + int(success),
             counted_runs=" ".join([*counted, run_id][-RECENT_RUNS:]),
         )
-        collection.modify(metadata=record)
+        if self._private:
+            self._defer(record=(family, record))
+        else:
+            collection.modify(metadata=record)
 
     def _family_metadata(self, collection: Any) -> dict[str, Any]:
         """Another process may have counted runs since this one opened a server's collection."""
         if self._private:
-            return collection.metadata or {}
+            family = (collection.metadata or {}).get("family", "")
+            return self._deferred_records.get(family) or collection.metadata or {}
         return self.client.get_collection(collection.name).metadata or {}
 
     def _hurts(self, lesson: Lesson, min_retrievals: int) -> str:
@@ -385,9 +442,12 @@ class ExperienceStore:
         return list(found)
 
     def close(self) -> None:
-        if self._release:
-            self._release()
-            self._release = None
+        try:
+            self.flush()
+        finally:
+            if self._release:
+                self._release()
+                self._release = None
 
     # ---- Chroma -----------------------------------------------------------------------------
     def _collection(self, family: str, *, create: bool) -> Any:
@@ -452,7 +512,10 @@ class ExperienceStore:
             for lesson in lessons:
                 self._collection(lesson.family, create=True)  # the family's run record needs it now
                 self._pending[lesson.id] = (lesson, _vector(lesson.document))
+                self._counts_only.discard(lesson.id)
             return
+        for lesson in lessons:  # what is written now carries any deferred counts (or replaces them)
+            self._deferred.pop(lesson.id, None)
         for collection, group in self._by_collection(lessons):
             documents = [lesson.document for lesson in group]
             collection.upsert(
@@ -466,16 +529,29 @@ class ExperienceStore:
         elif self._near is not None:
             self._near.forget({lesson.family for lesson in lessons})
 
-    def _update(self, lessons: list[Lesson]) -> None:
+    def _update(self, lessons: list[Lesson], *, counts_only: bool = False) -> None:
         """Counts, utility, status: the text is unchanged, so Chroma must not embed it again (an
         upsert with documents re-embeds every one: most of a run's store time went there).
+        `counts_only`: nothing but recall scores changed, so a private store may defer the write (`_defer`).
         """
         if self._pending is not None:
             for lesson in lessons:  # a lesson inserted in this batch stays an insert, with its latest counts
-                self._pending[lesson.id] = (lesson, self._pending.get(lesson.id, (lesson, None))[1])
+                held = self._pending.get(lesson.id)
+                if counts_only and (held is None or held[0].id in self._counts_only):
+                    self._counts_only.add(lesson.id)
+                elif not counts_only:
+                    self._counts_only.discard(lesson.id)
+                self._pending[lesson.id] = (lesson, held[1] if held is not None else None)
             return
-        for collection, group in self._by_collection(lessons):
-            collection.update(ids=[lesson.id for lesson in group], metadatas=[lesson.metadata() for lesson in group])
+        if counts_only and self._private:
+            self._defer(lessons)
+        else:
+            for lesson in lessons:  # this version carries the deferred counts too
+                self._deferred.pop(lesson.id, None)
+            for collection, group in self._by_collection(lessons):
+                collection.update(
+                    ids=[lesson.id for lesson in group], metadatas=[lesson.metadata() for lesson in group]
+                )
         if self._near is not None:
             self._near.written(lessons, None)
 
@@ -509,8 +585,10 @@ class ExperienceStore:
         return stored + held
 
     def _held(self, lesson: Lesson) -> Lesson:
-        """The version a `batch()` has yet to write, if any."""
-        return self._pending[lesson.id][0] if self._pending and lesson.id in self._pending else lesson
+        """The version a `batch()` or a deferred write has yet to write, if any."""
+        if self._pending and lesson.id in self._pending:
+            return self._pending[lesson.id][0]
+        return self._deferred.get(lesson.id, lesson)
 
     def _lesson(self, lesson_id: str, metadata: Any) -> Lesson:
         try:
@@ -530,7 +608,7 @@ class ExperienceStore:
             query_embeddings=[vector], n_results=n, where=where, include=["metadatas", "distances"]
         )
         return [
-            (self._lesson(lesson_id, metadata), 1.0 - float(distance))
+            (self._held(self._lesson(lesson_id, metadata)), 1.0 - float(distance))
             for lesson_id, metadata, distance in zip(
                 result["ids"][0], result["metadatas"][0], result["distances"][0], strict=True
             )
@@ -600,6 +678,19 @@ def close_stores() -> None:
             store.close()
         _stores.clear()
         _opened.clear()
+
+
+@atexit.register
+def _flush_stores() -> None:
+    """Deferred counts reach the disk when the process ends normally, closed or not."""
+    for store in list(_stores.values()):
+        try:
+            store.flush()
+        except Exception as exc:  # noqa: BLE001 — at exit a traceback helps no one; say what was lost
+            if not store._fault_reported:
+                print(
+                    f"pivotal: lesson counts of {store.location} not written at exit: {one_line(exc)}", file=sys.stderr
+                )
 
 
 def _forget_opened(store: ExperienceStore | None) -> None:

@@ -197,8 +197,10 @@ def _count_writes(store, family: str, monkeypatch) -> dict[str, int]:
     return calls
 
 
-def test_a_batch_writes_a_runs_lessons_in_one_upsert_and_one_update(store, monkeypatch):
+def test_a_batch_writes_a_runs_lessons_and_evidence_at_once_and_defers_its_recall_scores(store, monkeypatch):
     known = store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)[0]
+    scored = store.add([lesson("Set a timeout on every socket you open.")], dedup_similarity=DEDUP)[0]
+    store.flush()
     calls = _count_writes(store, "files", monkeypatch)
     with store.batch():
         store.add(
@@ -208,12 +210,92 @@ def test_a_batch_writes_a_runs_lessons_in_one_upsert_and_one_update(store, monke
         store.add(
             [lesson("Before reading a file, make sure it exists.", run_id="r2")], dedup_similarity=DEDUP, keep_text=True
         )
-        store.record_outcome("r2", "files", {known.id: (2, 2)}, success=True)
+        store.record_outcome("r2", "files", {known.id: (2, 2), scored.id: (1, 1)}, success=True)
         assert calls == {"upsert": 0, "update": 0}
-    assert calls == {"upsert": 1, "update": 1}
+    assert calls == {"upsert": 1, "update": 1}  # the inserts; the merge's evidence (with its score)
     stored = store.get()
-    assert len(stored) == 3
-    assert stored[known.id].evidence == 2 and stored[known.id].retrievals == 1  # the merge and the score both kept
+    assert len(stored) == 4
+    assert stored[known.id].evidence == 2 and stored[known.id].retrievals == 1
+    assert stored[scored.id].retrievals == 1  # a score alone waits, but reads see it
+    store.flush()
+    assert calls == {"upsert": 1, "update": 2}
+    on_disk = _reopened(store).get()
+    assert on_disk[known.id].evidence == 2 and on_disk[scored.id].retrievals == 1
+
+
+def _reopened(store):
+    """The same folder opened afresh: what reached the disk."""
+    location = store.location
+    close_stores()
+    return open_store(location)
+
+
+def test_deferred_counts_are_written_together_once_enough_gather(store, monkeypatch):
+    import memory.store as module
+
+    written = store.add(
+        [lesson(f"Lesson number {n} about {topic}.") for n, topic in enumerate(["files", "sockets", "folders"])],
+        dedup_similarity=DEDUP,
+    )
+    store.flush()
+    calls = _count_writes(store, "files", monkeypatch)
+    monkeypatch.setattr(module, "DEFER_LESSONS", 3)
+    for index, w in enumerate(written[:2]):
+        store.record_outcome(f"run-{index}", "files", {w.id: (1, 1)}, success=True)
+    assert calls["update"] == 0
+    store.record_outcome("run-2", "files", {written[2].id: (1, 0)}, success=False)
+    assert calls["update"] == 1  # three lessons' counts in one call
+    on_disk = _reopened(store).get()
+    assert [on_disk[w.id].retrievals for w in written] == [1, 1, 1]
+
+
+def test_deferred_counts_are_written_once_they_are_old_enough(store, monkeypatch):
+    import memory.store as module
+
+    (written,) = store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)
+    store.flush()
+    calls = _count_writes(store, "files", monkeypatch)
+    now = [1000.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: now[0])
+    store.record_outcome("run-1", "files", {written.id: (1, 1)}, success=True)
+    assert calls["update"] == 0
+    now[0] += module.DEFER_SECONDS
+    store.record_outcome("run-2", "files", {written.id: (1, 1)}, success=True)
+    assert calls["update"] == 1
+    assert _reopened(store).get()[written.id].retrievals == 2
+
+
+def test_a_retirement_is_written_at_once_with_the_deferred_counts(store, monkeypatch):
+    (written,) = store.add([lesson("Always delete the cache first.")], dedup_similarity=DEDUP)
+    store.flush()
+    calls = _count_writes(store, "files", monkeypatch)
+    store.record_outcome("run-1", "files", {written.id: (2, 0)}, success=False)
+    assert calls["update"] == 0
+    store.retire([written.id], "test")
+    assert calls["update"] == 1
+    monkeypatch.undo()
+    stored = _reopened(store).get()[written.id]  # nothing else was flushed: the retirement carried the counts
+    assert stored.status == "retired" and stored.retrievals == 1
+
+
+def test_deferred_counts_reach_the_disk_when_the_process_exits_without_closing(tmp_path):
+    folder = tmp_path / "store"
+    script = f"""
+from memory.lesson import Lesson
+from memory.store import open_store
+store = open_store({str(folder)!r})
+(w,) = store.add([Lesson(kind="guardrail", situation="reading files", text="Check the file exists before reading it.",
+                         outcome="failure", family="files", run_id="run-a")], dedup_similarity=0.9)
+store.flush()
+store.record_outcome("run-b", "files", {{w.id: (2, 2)}}, success=True)
+store.record_outcome("run-c", "files", {{w.id: (1, 0)}}, success=False)
+"""
+    subprocess.run([sys.executable, "-c", script], cwd=ROOT, check=True, timeout=120)
+    store = open_store(str(folder))
+    (stored,) = store.get().values()
+    assert stored.retrievals == 2 and stored.successes == 1
+    (collection,) = store._family_collections("files")
+    assert collection.metadata["runs"] == 2
 
 
 def test_reads_inside_a_batch_see_its_writes(store):
@@ -439,5 +521,6 @@ def test_a_resumed_run_counts_once_in_the_familys_record(store):
     store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)
     for _ in range(3):
         store.record_outcome("same-run", "files", {}, success=True)
-    (collection,) = store._family_collections("files")
+    store.flush()
+    (collection,) = _reopened(store)._family_collections("files")
     assert collection.metadata["runs"] == 1 and collection.metadata["run_successes"] == 1
