@@ -140,10 +140,7 @@ class ExperienceStore:
         They leave memory only once written, so a failed write is tried again at the next flush.
         """
         with self._lock:
-            for collection, group in self._by_collection(list(self._deferred.values())):
-                collection.update(
-                    ids=[lesson.id for lesson in group], metadatas=[lesson.metadata() for lesson in group]
-                )
+            self._write_updates(list(self._deferred.values()))
             for family, record in self._deferred_records.items():
                 self._collection(family, create=True).modify(metadata=record)
             self._deferred, self._deferred_records = {}, {}
@@ -537,10 +534,10 @@ class ExperienceStore:
         if self._pending is not None:
             for lesson in lessons:  # a lesson inserted in this batch stays an insert, with its latest counts
                 held = self._pending.get(lesson.id)
-                if counts_only and (held is None or held[0].id in self._counts_only):
-                    self._counts_only.add(lesson.id)
-                elif not counts_only:
+                if not counts_only:
                     self._counts_only.discard(lesson.id)
+                elif held is None:  # a held insert or full update stays what it is
+                    self._counts_only.add(lesson.id)
                 self._pending[lesson.id] = (lesson, held[1] if held is not None else None)
             return
         if counts_only and self._private:
@@ -548,12 +545,13 @@ class ExperienceStore:
         else:
             for lesson in lessons:  # this version carries the deferred counts too
                 self._deferred.pop(lesson.id, None)
-            for collection, group in self._by_collection(lessons):
-                collection.update(
-                    ids=[lesson.id for lesson in group], metadatas=[lesson.metadata() for lesson in group]
-                )
+            self._write_updates(lessons)
         if self._near is not None:
             self._near.written(lessons, None)
+
+    def _write_updates(self, lessons: list[Lesson]) -> None:
+        for collection, group in self._by_collection(lessons):
+            collection.update(ids=[lesson.id for lesson in group], metadatas=[lesson.metadata() for lesson in group])
 
     def forget_recall(self) -> None:
         """Drop the kept recall answers: benchmarks measure a process that starts cold with it."""
