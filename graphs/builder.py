@@ -3,9 +3,13 @@
 START → start → recall → actor → critic ─approve→ [human_approval] → executor ─not done→ recall …
                            ↑         │ revise/reject (≤ max_critique_rounds)
                            └─────────┘
-        executor ─success→ distill → dedup → gate → memory_writer → END
+        executor ─success→ distill → dedup → gate → memory_writer → respond → END
         executor/critic ─attempt failed→ reflector ─retry left→ pivot → recall …
-                                                  └─give up→ distill → dedup → gate → memory_writer → END
+                                                  └─give up→ distill → dedup → gate → memory_writer → respond → END
+
+Nodes with nothing to do are passed by (graphs/routes.py): recall when there is nothing to
+recall (memory off, or task-start recall after the first step), the lesson nodes when memory
+is off. Each node entered costs a checkpoint write.
 
 The actor/critic loop stays in this one graph (no subgraphs) so Studio shows every node
 and a user can fork from any of them.
@@ -18,6 +22,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime, get_runtime
 
 from graphs import routes
 from nodes.actor import actor
@@ -63,15 +68,18 @@ def build_graph(checkpointer: Any = None, *, context: Context | None = None, **c
     builder = StateGraph(State, context_schema=Context, input_schema=InputState, output_schema=OutputState)
     for name, node in NODES.items():
         builder.add_node(name, _logged(name, node, context))
+    step = ["recall", "actor"]
+    finish = ["distill", "respond"]
     builder.add_edge(START, "start")
-    builder.add_edge("start", "recall")
+    builder.add_conditional_edges("start", _routed(routes.next_step, context), step)
     builder.add_edge("recall", "actor")
     builder.add_edge("actor", "critic")
-    builder.add_conditional_edges("critic", routes.after_review, ["executor", "human_approval", "actor", "reflector"])
-    builder.add_conditional_edges("human_approval", routes.after_review, ["executor", "actor", "reflector"])
-    builder.add_conditional_edges("executor", routes.after_executor, ["distill", "reflector", "recall"])
-    builder.add_conditional_edges("reflector", routes.after_reflector, ["distill", "pivot"])
-    builder.add_edge("pivot", "recall")
+    review = _routed(routes.after_review, context)
+    builder.add_conditional_edges("critic", review, ["executor", "human_approval", "actor", "reflector"])
+    builder.add_conditional_edges("human_approval", review, ["executor", "actor", "reflector"])
+    builder.add_conditional_edges("executor", _routed(routes.after_executor, context), [*finish, "reflector", *step])
+    builder.add_conditional_edges("reflector", _routed(routes.after_reflector, context), [*finish, "pivot"])
+    builder.add_conditional_edges("pivot", _routed(routes.next_step, context), step)
     builder.add_edge("distill", "dedup")
     builder.add_edge("dedup", "gate")
     builder.add_edge("gate", "memory_writer")
@@ -124,13 +132,36 @@ def recursion_limit(context: Context) -> int:
     return (context.max_pivot_retries + 1) * per_attempt + 6 + 1
 
 
+def _context(runtime: Runtime, default: Context | None) -> Context:
+    """The run's Context; the graph's own when the caller gave none, or a parent graph's own context."""
+    return runtime.context if isinstance(runtime.context, Context) else default or Context()
+
+
+def _routed(route, default: Context | None):
+    """Async although routes never wait: LangGraph runs a plain function in a worker thread.
+
+    The route gets None for the Context outside a run: `update_state(as_node=...)` (a Studio edit)
+    follows the node's edges with no runtime, and the run it resumes may have other settings.
+    """
+
+    async def path(state: State) -> str:
+        try:
+            runtime = get_runtime(Context)
+        except RuntimeError:  # no runnable context at all
+            runtime = None
+        return route(state, _context(runtime, default) if runtime is not None else None)
+
+    path.__name__ = path.__qualname__ = route.__name__
+    return path
+
+
 def _logged(name: str, node, default: Context | None):
-    """One structured log event per node transition; the graph's own Context when the caller gave none."""
+    """One structured log event per node transition."""
 
     @functools.wraps(node)
     async def run(state: State, runtime):
-        if not isinstance(runtime.context, Context):  # none given, or a parent graph's own context
-            runtime = runtime.override(context=default or Context())
+        if not isinstance(runtime.context, Context):
+            runtime = runtime.override(context=_context(runtime, default))
         started = time.perf_counter()
         update = await node(state, runtime)
         usage = (update.get("usage") or {}).values()

@@ -1,9 +1,22 @@
-"""Conditional edges: the one place that turns what a node wrote into the next node's name."""
+"""Conditional edges: the one place that turns what a node wrote into the next node's name.
 
+A node with nothing to do is not entered: each step through the graph costs a checkpoint, so
+recall is skipped where it would find nothing, and the lesson nodes when memory is off. The
+Context is None outside a run (a Studio edit `as_node`): then every node is entered and checks
+for itself, as each one does.
+"""
+
+from nodes.recall import wanted as recall_wanted
+from pivotal.context import Context
 from pivotal.state import State
 
 
-def after_review(state: State) -> str:
+def next_step(state: State, context: Context | None) -> str:
+    """After start, a pivot or an executed step: recall for the coming step, or go straight to the actor."""
+    return "recall" if context is None or recall_wanted(state, context) else "actor"
+
+
+def after_review(state: State, context: Context | None) -> str:
     """After the critic or a person: reflect on a failed attempt, propose again, ask a person, or execute."""
     if state.get("attempt_failed"):
         return "reflector"
@@ -13,11 +26,16 @@ def after_review(state: State) -> str:
     return "human_approval" if chosen.get("needs_approval") else "executor"
 
 
-def after_executor(state: State) -> str:
+def after_executor(state: State, context: Context | None) -> str:
     if state.get("status") == "success":
-        return "distill"
-    return "reflector" if state.get("attempt_failed") else "recall"
+        return finish(context)
+    return "reflector" if state.get("attempt_failed") else next_step(state, context)
 
 
-def after_reflector(state: State) -> str:
-    return "distill" if state.get("status") == "failure" else "pivot"
+def after_reflector(state: State, context: Context | None) -> str:
+    return finish(context) if state.get("status") == "failure" else "pivot"
+
+
+def finish(context: Context | None) -> str:
+    """Lessons are distilled, matched, gated and written only when the run keeps a memory."""
+    return "distill" if context is None or context.memory else "respond"

@@ -16,10 +16,8 @@ from prompts import bounded
 
 async def recall(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     context = runtime.context
-    if not context.memory or context.recall == "off":
+    if not wanted(state, context):
         return {}
-    if context.recall == "task" and (state.get("trajectory") or state.get("retries")):
-        return {}  # task-start recall: the lessons found at the start stay for the whole run
     task = Task.model_validate(state["task"])
     if context.recall == "step":
         query = situation(state["run_id"], state["observation"])
@@ -50,6 +48,14 @@ async def recall(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ]
     recalled = list(dict.fromkeys([*state.get("recalled", []), *(lesson["id"] for lesson in lessons)]))
     return {"lessons": lessons, "recalled": recalled}
+
+
+def wanted(state: State, context: Context) -> bool:
+    """Whether this step has anything to recall; the graph does not enter the node otherwise."""
+    if not context.memory or context.recall == "off":
+        return False
+    # task-start recall: the lessons found at the start stay for the whole run
+    return context.recall == "step" or not (state.get("trajectory") or state.get("retries"))
 
 
 SITUATION_CHARS = 240

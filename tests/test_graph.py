@@ -329,3 +329,35 @@ async def test_an_attempt_stuck_at_the_critic_pivots_at_the_current_step_without
     assert reflection["error_type"] == "no_acceptable_action"
     assert reflection["pivotal_step"] == 0 and reflection["diagnosis"].startswith("no acceptable action")
     assert "reflector" not in result.usage
+
+
+async def _entered(tmp_path, **context) -> tuple[list[str], dict]:
+    """The nodes a run entered, in order, and its final state."""
+    graph = build_graph(checkpointer=InMemorySaver())
+    task = {"task": {"env": "gridworld", "params": {"seed": 1}}}
+    config = {"configurable": {"thread_id": "t"}}
+    settings = Context(model="sim", store_path=str(tmp_path / "store"), max_pivot_retries=0, **context)
+    entered = [name async for chunk in graph.astream(task, config, context=settings) for name in chunk]
+    return entered, (await graph.aget_state(config)).values
+
+
+@pytest.mark.parametrize(
+    ("context", "recalls"),
+    [
+        (dict(memory=False), 0),
+        (dict(memory=True, recall="off"), 0),
+        (dict(memory=True, recall="task"), 1),
+        (dict(memory=True, recall="step"), None),  # one per executed step
+    ],
+)
+async def test_nodes_with_nothing_to_do_are_not_entered(tmp_path, context, recalls):
+    """Each node entered costs a checkpoint: recall only where it can find something, the lesson
+    nodes only with memory on; the run's outcome is the same either way.
+    """
+    entered, final = await _entered(tmp_path, **context)
+    executed = final["counters"]["executed"]
+    assert final["status"] == "success" and executed >= 3
+    assert entered.count("recall") == (executed if recalls is None else recalls)
+    lesson_nodes = ["distill", "dedup", "gate", "memory_writer"]
+    assert [n for n in entered if n in lesson_nodes] == (lesson_nodes if context["memory"] else [])
+    assert entered[0] == "start" and entered[-1] == "respond"
