@@ -210,9 +210,9 @@ async def _timed(work: Any) -> tuple[float, float]:
 async def _pivotal_pass(
     tasks: list[dict[str, Any]], path: str, *, memory: bool, store: str, warm: bool = False
 ) -> tuple[float, float]:
-    """Cold (the default): each pass pays for its own situations' embeddings and recall answers
-    (repeats within it still hit). Warm: the process's caches stay, as in a long batch where the
-    same situations and lesson texts come back.
+    """Cold (the default): each pass pays for its own situations' embeddings, recall answers and
+    lesson reads (repeats within it still hit). Warm: the process's caches stay, as in a long batch
+    where the same situations and lesson texts come back.
     """
     context = Context(model="sim", memory=memory, store_path=store, max_pivot_retries=0, max_steps=MAX_STEPS)
     if not warm:  # the store stays open (its index loaded), as in a batch: only what it remembered goes

@@ -36,6 +36,10 @@ from pivotal.stats import wilson
 PREFIX = "pivotal-lessons-"
 OVERFETCH = 4
 """Recall asks Chroma for k × this many neighbours, so retired ones can be dropped unfiltered."""
+MAX_KNOWN = 5_000
+"""Lessons a private store keeps as last read or written (~3 KB each): more start over."""
+KNOWN_ENOUGH = 0.8
+"""Queries leave the lessons' metadata out once this share of what they find is known."""
 BATCH = 500
 DEFER_LESSONS = 64
 DEFER_SECONDS = 5.0
@@ -83,6 +87,15 @@ class ExperienceStore:
         """No other process writes it (a folder is locked to its process): what this process
         remembers of it stays true. A server's other clients approve lessons this one never hears of."""
         self._near = NeighbourCache() if private else None
+        self._known: dict[str, Lesson] = {}
+        """The stored version of lessons this process read or wrote, in a private store: a `get`
+        of them needs no read, and while they cover what queries find, a query asks Chroma for
+        ids and distances only (reading each result's metadata is most of a small query's cost)."""
+        self._coverage = 0.0
+        """Share of the lessons recent queries found that were known (a moving average)."""
+        self._writes = 0
+        """Writes made so far: a read that a write overtook is not kept (it may be the older version)."""
+        self._known_lock = threading.Lock()
         self._deferred: dict[str, Lesson] = {}
         """Scored versions not yet written (see DEFER_LESSONS); a private store only."""
         self._deferred_records: dict[str, dict[str, Any]] = {}
@@ -205,13 +218,8 @@ class ExperienceStore:
         where: dict[str, Any] = {"kind": lesson.kind}
         if lesson.scope:  # a lesson one maze taught merges only where it would be recalled
             where = {"$and": [where, {"scope": {"$in": ["", lesson.scope]}}]}
-        result = collection.query(
-            query_embeddings=[_vector(lesson.document)], n_results=1, where=where, include=["metadatas", "distances"]
-        )
-        if not result["ids"][0]:
-            return None
-        found = self._held(self._lesson(result["ids"][0][0], result["metadatas"][0][0]))
-        return found, 1.0 - float(result["distances"][0][0])
+        found = self._query(collection, _vector(lesson.document), 1, where)
+        return found[0] if found else None
 
     def add(self, lessons: Iterable[Lesson], *, dedup_similarity: float, keep_text: bool = False) -> list[Written]:
         """Insert each lesson, or merge it into a stored one of the same kind and family at least
@@ -521,6 +529,7 @@ class ExperienceStore:
                 metadatas=[lesson.metadata() for lesson in group],
                 embeddings=[_vector(d) for d in documents] if embedded else None,
             )
+            self._remember(group)
         if self._near is not None and embedded:
             self._near.written(lessons, [_vector(lesson.document) for lesson in lessons])
         elif self._near is not None:
@@ -552,11 +561,28 @@ class ExperienceStore:
     def _write_updates(self, lessons: list[Lesson]) -> None:
         for collection, group in self._by_collection(lessons):
             collection.update(ids=[lesson.id for lesson in group], metadatas=[lesson.metadata() for lesson in group])
+            self._remember(group)
+
+    def _remember(self, lessons: list[Lesson], *, read_after: int | None = None) -> None:
+        """Written lessons, once Chroma holds them (a failed write leaves the stored version known);
+        read ones only if no write landed since `read_after`.
+        """
+        if not self._private:
+            return
+        with self._known_lock:
+            if read_after is None:
+                self._writes += 1
+            elif read_after != self._writes:
+                return
+            if len(self._known) + len(lessons) > MAX_KNOWN:
+                self._known = {}
+            self._known.update((lesson.id, lesson) for lesson in lessons)
 
     def forget_recall(self) -> None:
-        """Drop the kept recall answers: benchmarks measure a process that starts cold with it."""
+        """Drop the kept recall answers and known lessons: benchmarks measure a process that starts cold."""
         if self._near is not None:
             self._near.forget()
+        self._known, self._coverage = {}, 0.0
 
     def _by_collection(self, lessons: list[Lesson]) -> Iterator[tuple[Any, list[Lesson]]]:
         """Each family's collection with its lessons; Chroma refuses a batch that repeats an id: the last wins."""
@@ -567,8 +593,7 @@ class ExperienceStore:
             yield self._collection(family, create=True), list(unique.values())
 
     def _get(self, collection: Any, ids: list[str] | None) -> list[Lesson]:
-        result = collection.get(ids=ids, include=["metadatas"])
-        stored = [self._held(self._lesson(i, m)) for i, m in zip(result["ids"], result["metadatas"] or [], strict=True)]
+        stored = [self._held(lesson) for lesson in self._stored(collection, ids)]
         if not self._pending:
             return stored
         known = {lesson.id for lesson in stored}
@@ -581,6 +606,20 @@ class ExperienceStore:
             and collection_name(lesson.family) == collection.name
         ]
         return stored + held
+
+    def _stored(self, collection: Any, ids: list[str] | None) -> list[Lesson]:
+        """What Chroma holds for `ids` (all when None); the versions this process knows need no read."""
+        kept = {} if ids is None else {i: self._known.get(i) for i in ids}  # one look: another thread may start over
+        known = [lesson for lesson in kept.values() if lesson and collection_name(lesson.family) == collection.name]
+        missing = None if ids is None else [i for i, lesson in kept.items() if lesson is None]
+        if missing == []:
+            return known
+        writes = self._writes
+        result = collection.get(ids=missing, include=["metadatas"])
+        read = [self._lesson(i, m) for i, m in zip(result["ids"], result["metadatas"] or [], strict=True)]
+        if ids is not None:
+            self._remember(read, read_after=writes)
+        return known + read
 
     def _held(self, lesson: Lesson) -> Lesson:
         """The version a `batch()` or a deferred write has yet to write, if any."""
@@ -599,18 +638,28 @@ class ExperienceStore:
             ) from None
 
     def _query(
-        self, collection: Any, vector: np.ndarray, n: int, where: dict[str, Any] | None
+        self, collection: Any, vector: np.ndarray | list[float], n: int, where: dict[str, Any] | None
     ) -> list[tuple[Lesson, float]]:
-        """The `n` nearest lessons, any status unless `where` says, with their cosine similarity."""
-        result = collection.query(
-            query_embeddings=[vector], n_results=n, where=where, include=["metadatas", "distances"]
-        )
-        return [
-            (self._held(self._lesson(lesson_id, metadata)), 1.0 - float(distance))
-            for lesson_id, metadata, distance in zip(
-                result["ids"][0], result["metadatas"][0], result["distances"][0], strict=True
-            )
-        ]
+        """The `n` nearest lessons, any status unless `where` says, with their cosine similarity.
+
+        A private store asks for ids and distances only once the lessons it knows cover what its
+        queries find (KNOWN_ENOUGH): the lessons then come from `_stored`, which reads the few it
+        lacks in one more call. Where they do not (a large store, a new process), that call would
+        cost more than reading the metadata with the query (benchmarks/bench_store.py).
+        """
+        known_first = self._private and self._coverage >= KNOWN_ENOUGH
+        include = ["distances"] if known_first else ["metadatas", "distances"]
+        writes = self._writes
+        result = collection.query(query_embeddings=[vector], n_results=n, where=where, include=include)
+        ids, distances = result["ids"][0], result["distances"][0]
+        if self._private and ids:
+            self._coverage += 0.5 * (sum(i in self._known for i in ids) / len(ids) - self._coverage)
+        if known_first:
+            lessons = {lesson.id: lesson for lesson in self._stored(collection, ids)}
+        else:
+            lessons = {i: self._lesson(i, m) for i, m in zip(ids, result["metadatas"][0], strict=True)}
+            self._remember(list(lessons.values()), read_after=writes)
+        return [(self._held(lessons[i]), 1.0 - float(d)) for i, d in zip(ids, distances, strict=True) if i in lessons]
 
 
 def _recallable(found: Iterable[tuple[Lesson, float]], instance: str) -> list[Recalled]:

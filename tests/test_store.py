@@ -524,3 +524,115 @@ def test_a_resumed_run_counts_once_in_the_familys_record(store):
     store.flush()
     (collection,) = _reopened(store)._family_collections("files")
     assert collection.metadata["runs"] == 1 and collection.metadata["run_successes"] == 1
+
+
+def _spy_reads(store, family: str, monkeypatch) -> dict[str, list]:
+    """What a private store asks Chroma to read: each `get`, and what each query includes."""
+    collection = store._collection(family, create=True)
+    asked: dict[str, list] = {"get": [], "query": []}
+    get, query = collection.get, collection.query
+
+    def counted_get(*args, **kwargs):
+        asked["get"].append(kwargs.get("ids"))
+        return get(*args, **kwargs)
+
+    def counted_query(*args, **kwargs):
+        asked["query"].append(kwargs.get("include"))
+        return query(*args, **kwargs)
+
+    monkeypatch.setattr(collection, "get", counted_get)
+    monkeypatch.setattr(collection, "query", counted_query)
+    return asked
+
+
+def _search_afresh(store, times: int) -> list:
+    """A new situation each time: asked of Chroma, not kept."""
+    for _ in range(times):
+        store._near.forget()
+        found = store.search("reading a file", family="files", k=1, min_similarity=0.0)
+    return found
+
+
+def test_once_the_lessons_it_knows_cover_its_queries_a_store_asks_chroma_for_distances_only(store, monkeypatch):
+    written = store.add(
+        [lesson("Check the file exists before reading it."), lesson("Close files after writing them.")],
+        dedup_similarity=DEDUP,
+    )
+    asked = _spy_reads(store, "files", monkeypatch)
+    _search_afresh(store, 10)
+    assert asked["query"][0] == ["metadatas", "distances"] and asked["query"][-1] == ["distances"]
+    assert asked["get"] == []  # both lessons known since written: nothing more to read
+    store.record_outcome("run-b", "files", {written[0].id: (1, 1)}, success=True)
+    store.flush()
+    found = _search_afresh(store, 1)
+    assert found[0].lesson.text == "Check the file exists before reading it." and found[0].lesson.retrievals == 1
+    assert asked["query"][-1] == ["distances"] and asked["get"] == []
+    reopened = _reopened(store)  # a new process knows nothing: the first queries read the metadata
+    asked = _spy_reads(reopened, "files", monkeypatch)
+    assert _search_afresh(reopened, 10)[0].lesson.retrievals == 1
+    assert asked["query"][0] == ["metadatas", "distances"] and asked["query"][-1] == ["distances"]
+    assert asked["get"] == []
+
+
+def test_a_store_whose_queries_find_lessons_it_does_not_know_reads_them_with_the_query(store, monkeypatch):
+    """A get after a distances-only query costs more than the metadata read it saves."""
+    store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)
+    asked = _spy_reads(store, "files", monkeypatch)
+    for _ in range(10):
+        store.forget_recall()  # nothing known, as in a store far larger than what it keeps
+        store.search("reading a file", family="files", k=1, min_similarity=0.0)
+    assert asked["query"] == [["metadatas", "distances"]] * 10 and asked["get"] == []
+
+
+def test_the_lessons_a_store_knows_stay_equal_to_what_chroma_holds(store):
+    """Inserts, merges, scores (deferred, then flushed) and a retirement: the versions the store
+    keeps in memory must be exactly the ones on disk after each.
+    """
+    texts = ["Check the file exists before reading it.", "Close files after writing them."]
+    first = store.add([lesson(t) for t in texts], dedup_similarity=DEDUP)
+    store.add([lesson("Before reading a file, make sure it exists.", run_id="r2")], dedup_similarity=DEDUP)
+    store.record_outcome("r2", "files", {first[0].id: (2, 1), first[1].id: (1, 1)}, success=False)
+    store.flush()
+    store.retire([first[1].id], "test")
+    collection = store._collection("files", create=False)
+    on_disk = collection.get(include=["metadatas"])
+    stored = {i: Lesson.from_record(i, dict(m)) for i, m in zip(on_disk["ids"], on_disk["metadatas"], strict=True)}
+    assert stored == {i: store._known[i] for i in stored}
+    assert stored[first[0].id].evidence == 2 and stored[first[0].id].retrievals == 1
+    assert stored[first[1].id].status == "retired"
+
+
+def test_a_server_store_reads_every_lesson_from_chroma(tmp_path):
+    """Another process may change a lesson at any time: only a store this process owns keeps them."""
+    from memory.store import ExperienceStore
+
+    client = chromadb.PersistentClient(path=str(tmp_path / "shared"))
+    shared = ExperienceStore("shared", client, private=False)
+    written = shared.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)
+    ExperienceStore("shared", client, private=False).record_outcome(
+        "run-b", "files", {written[0].id: (1, 1)}, success=True
+    )
+    assert shared._known == {}
+    assert shared.search("reading files", family="files", k=1, min_similarity=0.0)[0].lesson.retrievals == 1
+
+
+def test_a_read_that_a_write_overtook_is_not_kept(store, monkeypatch):
+    """A search reads in its own thread while a run writes: the older version it read must not
+    replace the newer one the store knows.
+    """
+    written = store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)[0]
+    store.forget_recall()  # nothing known: the next get reads Chroma
+    collection = store._collection("files", create=False)
+    get, overtaken = collection.get, []
+
+    def slow_get(*args, **kwargs):
+        found = get(*args, **kwargs)
+        if not overtaken:  # the retirement lands while this read is on its way back
+            overtaken.append(written.id)
+            store.retire([written.id], "test")
+        return found
+
+    monkeypatch.setattr(collection, "get", slow_get)
+    assert store.get([written.id])[written.id].status == "approved"  # what that read saw
+    assert overtaken == [written.id] and store._known[written.id].status == "retired"
+    assert store.get([written.id])[written.id].status == "retired"
