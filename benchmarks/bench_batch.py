@@ -8,7 +8,8 @@
    same durability, same seeds, latency 0:
    - an empty 4-node LangGraph loop (recall → actor → critic → executor, nodes do nothing);
    - a bare 4-node agent loop whose actor and critic make the same structured `sim` calls and
-     whose executor steps the same gridworld — a plain LangGraph agent without Pivotal.
+     whose executor steps the same gridworld — a plain LangGraph agent without Pivotal; and the
+     same loop without its empty recall node, since Pivotal enters no recall node with memory off.
    Memory on is measured cold (each pass embeds its own situations and lesson texts) and warm
    (the process's caches kept, as in a long batch where situations come back).
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import resource
 import statistics
@@ -91,8 +93,10 @@ def empty_loop(saver: Any):
     return _loop(saver, noop, noop, noop, executor)
 
 
-def agent_loop(saver: Any, latency: float = 0.0):
-    """What an application would write without Pivotal: propose, review, execute, repeat."""
+def agent_loop(saver: Any, latency: float = 0.0, *, with_recall: bool = True):
+    """What an application would write without Pivotal: propose, review, execute, repeat.
+    `with_recall=False`: without its (empty) recall node, as Pivotal runs with memory off.
+    """
     model = make_model(f"sim:latency={latency}" if latency else "sim")
 
     async def recall(state: LoopState) -> dict[str, Any]:
@@ -131,7 +135,7 @@ def agent_loop(saver: Any, latency: float = 0.0):
         steps = state.get("steps", 0) + 1
         return {"observation": result.observation, "steps": steps, "done": result.done or steps >= MAX_STEPS}
 
-    return _loop(saver, recall, actor, critic, executor)
+    return _loop(saver, recall if with_recall else None, actor, critic, executor)
 
 
 _lives: dict[str, Any] = {}
@@ -143,13 +147,16 @@ def _live(state: LoopState) -> Any:
 
 def _loop(saver: Any, recall: Any, actor: Any, critic: Any, executor: Any):
     builder = StateGraph(LoopState)
+    first = "recall" if recall is not None else "actor"
     for name, node in (("recall", recall), ("actor", actor), ("critic", critic), ("executor", executor)):
-        builder.add_node(name, node)
-    builder.add_edge(START, "recall")
-    builder.add_edge("recall", "actor")
+        if node is not None:
+            builder.add_node(name, node)
+    builder.add_edge(START, first)
+    if recall is not None:
+        builder.add_edge("recall", "actor")
     builder.add_edge("actor", "critic")
     builder.add_edge("critic", "executor")
-    builder.add_conditional_edges("executor", lambda s: END if s.get("done") else "recall", ["recall", END])
+    builder.add_conditional_edges("executor", lambda s: END if s.get("done") else first, [first, END])
     return builder.compile(checkpointer=saver)
 
 
@@ -161,13 +168,15 @@ async def overhead(seeds: int, runs: int, folder: str, stored: int) -> dict[str,
     store_path = f"{folder}/store"
     _seed_store(store_path, stored)
     tasks = [{"env": "gridworld", "params": {"seed": s}} for s in range(seeds)]
-    passes: dict[str, list[tuple[float, float]]] = {"off": [], "on": [], "warm": [], "agent": [], "empty": []}
+    names = ("off", "on", "warm", "agent", "agent3", "empty")
+    passes: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
     for run in range(runs + 1):  # the first pass warms imports and caches; it is not counted
         timed = {
             "off": await _pivotal_pass(tasks, f"{folder}/p{run}.sqlite", memory=False, store=store_path),
             "on": await _pivotal_pass(tasks, f"{folder}/m{run}.sqlite", memory=True, store=store_path),
             "warm": await _pivotal_pass(tasks, f"{folder}/w{run}.sqlite", memory=True, store=store_path, warm=True),
             "agent": await _timed(_agent_pass(f"{folder}/a{run}.sqlite", seeds)),
+            "agent3": await _timed(_agent_pass(f"{folder}/b{run}.sqlite", seeds, with_recall=False)),
         }
         timed["empty"] = await _timed(_empty_pass(f"{folder}/e{run}.sqlite", 100))
         if run:
@@ -188,6 +197,10 @@ def _ratios(passes: dict[str, list[tuple[float, float]]]) -> dict[str, Any]:
         report[f"memory_{name}_over_agent_loop"] = round(median(pairs), 2)
         report[f"memory_{name}_over_agent_loop_range"] = [round(min(pairs), 2), round(max(pairs), 2)]
         report[f"memory_{name}_cpu_over_agent_loop"] = round(median(cpu), 2)
+    # memory off, Pivotal enters no recall node: against the bare loop without its empty one too
+    pairs = [p[0] / a[0] for p, a in zip(passes["off"], passes["agent3"], strict=True)]
+    report["memory_off_over_3_node_loop"] = round(median(pairs), 2)
+    report["memory_off_over_3_node_loop_range"] = [round(min(pairs), 2), round(max(pairs), 2)]
     return report
 
 
@@ -226,9 +239,9 @@ async def _pivotal_pass(
     return await _timed(work())
 
 
-async def _agent_pass(path: str, seeds: int) -> int:
+async def _agent_pass(path: str, seeds: int, *, with_recall: bool = True) -> int:
     async with AsyncSqliteSaver.from_conn_string(path) as saver:
-        graph = agent_loop(saver)
+        graph = agent_loop(saver, with_recall=with_recall)
         return sum([await _agent_task(graph, seed) for seed in range(seeds)])
 
 
@@ -246,7 +259,9 @@ async def _agent_task(graph: Any, seed: int) -> int:
     return final["steps"]
 
 
-async def agent_efficiency(tasks: int, concurrency: int, latency: float, folder: str) -> dict[str, Any]:
+async def agent_efficiency(
+    tasks: int, concurrency: int, latency: float, folder: str, *, with_recall: bool = True
+) -> dict[str, Any]:
     """The bare agent loop as a batch: the same tasks, latency and concurrency, one checkpoint file,
     so Pivotal's batch efficiency has a baseline measured in the same run.
     """
@@ -258,7 +273,7 @@ async def agent_efficiency(tasks: int, concurrency: int, latency: float, folder:
 
     started = time.perf_counter()
     async with AsyncSqliteSaver.from_conn_string(f"{folder}/agent-batch.sqlite") as saver:
-        graph = agent_loop(saver, latency)
+        graph = agent_loop(saver, latency, with_recall=with_recall)
         steps = sum(await asyncio.gather(*(one(graph, seed) for seed in range(tasks))))
     wall = time.perf_counter() - started
     ideal = 2 * steps * latency / concurrency  # an actor and a critic call per step
@@ -284,32 +299,39 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def efficiency_pairs(tasks: int, concurrency: int, latency: float, pairs: int, folder: str) -> dict[str, Any]:
-    """Pivotal's batch and the bare loop's, interleaved with the order swapped each pair: one batch
-    of each on a noisy 2-core machine differed by 25% either way from run to run.
+    """Pivotal's batch and the bare loop's (with and without its empty recall node, which Pivotal
+    does not enter with memory off), interleaved with the order reversed each time: one batch of
+    each on a noisy 2-core machine differed by 25% either way from run to run.
     """
-    runs: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    runs: list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = []
+    batches = {
+        "pivotal": efficiency,
+        "bare": agent_efficiency,
+        "bare3": functools.partial(agent_efficiency, with_recall=False),
+    }
     for pair in range(pairs):
-        order = ("pivotal", "bare") if pair % 2 == 0 else ("bare", "pivotal")
         done = {}
-        for which in order:
+        for which in list(batches)[:: 1 if pair % 2 == 0 else -1]:
             where = f"{folder}/{which}{concurrency}-{pair}"
             Path(where).mkdir()
-            run = efficiency if which == "pivotal" else agent_efficiency
-            done[which] = await run(tasks, concurrency, latency, where)
-        runs.append((done["pivotal"], done["bare"]))
+            done[which] = await batches[which](tasks, concurrency, latency, where)
+        runs.append((done["pivotal"], done["bare"], done["bare3"]))
     median = statistics.median
-    ratios = [p["efficiency"] / b["efficiency"] for p, b in runs]
+    ratios = [p["efficiency"] / b["efficiency"] for p, b, _ in runs]
+    strict = [p["efficiency"] / b["efficiency"] for p, _, b in runs]
     return {
         **runs[-1][0],
         "pairs": pairs,
-        "efficiency": median(p["efficiency"] for p, _ in runs),
-        "wall_s": round(median(p["wall_s"] for p, _ in runs), 2),
+        "efficiency": median(p["efficiency"] for p, _, _ in runs),
+        "wall_s": round(median(p["wall_s"] for p, _, _ in runs), 2),
         "bare_loop": {
-            "wall_s": round(median(b["wall_s"] for _, b in runs), 2),
-            "efficiency": median(b["efficiency"] for _, b in runs),
+            "wall_s": round(median(b["wall_s"] for _, b, _ in runs), 2),
+            "efficiency": median(b["efficiency"] for _, b, _ in runs),
         },
         "over_bare_loop": round(median(ratios), 2),
         "over_bare_loop_range": [round(min(ratios), 2), round(max(ratios), 2)],
+        "over_3_node_loop": round(median(strict), 2),
+        "over_3_node_loop_range": [round(min(strict), 2), round(max(strict), 2)],
     }
 
 
@@ -348,6 +370,11 @@ if __name__ == "__main__":
                 f"{o[f'memory_{name}_over_agent_loop_range'][0]}-{o[f'memory_{name}_over_agent_loop_range'][1]}x; "
                 f"CPU {o[f'memory_{name}_cpu_over_agent_loop']}x)"
             )
+        print(
+            f"  pivotal, memory off, against the bare loop without its empty recall node "
+            f"({o['agent3_ms_per_step']} ms): {o['memory_off_over_3_node_loop']}x (range "
+            f"{o['memory_off_over_3_node_loop_range'][0]}-{o['memory_off_over_3_node_loop_range'][1]}x)"
+        )
         for e in report["efficiency"]:
             print(
                 f"batch: {e['tasks']} tasks at concurrency {e['concurrency']}, {e['latency_s']} s/call: "
@@ -356,5 +383,6 @@ if __name__ == "__main__":
                 f"the bare agent loop in the same run: {e['bare_loop']['wall_s']} s -> "
                 f"{e['bare_loop']['efficiency']:.1%}; pivotal's efficiency / the bare loop's: {e['over_bare_loop']}x "
                 f"(median of {e['pairs']} interleaved pairs, range {e['over_bare_loop_range'][0]}-"
-                f"{e['over_bare_loop_range'][1]}x)"
+                f"{e['over_bare_loop_range'][1]}x); without its empty recall node: {e['over_3_node_loop']}x "
+                f"(range {e['over_3_node_loop_range'][0]}-{e['over_3_node_loop_range'][1]}x)"
             )
