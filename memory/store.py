@@ -610,6 +610,7 @@ class ExperienceStore:
     def _stored(self, collection: Any, ids: list[str] | None) -> list[Lesson]:
         """What Chroma holds for `ids` (all when None); the versions this process knows need no read."""
         kept = {} if ids is None else {i: self._known.get(i) for i in ids}  # one look: another thread may start over
+        # an id hashes its family (`lesson_id`): a lesson known in another family is not in this one
         known = [lesson for lesson in kept.values() if lesson and collection_name(lesson.family) == collection.name]
         missing = None if ids is None else [i for i, lesson in kept.items() if lesson is None]
         if missing == []:
