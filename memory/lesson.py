@@ -148,7 +148,7 @@ def line(kind: str, situation: str, text: str) -> str:
 def lessons_block(recalled: list[dict[str, Any]]) -> str:
     """The recalled lessons as the prompts' <lessons> data block."""
     if not recalled:
-        return "(none)"
+        return ""
     return "\n".join(f"- {line(lesson['kind'], lesson['situation'], lesson['text'])}" for lesson in recalled)
 
 

@@ -44,7 +44,7 @@ async def actor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         state,
         "actor",
         schema,
-        system=prompts.system("actor_system"),
+        system=prompts.system("step_system"),
         user=user,
         fallback=NO_PROPOSAL,
     )

@@ -71,7 +71,9 @@ async def _judge(
         "critic",
         Verdict,
         user=user,
-        system=prompts.system("critic_system"),
+        # The actor's system prompt, and its data blocks in the same order: a prefix-caching
+        # backend (llama.cpp's slots, a provider's prompt cache) has read all that for the actor.
+        system=prompts.system("step_system"),
         fallback=_reject("the critic gave no valid verdict; not executing an unreviewed action"),
         metadata={"pivotal_proposal": {"action": proposal["action"], "arguments": proposal.get("arguments") or {}}},
     )

@@ -29,7 +29,7 @@ async def reflector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         task=task.goal,
         outcome=state["attempt_failed"],
         steps=show.steps(trajectory, context.max_observation_chars),
-        observation=state["observation"],
+        observation=show.final_observation(trajectory, state["observation"], context.max_observation_chars),
         reflections=show.reflections(state.get("reflections", [])),
     )
     last = max(len(trajectory) - 1, 0)

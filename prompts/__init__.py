@@ -10,6 +10,7 @@ from functools import cache
 from importlib.resources import files
 
 _TAG = re.compile(r"<(/?)([A-Za-z_][\w-]*)")
+_EMPTY_BLOCK = re.compile(r"<([A-Za-z_][\w-]*)>\s*</\1>\n?")
 SECTION_CHARS = 24_000
 """The most one data block of a prompt may hold (head and tail kept), so no input makes a prompt
 megabytes long: a goal is capped at 20,000 characters and observations at max_observation_chars
@@ -29,8 +30,14 @@ def system(name: str) -> str:
 
 
 def render(name: str, **fields: str) -> str:
-    """Fill a template; a field's own tags are defused, so data cannot close its tag and pose as prompt."""
-    return template(name).format(**{key: defuse(bounded(value)) for key, value in fields.items()})
+    """Fill a template; a field's own tags are defused, so data cannot close its tag and pose as prompt.
+
+    A block left empty is left out rather than shown as "(none)": the embedded model reads every
+    prompt token at ~7 ms on 2 cores, and three empty blocks were ~30 tokens of each actor call.
+    Only the template's own tags can match, since the data's are defused.
+    """
+    filled = template(name).format(**{key: defuse(bounded(value)) for key, value in fields.items()})
+    return _EMPTY_BLOCK.sub("", filled)
 
 
 def bounded(value: str, limit: int = SECTION_CHARS) -> str:

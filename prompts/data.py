@@ -74,13 +74,24 @@ def steps(trajectory: list[dict[str, Any]], limit: int) -> str:
     )
 
 
+def final_observation(trajectory: list[dict[str, Any]], observation: str, limit: int) -> str:
+    """The observation after the last step, or "" when `steps` already shows it whole.
+
+    It usually is the last step's observation: shown twice, it was ~100 of the reflector's ~1,000
+    prompt tokens. It differs after a reset or a pivot, or when `steps` had to clip it.
+    """
+    if trajectory and trajectory[-1]["observation"] == observation and len(observation) <= limit // 4:
+        return ""
+    return observation
+
+
 def call(action: str, arguments: dict[str, Any]) -> str:
     return f"{action}({json.dumps(arguments)})" if arguments else action
 
 
 def reflections(items: list[dict[str, Any]]) -> str:
     if not items:
-        return "(none)"
+        return ""
     return "\n".join(
         f"- attempt {r['attempt']}: step {r['pivotal_step']} was the mistake "
         f"({r['error_type']}): {r['diagnosis']} Advice: {r['advice']}{_rewind(r)}"
@@ -103,7 +114,7 @@ def _rewind(reflection: dict[str, Any]) -> str:
 
 def critiques(items: list[dict[str, Any]]) -> str:
     if not items:
-        return "(none)"
+        return ""
     return "\n".join(
         f"- {call(c['action'], c['arguments'])} was {PAST[c['decision']]} by the "
         f"{c['source']}: {c['diagnosis']} {c['revision']}".rstrip()

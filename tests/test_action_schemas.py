@@ -301,7 +301,7 @@ def test_embedded_model_fills_a_required_text_argument_through_the_tool_adapter(
         ask(
             model,
             proposal_schema({s.name: s.parameters for s in specs}),
-            [SystemMessage(prompts.system("actor_system")), HumanMessage(user)],
+            [SystemMessage(prompts.system("step_system")), HumanMessage(user)],
             role="actor",
             fallback=NO_PROPOSAL,
             retries=0,

@@ -10,7 +10,7 @@ from pivotal.testing.envs import Vault
 
 register_environment("vault", Vault)
 GRID = {"env": "gridworld", "params": {"seed": 2}}
-SHAKY = dict(model="sim:error=0.35,seed=2", max_steps=12)
+SHAKY = dict(model="sim:error=0.35,seed=3", max_steps=12)
 
 
 async def run(task=GRID, **context):
@@ -23,8 +23,8 @@ async def test_critic_off_makes_no_critic_calls():
 
 
 async def test_precheck_off_sends_illegal_moves_to_the_llm_critic():
-    off = await run(precheck=False, model="sim:error=0.5,seed=1", max_steps=12)
-    on = await run(model="sim:error=0.5,seed=1", max_steps=12)
+    off = await run(precheck=False, model="sim:error=0.5,seed=2", max_steps=12)
+    on = await run(model="sim:error=0.5,seed=2", max_steps=12)
     assert off.critic["prechecked"] == 0 and on.critic["prechecked"] > 0
 
 
@@ -73,7 +73,7 @@ async def test_structured_retries_then_fallback_on_malformed_replies():
 
 
 async def test_malformed_replies_are_re_asked_and_the_run_still_finishes():
-    result = await run(model="sim:invalid=0.3,seed=2", structured_retries=2, max_pivot_retries=0)
+    result = await run(model="sim:invalid=0.3,seed=1", structured_retries=2, max_pivot_retries=0)
     assert result.status == "success"
     proposals = sum(len(step["verdicts"]) for step in result.trajectory)
     assert result.usage["actor"]["calls"] > proposals  # some proposals needed a re-ask

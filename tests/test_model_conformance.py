@@ -60,11 +60,12 @@ class TestLocalIntegration(ChatModelIntegrationTests):
     def chat_model_params(self) -> dict:
         return {"n_threads": 2}
 
-    # The adapter passes every test that checks the adapter; these four check what a 135M model
+    # The adapter passes every test that checks the adapter; these three check what a 135M model
     # understands. The reply always has the right shape (the grammar sees to that) but SmolLM2
     # picks the wrong value: 100 for `magic_function(3)`, a text answer where a weather tool
-    # call is due, a garbled Japanese company name. Greedy decoding makes each miss repeatable,
-    # so they are strict: a better default model turns them into failures to remove.
+    # call is due. Greedy decoding makes each miss repeatable, so they are strict: a better
+    # default model turns them into failures to remove. (It wrote the Japanese company name of
+    # `test_unicode_tool_call_integration` garbled until its replies lost their free whitespace.)
     @pytest.mark.xfail(reason=SMALL_MODEL, strict=True)
     def test_tool_calling(self, model) -> None:
         super().test_tool_calling(model)
@@ -76,10 +77,6 @@ class TestLocalIntegration(ChatModelIntegrationTests):
     @pytest.mark.xfail(reason=SMALL_MODEL, strict=True)
     def test_agent_loop(self, model) -> None:
         super().test_agent_loop(model)
-
-    @pytest.mark.xfail(reason=SMALL_MODEL, strict=True)
-    def test_unicode_tool_call_integration(self, model, *, tool_choice=None, force_tool_call=True) -> None:
-        super().test_unicode_tool_call_integration(model, tool_choice=tool_choice, force_tool_call=force_tool_call)
 
 
 @tool

@@ -2,7 +2,8 @@
 
 They let tests and benchmarks drive the same `with_structured_output` → tool-call → parser
 path that hosted providers use, with a configurable error rate and a seed. Each reply is a
-pure function of (seed, role, prompt), so results do not depend on scheduling.
+pure function of (seed, role, the prompt's data blocks), so results do not depend on scheduling,
+and rewording a prompt's instructions does not reshuffle every seeded outcome.
 
 The oracle is found through the call's metadata (`pivotal_role`, `pivotal_run`), which the
 graph attaches to every model call for tracing; no prompt parsing is involved.
@@ -87,7 +88,8 @@ class SimChatModel(BaseChatModel):
         tools = kwargs.get("tools")
         prompt = "\n".join(str(m.content) for m in messages)
         role = str(metadata.get("pivotal_role", ""))
-        rng = random.Random(hashlib.sha256(f"{self.seed}|{role}|{prompt}".encode(errors="surrogatepass")).digest())
+        key = f"{self.seed}|{role}|{_data(prompt)}"
+        rng = random.Random(hashlib.sha256(key.encode(errors="surrogatepass")).digest())
         if role and tools:
             function = tools[0]["function"]
             args = _answer(role, metadata, rng, self.error, function.get("parameters", {}), prompt)
@@ -125,6 +127,15 @@ def _usage(prompt: str, message: AIMessage) -> dict[str, int]:
     out = json.dumps([c["args"] for c in message.tool_calls]) if message.tool_calls else str(message.content)
     inp, outp = max(1, len(prompt) // 4), max(1, len(out) // 4)
     return {"input_tokens": inp, "output_tokens": outp, "total_tokens": inp + outp}
+
+
+_BLOCKS = re.compile(r"<([A-Za-z_][\w-]*)>(.*?)</\1>", re.S)
+
+
+def _data(prompt: str) -> str:
+    """The prompt's data blocks, or the whole text of a prompt that has none."""
+    blocks = _BLOCKS.findall(prompt)
+    return "\n".join(f"{tag}={body.strip()}" for tag, body in blocks) if blocks else prompt
 
 
 def _block(prompt: str, tag: str) -> str:
