@@ -9,8 +9,9 @@ import re
 from functools import cache
 from importlib.resources import files
 
-_TAG = re.compile(r"<(/?)([A-Za-z_][\w-]*)")
-_EMPTY_BLOCK = re.compile(r"<([A-Za-z_][\w-]*)>\s*</\1>\n?")
+_NAME = r"[A-Za-z_][\w-]*"
+_TAG = re.compile(rf"<(/?)({_NAME})")
+_EMPTY_BLOCK = re.compile(rf"<({_NAME})>\s*</\1>\n?")
 SECTION_CHARS = 24_000
 """The most one data block of a prompt may hold (head and tail kept), so no input makes a prompt
 megabytes long: a goal is capped at 20,000 characters and observations at max_observation_chars

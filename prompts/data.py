@@ -69,9 +69,14 @@ def steps(trajectory: list[dict[str, Any]], limit: int) -> str:
     if not trajectory:
         return "(no steps executed)"
     return "\n".join(
-        f"step {s['index']}: {call(s['action'], s['arguments'])} -> {clip(s['observation'], limit // 4)}"
+        f"step {s['index']}: {call(s['action'], s['arguments'])} -> {_as_step(s['observation'], limit)}"
         for s in trajectory
     )
+
+
+def _as_step(observation: str, limit: int) -> str:
+    """A step's observation in `steps`: a quarter of the limit each, so many steps fit."""
+    return clip(observation, limit // 4)
 
 
 def final_observation(trajectory: list[dict[str, Any]], observation: str, limit: int) -> str:
@@ -80,7 +85,7 @@ def final_observation(trajectory: list[dict[str, Any]], observation: str, limit:
     It usually is the last step's observation: shown twice, it was ~100 of the reflector's ~1,000
     prompt tokens. It differs after a reset or a pivot, or when `steps` had to clip it.
     """
-    if trajectory and trajectory[-1]["observation"] == observation and len(observation) <= limit // 4:
+    if trajectory and _as_step(trajectory[-1]["observation"], limit) == observation:
         return ""
     return observation
 

