@@ -4,7 +4,7 @@ import hashlib
 import time
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from pivotal.schemas import LessonKind, LessonLevel, Outcome
 
@@ -27,7 +27,7 @@ class Lesson(BaseModel):
     """False when it came from a run whose success the agent declared and nothing checked."""
     run_id: str = ""
     model: str = ""
-    created_at: float = Field(default_factory=time.time)
+    created_at: float = Field(default_factory=time.time, validate_default=True)
     evidence: int = 1
     """Distinct runs that produced this lesson (or a near-duplicate merged into it)."""
     retrievals: int = 0
@@ -49,6 +49,14 @@ class Lesson(BaseModel):
     empty where the environment names none. Taught by one instance only, it is recalled only there:
     a path through one maze misleads in the next. The same text taught by a second instance makes
     it general. Step lessons stay general: recall matches them by situation."""
+
+    @field_validator("created_at")
+    @classmethod
+    def _to_milliseconds(cls, value: float) -> float:
+        """Chroma keeps ~15 significant digits of a float: a full-precision time read back from
+        disk would differ from the copy the store keeps in memory (and an imported one alike).
+        """
+        return round(value, 3)
 
     @model_validator(mode="after")
     def _fix_id(self) -> "Lesson":

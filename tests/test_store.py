@@ -636,3 +636,14 @@ def test_a_read_that_a_write_overtook_is_not_kept(store, monkeypatch):
     assert store.get([written.id])[written.id].status == "approved"  # what that read saw
     assert overtaken == [written.id] and store._known[written.id].status == "retired"
     assert store.get([written.id])[written.id].status == "retired"
+
+
+def test_a_lesson_read_back_from_chroma_equals_the_one_written(store):
+    """Chroma keeps ~15 significant digits of a float; about one time.time() in eight has more.
+    The creation time is kept to the millisecond so the copy in memory matches the disk.
+    """
+    written = [lesson(f"Lesson number {n} about files.", created_at=1796139886.2185519 + n / 7) for n in range(40)]
+    store.add(written, dedup_similarity=1.01)
+    on_disk = store._collection("files", create=False).get(include=["metadatas"])
+    times = {i: m["created_at"] for i, m in zip(on_disk["ids"], on_disk["metadatas"], strict=True)}
+    assert times == {w.id: store._known[w.id].created_at for w in written}
