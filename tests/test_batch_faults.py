@@ -90,8 +90,10 @@ def test_resume_reruns_error_rows_but_keeps_answers(tmp_path):
 
 
 def test_a_second_batch_on_the_same_results_is_refused_before_touching_them(tmp_path):
-    first = batch(tmp_path, tasks=[vault("hang", seconds=4)] + [vault()] * 3, stdout=subprocess.PIPE,
-                  stderr=subprocess.PIPE)  # fmt: skip
+    holding = tmp_path / "holding"  # the first batch's hang lasts until the test removes it
+    holding.touch()
+    tasks = [vault("hang", seconds=120, while_exists=str(holding))] + [vault()] * 3
+    first = batch(tmp_path, tasks=tasks, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out = tmp_path / "out.jsonl"
     deadline = time.monotonic() + 60
     while not (out.exists() and rows(tmp_path)) and time.monotonic() < deadline:
@@ -102,6 +104,7 @@ def test_a_second_batch_on_the_same_results_is_refused_before_touching_them(tmp_
         assert second.returncode == 2
         assert "in use by another batch" in second.stderr and len(second.stderr.strip().splitlines()) == 1
         assert out.read_bytes().startswith(before[0]) and (tmp_path / "out.jsonl.batch").read_bytes() == before[1]
+    holding.unlink()
     first.communicate(timeout=120)
     assert first.returncode == 0
     assert sorted(r["line"] for r in rows(tmp_path)) == [1, 2, 3, 4]

@@ -2,7 +2,8 @@
 
 `--plugin pivotal.testing.faulty_env`; the task's params pick the fault, so one batch mixes
 healthy and faulty tasks: {"fault": "hang", "seconds": 30} | {"fault": "exit"} | {"fault": "interrupt"}.
-With "while_exists": PATH the fault happens only while that file exists: a transient fault.
+With "while_exists": PATH the fault happens only while that file exists: a transient fault
+(and a hang ends when the file goes, so a test decides when, not the machine's speed).
 """
 
 import time
@@ -25,12 +26,17 @@ class FaultyVault(Vault):
         if self.while_exists and not Path(self.while_exists).exists():
             return super().step(name, arguments)
         if name == "open_door" and self.fault == "hang":
-            time.sleep(self.seconds)
+            self._hang()
         if name == "open_door" and self.fault == "exit":
             raise SystemExit(3)
         if name == "open_door" and self.fault == "interrupt":
             raise KeyboardInterrupt
         return super().step(name, arguments)
+
+    def _hang(self) -> None:
+        deadline = time.monotonic() + self.seconds
+        while time.monotonic() < deadline and (not self.while_exists or Path(self.while_exists).exists()):
+            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
 
 
 register_environment("faulty-vault", FaultyVault)
