@@ -66,12 +66,32 @@ def _back(step: dict[str, Any]) -> str:
 
 
 def steps(trajectory: list[dict[str, Any]], limit: int) -> str:
+    """Each step with what it did at once (its observation's first line), the last step whole.
+
+    The step that doomed an attempt shows in the actions and their immediate results; the whole
+    state after each (a gridworld's map) repeated per step was half the reflector's prompt, and
+    the state it ended in is still shown whole.
+    """
     if not trajectory:
         return "(no steps executed)"
-    return "\n".join(
-        f"step {s['index']}: {call(s['action'], s['arguments'])} -> {_as_step(s['observation'], limit)}"
-        for s in trajectory
+    *earlier, last = trajectory
+    lines = [
+        f"step {s['index']}: {call(s['action'], s['arguments'])} -> {_first_line(s['observation'], limit)}"
+        for s in earlier
+    ]
+    lines.append(
+        f"step {last['index']}: {call(last['action'], last['arguments'])} -> {_as_step(last['observation'], limit)}"
     )
+    return "\n".join(lines)
+
+
+def _first_line(observation: str, limit: int) -> str:
+    """An earlier step's observation in `steps`: its first line, a sixteenth of the limit at most,
+    and how many lines were left out, so the cut is visible.
+    """
+    first, _, rest = observation.strip().partition("\n")
+    left_out = len(rest.strip().splitlines())
+    return clip(first, limit // 16) + (f" [{left_out} more lines]" if left_out else "")
 
 
 def _as_step(observation: str, limit: int) -> str:
@@ -122,6 +142,6 @@ def critiques(items: list[dict[str, Any]]) -> str:
         return ""
     return "\n".join(
         f"- {call(c['action'], c['arguments'])} was {PAST[c['decision']]} by the "
-        f"{c['source']}: {c['diagnosis']} {c['revision']}".rstrip()
+        f"{c['source']}: {'; '.join(part for part in (c['diagnosis'].strip(), c['revision'].strip()) if part)}"
         for c in items
     )

@@ -10,7 +10,7 @@ from pivotal.testing.envs import Vault
 
 register_environment("vault", Vault)
 GRID = {"env": "gridworld", "params": {"seed": 2}}
-SHAKY = dict(model="sim:error=0.35,seed=3", max_steps=12)
+SHAKY = dict(model="sim:error=0.35,seed=4", max_steps=12)
 
 
 async def run(task=GRID, **context):
@@ -23,8 +23,8 @@ async def test_critic_off_makes_no_critic_calls():
 
 
 async def test_precheck_off_sends_illegal_moves_to_the_llm_critic():
-    off = await run(precheck=False, model="sim:error=0.5,seed=2", max_steps=12)
-    on = await run(model="sim:error=0.5,seed=2", max_steps=12)
+    off = await run(precheck=False, model="sim:error=0.5,seed=1", max_steps=12)
+    on = await run(model="sim:error=0.5,seed=1", max_steps=12)
     assert off.critic["prechecked"] == 0 and on.critic["prechecked"] > 0
 
 

@@ -122,11 +122,11 @@ from graphs import build_graph
 from pivotal.context import Context
 from pivotal.testing import slow_snapshot_env  # registers slow-snapshot-grid
 
-async def main(path, thread_id, checkpoint_id):
+async def main(path, thread_id, checkpoint_id, model):
     async with AsyncSqliteSaver.from_conn_string(path) as saver:
         graph = build_graph(checkpointer=saver)
         config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}}
-        context = Context(model="sim:error=0.35,seed=8", critic=False, memory=False, max_steps=12)
+        context = Context(model=model, critic=False, memory=False, max_steps=12)
         final = await graph.ainvoke(None, config, context=context)
         print(json.dumps({"status": final["status"], "replayed": final["counters"].get("replayed", 0),
                           "steps": [[s["action"], s["observation"]] for s in final["trajectory"]]}))
@@ -140,13 +140,21 @@ def test_a_run_forked_in_another_process_rebuilds_the_world_from_the_nearest_sna
     and replays only the steps after it, then decides exactly as the original run did.
     """
     path = str(tmp_path / "cp.sqlite")
-    context = Context(model="sim:error=0.35,seed=8", critic=False, memory=False, max_steps=12)
+    context = Context(model="sim:error=0.35,seed=9", critic=False, memory=False, max_steps=12)
     task = {"env": "slow-snapshot-grid", "params": {"seed": 7}}
     original = asyncio.run(arun(task, context, checkpoint_path=path))
     at = 4  # the checkpoint the executor started from before step 4: four steps done, before the pivot
     assert original.retries["kept_steps"] > at
     nearest = max((s["index"] for s in original.trajectory[:at] if s["snapshot"] is not None), default=-1)
-    fork = [sys.executable, "-c", FORK, path, original.thread_id, original.trajectory[at]["checkpoint_id"]]
+    fork = [
+        sys.executable,
+        "-c",
+        FORK,
+        path,
+        original.thread_id,
+        original.trajectory[at]["checkpoint_id"],
+        context.model,
+    ]
     done = subprocess.run(fork, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     forked = json.loads(done.stdout.strip().splitlines()[-1])
