@@ -75,14 +75,10 @@ def steps(trajectory: list[dict[str, Any]], limit: int) -> str:
     if not trajectory:
         return "(no steps executed)"
     *earlier, last = trajectory
-    lines = [
-        f"step {s['index']}: {call(s['action'], s['arguments'])} -> {_first_line(s['observation'], limit)}"
-        for s in earlier
+    shown = [(s, _first_line(s["observation"], limit)) for s in earlier] + [
+        (last, _as_step(last["observation"], limit))
     ]
-    lines.append(
-        f"step {last['index']}: {call(last['action'], last['arguments'])} -> {_as_step(last['observation'], limit)}"
-    )
-    return "\n".join(lines)
+    return "\n".join(f"step {s['index']}: {call(s['action'], s['arguments'])} -> {seen}" for s, seen in shown)
 
 
 def _first_line(observation: str, limit: int) -> str:

@@ -146,15 +146,8 @@ def test_a_run_forked_in_another_process_rebuilds_the_world_from_the_nearest_sna
     at = 4  # the checkpoint the executor started from before step 4: four steps done, before the pivot
     assert original.retries["kept_steps"] > at
     nearest = max((s["index"] for s in original.trajectory[:at] if s["snapshot"] is not None), default=-1)
-    fork = [
-        sys.executable,
-        "-c",
-        FORK,
-        path,
-        original.thread_id,
-        original.trajectory[at]["checkpoint_id"],
-        context.model,
-    ]
+    checkpoint = original.trajectory[at]["checkpoint_id"]
+    fork = [sys.executable, "-c", FORK, path, original.thread_id, checkpoint, context.model]
     done = subprocess.run(fork, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     forked = json.loads(done.stdout.strip().splitlines()[-1])
