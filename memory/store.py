@@ -79,6 +79,8 @@ class ExperienceStore:
         self._release = release
         self._lock = threading.RLock()
         self._collections: dict[str, Any] = {}
+        self._computes: dict[str, str] = {}
+        """Each opened family's embedding compute (memory/embeddings.py `Compute`), from its collection's config."""
         self._filled: set[str] = set()
         self._approved: int | None = None
         """Approved lessons in the store, once a cap scan has counted them (see `enforce_limits`)."""
@@ -203,7 +205,7 @@ class ExperienceStore:
             return None
         if lesson.id in self._pending:
             return self._pending[lesson.id][0], 1.0
-        vector = np.asarray(_vector(lesson.document))
+        vector = np.asarray(self._vector(lesson.family, lesson.document))
         alike = [
             (held, float(np.dot(vector, held_vector)))
             for held, held_vector in self._pending.values()
@@ -218,7 +220,7 @@ class ExperienceStore:
         where: dict[str, Any] = {"kind": lesson.kind}
         if lesson.scope:  # a lesson one maze taught merges only where it would be recalled
             where = {"$and": [where, {"scope": {"$in": ["", lesson.scope]}}]}
-        found = self._query(collection, _vector(lesson.document), 1, where)
+        found = self._query(collection, self._vector(lesson.family, lesson.document), 1, where)
         return found[0] if found else None
 
     def add(self, lessons: Iterable[Lesson], *, dedup_similarity: float, keep_text: bool = False) -> list[Written]:
@@ -299,7 +301,7 @@ class ExperienceStore:
         if kept is not None:
             return kept
         version = self._near.version(family) if self._near is not None else 0
-        vector = np.asarray(_vector(text), dtype=np.float32)
+        vector = np.asarray(self._vector(family, text), dtype=np.float32)
         found = self._query(collection, vector, n, None)
         answer = Neighbours(vector, tuple(found), complete=len(found) < n)
         if self._near is not None:
@@ -458,7 +460,7 @@ class ExperienceStore:
     def _collection(self, family: str, *, create: bool) -> Any:
         if family in self._collections:
             return self._collections[family]
-        from memory.embeddings import default_embedding
+        from memory.embeddings import compute_of, default_embedding
 
         name = collection_name(family)
         try:
@@ -470,14 +472,27 @@ class ExperienceStore:
                     configuration={"hnsw": {"space": "cosine"}},
                 )
             elif name in {c.name for c in self.client.list_collections()}:
-                collection = self.client.get_collection(name, embedding_function=default_embedding())
+                collection = self.client.get_collection(name)  # built from its own config (its compute)
             else:
                 return None
         except Exception as exc:  # noqa: BLE001 — Chroma raises many types; the user needs one line
             raise self._unusable(family, one_line(exc)) from exc
         self._check_compatible(collection, family)
+        self._computes[family] = compute_of(collection.configuration_json["embedding_function"].get("config") or {})
         self._collections[family] = collection
         return collection
+
+    def _embedder(self, family: str) -> Any:
+        """The embedding a family's collection was made with; a family not stored yet gets the new one."""
+        from memory.embeddings import NEW_COMPUTE, embedding
+
+        return embedding(self._computes.get(family, NEW_COMPUTE))
+
+    def _vector(self, family: str, text: str) -> list[float]:
+        """`text`'s vector as the family's collection compares it (cached: see `query_vector`)."""
+        from memory.embeddings import NEW_COMPUTE, query_vector  # onnxruntime loads only once a store is searched
+
+        return query_vector(text, self._computes.get(family, NEW_COMPUTE))
 
     def _check_compatible(self, collection: Any, family: str) -> None:
         """A collection made with another embedding model or distance would give wrong neighbours."""
@@ -516,22 +531,24 @@ class ExperienceStore:
         if self._pending is not None and embedded:
             for lesson in lessons:
                 self._collection(lesson.family, create=True)  # the family's run record needs it now
-                self._pending[lesson.id] = (lesson, _vector(lesson.document))
+                self._pending[lesson.id] = (lesson, self._vector(lesson.family, lesson.document))
                 self._counts_only.discard(lesson.id)
             return
         for lesson in lessons:  # what is written now carries any deferred counts (or replaces them)
             self._deferred.pop(lesson.id, None)
         for collection, group in self._by_collection(lessons):
             documents = [lesson.document for lesson in group]
+            family = group[0].family
+            vectors = [self._vector(family, d) for d in documents] if embedded else self._embedder(family)(documents)
             collection.upsert(
                 ids=[lesson.id for lesson in group],
                 documents=documents,
                 metadatas=[lesson.metadata() for lesson in group],
-                embeddings=[_vector(d) for d in documents] if embedded else None,
+                embeddings=vectors,
             )
             self._remember(group)
         if self._near is not None and embedded:
-            self._near.written(lessons, [_vector(lesson.document) for lesson in lessons])
+            self._near.written(lessons, [self._vector(lesson.family, lesson.document) for lesson in lessons])
         elif self._near is not None:
             self._near.forget({lesson.family for lesson in lessons})
 
@@ -669,12 +686,6 @@ def _recallable(found: Iterable[tuple[Lesson, float]], instance: str) -> list[Re
         for lesson, similarity in found
         if lesson.status == "approved" and lesson.applies_to(instance)
     ]
-
-
-def _vector(text: str) -> list[float]:
-    from memory.embeddings import query_vector  # onnxruntime loads only once a store is searched
-
-    return query_vector(text)
 
 
 def collection_name(family: str) -> str:

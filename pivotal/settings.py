@@ -76,6 +76,13 @@ class Settings(BaseSettings):
     """Seconds one model call may take in all (connect, first byte, a reply trickled byte by byte, the
     SDK's own retries); past it the role treats the provider as down."""
     log_level: LogLevel = "WARNING"
+    cache_dir: str = Field(default_factory=lambda: _user_cache("pivotal"), min_length=1)
+    """Files Pivotal makes once per machine and reuses: the int8 embedding model (~23 MB)."""
+
+
+def _user_cache(name: str) -> str:
+    """The XDG cache folder, as pip and Hugging Face use it."""
+    return str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / name)
 
 
 @lru_cache(maxsize=1)

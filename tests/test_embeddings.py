@@ -8,8 +8,12 @@ from pathlib import Path
 
 import chromadb
 import numpy as np
+import pytest
 
-from memory.embeddings import DIMENSIONS, MiniLMEmbedding, default_embedding
+from memory import quantize
+from memory.embeddings import COMPUTES, DIMENSIONS, MiniLMEmbedding, default_embedding, embedding, model_file
+from pivotal.errors import PivotalError
+from pivotal.settings import settings
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,11 +45,22 @@ def test_paraphrase_is_closer_than_unrelated() -> None:
     assert _cosine(cat, paraphrase) > _cosine(cat, tax) + 0.3
 
 
-def test_batch_equals_one_by_one() -> None:
-    ef = MiniLMEmbedding()
+@pytest.mark.parametrize("compute", COMPUTES)
+def test_batch_equals_one_by_one(compute) -> None:
+    """A lesson embedded in an import's batch must meet the same text embedded alone as a query."""
+    ef = MiniLMEmbedding(compute=compute)
     batched = np.stack(ef(TEXTS))
     single = np.stack([ef([text])[0] for text in TEXTS])
     np.testing.assert_allclose(batched, single, atol=1e-5)
+
+
+def test_int8_vectors_stay_close_to_the_float_ones_and_rank_alike() -> None:
+    int8, float32 = np.stack(embedding("int8")(TEXTS)), np.stack(embedding("float")(TEXTS))
+    alike = [float(np.dot(a, b)) for a, b in zip(int8, float32, strict=True)]
+    assert np.median(alike) >= 0.99 and min(alike) >= 0.96  # the lowest: "ok", two tokens
+    cat, paraphrase, tax = int8[:3]
+    assert _cosine(cat, paraphrase) > _cosine(cat, tax) + 0.3
+    np.testing.assert_array_equal(np.argsort(-(int8 @ int8[0])), np.argsort(-(float32 @ float32[0])))
 
 
 def test_embed_query_str_gives_floats_and_list_keeps_chroma_contract() -> None:
@@ -59,9 +74,47 @@ def test_embed_query_str_gives_floats_and_list_keeps_chroma_contract() -> None:
 def test_config_round_trip() -> None:
     ef = MiniLMEmbedding(threads=2)
     rebuilt = MiniLMEmbedding.build_from_config(ef.get_config())
-    assert rebuilt.get_config() == {"threads": 2}
+    assert rebuilt.get_config() == {"threads": 2, "compute": "int8"}
     assert not ef.is_legacy()
     assert ef.default_space() == "cosine"
+
+
+def test_a_config_saved_before_int8_builds_the_float_model() -> None:
+    assert MiniLMEmbedding.build_from_config({"threads": 1}).compute == "float"
+
+
+def test_compute_is_checked_and_never_changes_on_an_update() -> None:
+    with pytest.raises(ValueError, match="compute must be one of int8, float"):
+        MiniLMEmbedding(compute="int4")
+    ef = MiniLMEmbedding(compute="float")
+    ef.validate_config_update({"threads": 1}, {"threads": 2})
+    with pytest.raises(ValueError, match="compute cannot change"):
+        ef.validate_config_update({"threads": 1}, {"threads": 1, "compute": "int8"})
+
+
+def test_the_int8_model_is_made_once_in_the_cache_folder_and_reused(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("PIVOTAL_CACHE_DIR", str(tmp_path / "cache"))
+    settings.cache_clear()
+    try:
+        made = model_file("int8")
+        assert made.parent == tmp_path / "cache" and made.stat().st_size > 10e6
+        monkeypatch.setattr(quantize, "_convert", lambda *_: pytest.fail("converted again"))
+        assert model_file("int8") == made
+        assert not [p for p in made.parent.iterdir() if p.name.startswith(".convert-")]  # no scratch left
+    finally:
+        settings.cache_clear()
+
+
+def test_an_unwritable_cache_folder_is_one_clear_line(tmp_path, monkeypatch) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("PIVOTAL_CACHE_DIR", str(blocker / "cache"))
+    settings.cache_clear()
+    try:
+        with pytest.raises(PivotalError, match="cannot create the cache folder .* set PIVOTAL_CACHE_DIR"):
+            model_file("int8")
+    finally:
+        settings.cache_clear()
 
 
 _REOPEN = """

@@ -7,9 +7,11 @@ import sys
 from pathlib import Path
 
 import chromadb
+import numpy as np
 import pytest
 
 from graphs import run_batch
+from memory.embeddings import MiniLMEmbedding, embedding
 from memory.lesson import Lesson
 from memory.store import close_stores, collection_name, open_store
 from pivotal.context import Context
@@ -399,6 +401,56 @@ def test_a_collection_from_another_embedding_model_is_refused_and_kept(tmp_path)
     close_stores()
     reopened = chromadb.PersistentClient(path=str(folder))
     assert reopened.get_collection(collection_name("files")).get(ids=["x"])["documents"] == ["three dimensions"]
+
+
+class _BeforeInt8(MiniLMEmbedding):
+    """The embedding function as stores made before int8 compute saved it: no `compute` in its config."""
+
+    def __init__(self) -> None:
+        super().__init__(compute="float")
+
+    def get_config(self):
+        return {"threads": 1}
+
+
+def test_a_store_made_before_int8_keeps_comparing_float_vectors_and_new_families_get_int8(tmp_path):
+    folder, old = tmp_path / "store", lesson("Check the file exists before reading it.")
+    client = chromadb.PersistentClient(path=str(folder))
+    made = client.create_collection(
+        collection_name("files"),
+        metadata={"family": "files"},
+        embedding_function=_BeforeInt8(),
+        configuration={"hnsw": {"space": "cosine"}},
+    )
+    made.add(ids=[old.id], documents=[old.document], metadatas=[old.metadata()])  # float vectors, by Chroma
+    client.close()
+
+    store = open_store(str(folder))
+    [found] = store.search(old.document, family="files", k=1, min_similarity=0.0)
+    assert found.similarity > 0.9999  # the query is embedded as the stored lesson was: float
+    http = lesson("Retry the request once after a timeout.", family="http")
+    [written] = store.add([http], dedup_similarity=DEDUP)
+    [merged] = store.add([lesson("Check the file exists before reading it.", run_id="run-b")], dedup_similarity=DEDUP)
+    assert merged.merged and merged.id == old.id
+    close_stores()
+
+    reopened = chromadb.PersistentClient(path=str(folder))
+    configs = {c.name: c.configuration_json["embedding_function"]["config"] for c in reopened.list_collections()}
+    assert configs[collection_name("files")] == {"threads": 1}  # untouched: still read as float
+    assert configs[collection_name("http")]["compute"] == "int8"
+    http_collection = reopened.get_collection(collection_name("http"))
+    [stored] = http_collection.get(ids=[written.id], include=["embeddings"])["embeddings"]
+    np.testing.assert_allclose(stored, embedding("int8")([http.document])[0], atol=1e-5)
+    assert float(np.dot(stored, embedding("float")([http.document])[0])) < 0.9999  # not the float vector
+
+
+def test_an_import_embeds_each_lesson_in_int8_as_a_query_would(store):
+    imported = [lesson(f"Lesson number {i} about reading files.", situation=f"case {i}") for i in range(5)]
+    store.put(imported)
+    stored = store.client.get_collection(collection_name("files")).get(include=["embeddings"])
+    for lesson_id, vector in zip(stored["ids"], stored["embeddings"], strict=True):
+        [match] = [item for item in imported if item.id == lesson_id]
+        np.testing.assert_allclose(vector, embedding("int8")([match.document])[0], atol=1e-5)
 
 
 def test_after_a_run_only_the_lessons_it_scored_are_checked_against_the_floor(store):
