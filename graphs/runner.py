@@ -118,6 +118,9 @@ def check_context(context: Context) -> None:
         check_reachable(spec)
     if context.memory:
         open_store(context.store_path, context.store_url)
+        from memory.quantize import cache_folder  # onnxruntime loads only where memory is on
+
+        cache_folder()  # where the store's first embedding makes its int8 model
 
 
 def check_task(task: Task | dict[str, Any] | str, default_env: str = "") -> Task:

@@ -30,7 +30,7 @@ SCHEME = "perchannel-7bit-v1"
 
 def int8_model(source: Path, package: str) -> Path:
     """The converted model for `source` (from `package`), converting it on first use."""
-    folder = _cache_folder()
+    folder = cache_folder()
     target = folder / f"minilm-int8-{_key(source, package)}.onnx"
     if target.is_file():
         return target
@@ -46,7 +46,8 @@ def _key(source: Path, package: str) -> str:
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
-def _cache_folder() -> Path:
+def cache_folder() -> Path:
+    """Made at a run's preflight too, so an unwritable one stops the run before any work, not at its first lesson."""
     folder = Path(settings().cache_dir).expanduser()
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -82,6 +82,22 @@ def test_unusable_store_directory_is_refused_before_any_step(capsys, tmp_path):
     assert code == 2 and "lesson store" in err and str(blocker) in err
 
 
+def test_an_unwritable_cache_folder_is_refused_before_any_step(capsys, tmp_path, monkeypatch):
+    from pivotal.settings import settings
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("PIVOTAL_CACHE_DIR", str(blocker / "cache"))
+    settings.cache_clear()
+    try:
+        store = str(tmp_path / "store")
+        code, out, err = cli(capsys, "run", "--model", "sim", "--store", store, "--checkpoints", ":memory:")
+    finally:
+        settings.cache_clear()
+    assert code == 2 and "cannot create the cache folder" in err and "PIVOTAL_CACHE_DIR" in err
+    assert "step 1" not in out  # nothing ran
+
+
 def test_empty_goal_is_refused():
     with pytest.raises(PivotalError, match="the task is empty"):
         import asyncio
