@@ -6,6 +6,8 @@
    model as ORT runs it): a recall query's latency on real situations one at a time, the
    throughput of lesson sentences, and what the vectors give up: cosine to the float vector and
    how many of float's top 5 lessons int8 still finds for the same query.
+3. Threads: the int8 query on 1 ORT thread against 2, on idle cores and with one core kept busy
+   by another process (as in a batch, where the model calls and checkpoints take the other core).
 
 Run: python benchmarks/bench_embeddings.py  (from the repo root)
 """
@@ -14,6 +16,8 @@ from __future__ import annotations
 
 import random
 import statistics
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -136,10 +140,29 @@ def fidelity(int8: MiniLMEmbedding, float32: MiniLMEmbedding, texts: list[str], 
           f"(worst query {np.min(picked / exact):.2%})")  # fmt: skip
 
 
+def threads(queries: list[str]) -> None:
+    ones, twos = MiniLMEmbedding(threads=1), MiniLMEmbedding(threads=2)
+    ones(queries[:5]), twos(queries[:5])
+    print(f"threads: int8 query, {len(queries)} situations x {RUNS}, interleaved")
+    for load in ("idle", "one core busy"):
+        busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if load != "idle" else None
+        try:
+            timings: dict[int, list[float]] = {1: [], 2: []}
+            for _ in range(RUNS):
+                for count, ef in ((1, ones), (2, twos)):
+                    timings[count] += query_latencies(ef, queries)
+        finally:
+            if busy is not None:
+                busy.kill()
+        p95 = {count: np.percentile(t, 95) for count, t in timings.items()}
+        print(f"  {load:13}: 1 thread p95 {p95[1]:5.2f} ms, 2 threads p95 {p95[2]:5.2f} ms ({p95[2] / p95[1]:.2f}x)")
+
+
 def main() -> None:
-    texts = sentences(N_SENTENCES)
+    texts, queries = sentences(N_SENTENCES), situations(200)
     padding(texts)
-    compute(texts, situations(200))
+    compute(texts, queries)
+    threads(queries)
 
 
 if __name__ == "__main__":
