@@ -105,6 +105,14 @@ def test_the_int8_model_is_made_once_in_the_cache_folder_and_reused(tmp_path, mo
         settings.cache_clear()
 
 
+def test_two_conversions_make_the_same_model_byte_for_byte(tmp_path) -> None:
+    """Machines convert on their own (Ray workers, a shared Chroma server): they must agree."""
+    first, second = tmp_path / "first.onnx", tmp_path / "second.onnx"
+    for target in (first, second):
+        quantize._convert(model_file("float"), target)
+    assert first.read_bytes() == second.read_bytes()
+
+
 def test_an_unwritable_cache_folder_is_one_clear_line(tmp_path, monkeypatch) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
