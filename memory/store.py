@@ -16,6 +16,7 @@ import atexit
 import hashlib
 import re
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from filelock import FileLock
 from pydantic import ValidationError
 
 from memory.connection import connect_folder, connect_server, one_line, usable_directory
@@ -48,6 +50,38 @@ record) wait in memory until this many lessons or seconds have gathered, the bat
 store closes: each Chroma write costs ~10-17 ms whatever it holds, and every run made two for
 them. A crash (kill -9) loses at most these statistics, never a lesson, its evidence, text or status.
 """
+
+
+class WriteLock:
+    """The store's lock: this process's threads, and for a server store every process on this
+    machine too. Merging evidence, scoring a recall and counting a run read a lesson, change it
+    and write it back; two processes doing that at once on one server lost one of the counts
+    (Chroma has no transactions). Writers on several machines still can: see README, Sharing.
+    Reentrant, as `batch()` holds it around the writes it makes.
+    """
+
+    def __init__(self, path: Path | None) -> None:
+        self._threads = threading.RLock()
+        self._processes = FileLock(str(path), mode=0o666) if path is not None else None  # any user of the server
+
+    def __enter__(self) -> None:
+        self._threads.acquire()
+        try:
+            if self._processes is not None:
+                self._processes.acquire()
+        except BaseException:
+            self._threads.release()
+            raise
+
+    def __exit__(self, *_: object) -> None:
+        if self._processes is not None:
+            self._processes.release()
+        self._threads.release()
+
+
+def machine_lock_path(url: str) -> Path:
+    """One lock file per server URL in the machine's temporary folder, shared by every user of it."""
+    return Path(tempfile.gettempdir()) / f"pivotal-store-{hashlib.sha256(url.encode()).hexdigest()[:16]}.lock"
 
 
 @dataclass
@@ -77,7 +111,7 @@ class ExperienceStore:
         self.location = location
         self.client = client
         self._release = release
-        self._lock = threading.RLock()
+        self._lock = WriteLock(None if private else machine_lock_path(location))
         self._collections: dict[str, Any] = {}
         self._computes: dict[str, str] = {}
         """Each opened family's embedding compute (memory/embeddings.py `Compute`), from its collection's config."""

@@ -112,3 +112,29 @@ def test_several_processes_share_one_server_and_lose_no_lesson(server_url):
 def test_a_server_that_is_down_is_refused_with_what_to_do():
     with pytest.raises(PivotalError, match=r"not reachable.*chroma run --path"):
         open_store("", f"http://127.0.0.1:{free_port()}")
+
+
+_MERGE = """
+import sys
+from memory.lesson import Lesson
+from memory.store import open_store
+store = open_store("", sys.argv[1])
+for i in range(int(sys.argv[3])):
+    lesson = Lesson(kind="guardrail", situation="reading files", text="Check the file exists before reading it.",
+                    outcome="failure", family="server-race", run_id=f"{sys.argv[2]}-{i}")
+    store.add([lesson], dedup_similarity=0.9)
+"""
+
+
+def test_processes_merging_into_one_lesson_at_once_lose_no_evidence(server_url):
+    """Each merge reads the lesson, adds one and writes it back: without a lock shared by the
+    processes, two of them read the same count and one increment was lost.
+    """
+    writers, merges = 4, 12
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _MERGE, server_url, f"p{n}", str(merges)], cwd=ROOT)
+        for n in range(writers)
+    ]
+    assert [proc.wait(timeout=180) for proc in procs] == [0] * writers
+    [lesson] = open_store("", server_url).get(family="server-race").values()
+    assert lesson.evidence == writers * merges
