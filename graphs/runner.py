@@ -26,7 +26,7 @@ from pivotal.checkpoints import check_file, is_postgres
 from pivotal.context import Context
 from pivotal.environments import Idempotent, make_environment
 from pivotal.environments.live import release
-from pivotal.errors import InfrastructureFault, PivotalError, infrastructure_fault
+from pivotal.errors import InfrastructureFault, PivotalError, infrastructure_fault, make_folder
 from pivotal.models.factory import make_model, parse_spec
 from pivotal.models.reachability import check_reachable
 from pivotal.models.roles import ROLE_MODEL
@@ -145,13 +145,11 @@ async def open_checkpointer(path: str | None = None) -> AsyncIterator[BaseCheckp
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
     check_file(path)  # a damaged file is refused in one line, never opened over and replaced
-    try:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise PivotalError(
-            f"cannot create the checkpoint folder for {path}: {exc.strerror}; "
-            "set PIVOTAL_CHECKPOINT_PATH to a writable file"
-        ) from None
+    make_folder(
+        Path(path).parent,
+        f"cannot create the checkpoint folder for {path}",
+        "set PIVOTAL_CHECKPOINT_PATH to a writable file",
+    )
     async with AsyncSqliteSaver.from_conn_string(path) as saver:
         # WAL (LangGraph's choice) with synchronous=NORMAL: a commit is in the OS's hands before the
         # next step starts, so a killed process loses nothing; only a power loss or OS crash can drop

@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from pivotal.checkpoints import damage
-from pivotal.errors import PivotalError
+from pivotal.errors import PivotalError, make_folder
 
 LOCK_FILE = ".pivotal.lock"
 DATABASE = "chroma.sqlite3"
@@ -20,13 +20,11 @@ SERVER_HINT = (
 
 def usable_directory(path: str) -> str:
     directory = Path(path).expanduser().resolve()
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise PivotalError(
-            f"cannot create the lesson store directory {directory}: {exc.strerror}; "
-            "choose another --store / PIVOTAL_STORE_PATH"
-        ) from None
+    make_folder(
+        directory,
+        f"cannot create the lesson store directory {directory}",
+        "choose another --store / PIVOTAL_STORE_PATH",
+    )
     if not directory.is_dir():
         raise PivotalError(f"lesson store path {directory} is not a directory; choose another --store")
     return str(directory)

@@ -21,7 +21,7 @@ from pathlib import Path
 import onnxruntime as ort
 from filelock import FileLock
 
-from pivotal.errors import PivotalError
+from pivotal.errors import PivotalError, make_folder
 from pivotal.settings import settings
 
 SCHEME = "perchannel-7bit-v1"
@@ -49,14 +49,8 @@ def _key(source: Path, package: str) -> str:
 def cache_folder() -> Path:
     """Made at a run's preflight too, so an unwritable one stops the run before any work, not at its first lesson."""
     folder = Path(settings().cache_dir).expanduser()
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise PivotalError(
-            f"cannot create the cache folder {folder} for the int8 embedding model: {exc.strerror}; "
-            "set PIVOTAL_CACHE_DIR to a writable folder"
-        ) from None
-    return folder
+    refused = f"cannot create the cache folder {folder} for the int8 embedding model"
+    return make_folder(folder, refused, "set PIVOTAL_CACHE_DIR to a writable folder")
 
 
 def _convert(source: Path, target: Path) -> None:

@@ -516,17 +516,22 @@ class ExperienceStore:
         self._collections[family] = collection
         return collection
 
-    def _embedder(self, family: str) -> Any:
-        """The embedding a family's collection was made with; a family not stored yet gets the new one."""
-        from memory.embeddings import NEW_COMPUTE, embedding
+    def _compute(self, family: str) -> str:
+        """What the family's collection was made with; a family not stored yet gets the new one."""
+        from memory.embeddings import NEW_COMPUTE  # onnxruntime loads only once a store embeds
 
-        return embedding(self._computes.get(family, NEW_COMPUTE))
+        return self._computes.get(family, NEW_COMPUTE)
+
+    def _embedder(self, family: str) -> Any:
+        from memory.embeddings import embedding
+
+        return embedding(self._compute(family))
 
     def _vector(self, family: str, text: str) -> list[float]:
         """`text`'s vector as the family's collection compares it (cached: see `query_vector`)."""
-        from memory.embeddings import NEW_COMPUTE, query_vector  # onnxruntime loads only once a store is searched
+        from memory.embeddings import query_vector
 
-        return query_vector(text, self._computes.get(family, NEW_COMPUTE))
+        return query_vector(text, self._compute(family))
 
     def _check_compatible(self, collection: Any, family: str) -> None:
         """A collection made with another embedding model or distance would give wrong neighbours."""

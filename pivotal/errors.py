@@ -2,12 +2,22 @@
 
 import errno
 import sqlite3
+from pathlib import Path
 
 from pydantic import ValidationError
 
 
 class PivotalError(ValueError):
     """Bad configuration or input: the message names the problem and the fix, in one line."""
+
+
+def make_folder(folder: Path, refused: str, fix: str) -> Path:
+    """A folder Pivotal writes to, made if missing; else one line: `refused`, the OS's reason, `fix`."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PivotalError(f"{refused}: {exc.strerror}; {fix}") from None
+    return folder
 
 
 class EnvironmentFault(RuntimeError):
