@@ -34,15 +34,15 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
 
-from graphs import run_batch
-from memory.embeddings import _cached_vector
-from memory.store import close_stores, open_store
-from pivotal.context import Context
-from pivotal.environments.live import open_live, release
-from pivotal.models.factory import make_model
-from pivotal.models.structured import ask
-from pivotal.schemas import Verdict, proposal_schema
-from pivotal.task import Task
+from pivotal.core.context import Context
+from pivotal.core.environments.live import open_live, release
+from pivotal.core.models.factory import make_model
+from pivotal.core.models.structured import ask
+from pivotal.core.schemas import Verdict, proposal_schema
+from pivotal.core.task import Task
+from pivotal.graphs import run_batch
+from pivotal.memory.embeddings import _cached_vector
+from pivotal.memory.store import close_stores, open_store
 
 MAX_STEPS = 20
 

@@ -27,9 +27,9 @@ import time
 import uuid
 from typing import Any
 
-from graphs import run_batch
-from pivotal.context import Context
-from pivotal.settings import settings
+from pivotal.core.context import Context
+from pivotal.core.settings import settings
+from pivotal.graphs import run_batch
 
 BACKENDS = ("memory", "sqlite-normal", "sqlite-full", "postgres")
 BASELINE = "sqlite-normal"

@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from memory.embeddings import MAX_TOKENS, MiniLMEmbedding, load_tokenizer
+from pivotal.memory.embeddings import MAX_TOKENS, MiniLMEmbedding, load_tokenizer
 
 RUNS = 3
 N_SENTENCES = 500

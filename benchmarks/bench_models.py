@@ -29,11 +29,11 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from graphs import RunResult, arun
-from pivotal.context import Context
-from pivotal.models.factory import make_model
-from pivotal.models.structured import ask
-from pivotal.schemas import Verdict
+from pivotal.core.context import Context
+from pivotal.core.models.factory import make_model
+from pivotal.core.models.structured import ask
+from pivotal.core.schemas import Verdict
+from pivotal.graphs import RunResult, arun
 
 SEEDS = range(10)
 BARE_MESSAGES = [

@@ -18,7 +18,7 @@ import json
 from typing import Any
 
 from pivotal.bench.ablations import Plan, run_plan
-from pivotal.environments import environment_names
+from pivotal.core.environments import environment_names
 
 CHOICES = ("first_mistake", "no_return")
 VARIANTS = {"critic+pivotal": {}, "actor+pivotal": {"critic": False}}

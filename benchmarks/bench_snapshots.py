@@ -24,9 +24,9 @@ import statistics
 import time
 from typing import Any
 
-from graphs import arun
-from pivotal.context import Context
-from pivotal.environments import register_environment
+from pivotal.core.context import Context
+from pivotal.core.environments import register_environment
+from pivotal.graphs import arun
 from pivotal.testing.slow_snapshot_env import SlowSnapshotWorld
 
 CONFIGS = {"every-step": False, "every-k": True}

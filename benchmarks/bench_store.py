@@ -23,9 +23,9 @@ from pathlib import Path
 
 import chromadb
 
-from memory.embeddings import default_embedding
-from memory.lesson import Lesson
-from memory.store import close_stores, open_store
+from pivotal.memory.embeddings import default_embedding
+from pivotal.memory.lesson import Lesson
+from pivotal.memory.store import close_stores, open_store
 
 FAMILIES = ["gridworld", "frozenlake", "files", "billing", "deploys"]
 KINDS = ["strategy", "guardrail", "skill"]
@@ -94,8 +94,8 @@ def observations(count: int, seed: int = 2) -> list[tuple[str, str, str]]:
     """(full observation, what recall embeds, family) from real gridworld and FrozenLake runs: a
     random walk of each, as a run sees them. Recall embeds the environment's `situation()`.
     """
-    from pivotal.environments import make_environment
-    from pivotal.task import Task
+    from pivotal.core.environments import make_environment
+    from pivotal.core.task import Task
 
     rng, made = random.Random(seed), []
     while len(made) < count:
@@ -117,7 +117,7 @@ def percentile(values: list[float], share: float) -> float:
 
 
 def bench(size: int, n_queries: int) -> dict[str, float]:
-    from memory.embeddings import _cached_vector
+    from pivotal.memory.embeddings import _cached_vector
 
     folder = tempfile.mkdtemp(prefix="bench-store-")
     data = lessons(size)

@@ -55,11 +55,11 @@ PLANTED_KEY = "sk-chaos-planted-0123456789abcdef"
 
 async def provider_chaos(tasks: int, fault_rate: float = 0.3, seed: int = 0) -> dict[str, Any]:
     """The same batch twice through the loopback server: clean, then with faults; both providers."""
-    from graphs import run_batch
-    from pivotal.context import Context
-    from pivotal.environments import register_environment
-    from pivotal.models.factory import make_model
-    from pivotal.settings import settings
+    from pivotal.core.context import Context
+    from pivotal.core.environments import register_environment
+    from pivotal.core.models.factory import make_model
+    from pivotal.core.settings import settings
+    from pivotal.graphs import run_batch
     from pivotal.testing.envs import finish_environment
     from pivotal.testing.loopback_provider import loopback
 
@@ -226,7 +226,7 @@ def _evidence_check(rows: list[dict[str, Any]], lessons: list[Any]) -> dict[str,
 
 
 def _lessons(folder: Path) -> list[Any]:
-    from memory.store import close_stores, open_store
+    from pivotal.memory.store import close_stores, open_store
 
     try:
         return list(open_store(str(folder)).get().values())
@@ -238,9 +238,9 @@ def _lessons(folder: Path) -> list[Any]:
 
 
 async def store_contention(runs: int, processes: int) -> dict[str, Any]:
-    from graphs import run_batch
-    from memory.store import close_stores, open_store
-    from pivotal.context import Context
+    from pivotal.core.context import Context
+    from pivotal.graphs import run_batch
+    from pivotal.memory.store import close_stores, open_store
     from pivotal.testing.servers import chroma_server
 
     figures: dict[str, Any] = {}
@@ -328,10 +328,10 @@ PROBES = [
 async def hostile_input() -> dict[str, Any]:
     from langchain_core.tools import StructuredTool
 
-    from graphs import arun
-    from pivotal.context import Context
-    from pivotal.environments import register_environment
-    from pivotal.environments.tools import ToolEnvironment
+    from pivotal.core.context import Context
+    from pivotal.core.environments import register_environment
+    from pivotal.core.environments.tools import ToolEnvironment
+    from pivotal.graphs import arun
 
     def outputs() -> dict[str, Any]:
         nested: Any = "deep"
@@ -562,8 +562,8 @@ def _counted(rows: list[dict[str, Any]], folder: Path) -> dict[str, int]:
 
 
 async def _retries(folder: Path, per_scenario: int) -> dict[str, Any]:
-    from graphs import run_batch
-    from pivotal.context import Context
+    from pivotal.core.context import Context
+    from pivotal.graphs import run_batch
     from pivotal.testing import ledger_env  # noqa: F401 — registers the support desks
 
     folder.mkdir(parents=True)
@@ -655,8 +655,8 @@ def batch_faults(tasks: int) -> dict[str, Any]:
 
 async def _hung_tools(tasks: int) -> dict[str, Any]:
     """A quarter of the tasks hang in a tool for 30 s; the step timeout is 1 s."""
-    from graphs import run_batch
-    from pivotal.context import Context
+    from pivotal.core.context import Context
+    from pivotal.graphs import run_batch
     from pivotal.testing.faulty_env import faulty_task  # registers faulty-vault
 
     hung = max(1, tasks // 4)
@@ -674,8 +674,8 @@ async def _hung_tools(tasks: int) -> dict[str, Any]:
 
 
 async def _system_exits(tasks: int) -> dict[str, Any]:
-    from graphs import run_batch
-    from pivotal.context import Context
+    from pivotal.core.context import Context
+    from pivotal.graphs import run_batch
     from pivotal.testing.faulty_env import faulty_task  # registers faulty-vault
 
     faults = ["exit" if i % 4 == 1 else "interrupt" if i % 4 == 3 else "" for i in range(tasks)]
@@ -772,8 +772,8 @@ async def _trickling_provider() -> dict[str, Any]:
     """A provider that sends one byte every 0.2 s: the SDK's 2 s read timeout never trips."""
     from langchain_openai import ChatOpenAI
 
-    from graphs import arun
-    from pivotal.context import Context
+    from pivotal.core.context import Context
+    from pivotal.graphs import arun
     from pivotal.testing.faulty_env import faulty_task  # registers faulty-vault
     from pivotal.testing.loopback_provider import loopback
 

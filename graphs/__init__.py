@@ -6,18 +6,18 @@ or Postgres for a `postgresql://` URL) and a summary for applications and the CL
 spreads a batch over Ray workers.
 """
 
-from graphs.agent import create_pivotal_agent
-from graphs.builder import build_graph
-from graphs.ray_batch import run_batch_on_ray
-from graphs.runner import RunResult, aresume, arun, resume, run, run_batch
+from pivotal.graphs.agent import create_pivotal_agent
+from pivotal.graphs.builder import build_graph
+from pivotal.graphs.ray_batch import run_batch_on_ray
+from pivotal.graphs.runner import RunResult, aresume, arun, resume, run, run_batch
 
 
 def __getattr__(name: str):
-    """`graph` is compiled on first use, so importing `graphs` (the CLI, the bench) compiles nothing."""
+    """`graph` is compiled on first use, so importing `pivotal.graphs` (the CLI, the bench) compiles nothing."""
     if name == "graph":
         globals()["graph"] = build_graph()
         return globals()["graph"]
-    raise AttributeError(f"module 'graphs' has no attribute {name!r}")
+    raise AttributeError(f"module 'pivotal.graphs' has no attribute {name!r}")
 
 
 __all__ = [

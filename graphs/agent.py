@@ -13,10 +13,10 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from graphs.builder import build_graph
-from pivotal.context import Context
-from pivotal.environments import register_environment
-from pivotal.environments.tools import ToolEnvironment, Undo, Verifier
+from pivotal.core.context import Context
+from pivotal.core.environments import register_environment
+from pivotal.core.environments.tools import ToolEnvironment, Undo, Verifier
+from pivotal.graphs.builder import build_graph
 
 
 def create_pivotal_agent(

@@ -24,23 +24,23 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime, get_runtime
 
-from graphs import routes
-from nodes.actor import actor
-from nodes.critic import critic
-from nodes.dedup import dedup
-from nodes.distill import distill
-from nodes.executor import executor
-from nodes.gate import gate
-from nodes.human_approval import human_approval
-from nodes.memory_writer import memory_writer
-from nodes.pivot import pivot
-from nodes.recall import recall
-from nodes.reflector import reflector
-from nodes.respond import respond
-from nodes.start import start
-from pivotal.context import Context
-from pivotal.logs import logger
-from pivotal.state import InputState, OutputState, State
+from pivotal.core.context import Context
+from pivotal.core.logs import logger
+from pivotal.core.state import InputState, OutputState, State
+from pivotal.graphs import routes
+from pivotal.nodes.actor import actor
+from pivotal.nodes.critic import critic
+from pivotal.nodes.dedup import dedup
+from pivotal.nodes.distill import distill
+from pivotal.nodes.executor import executor
+from pivotal.nodes.gate import gate
+from pivotal.nodes.human_approval import human_approval
+from pivotal.nodes.memory_writer import memory_writer
+from pivotal.nodes.pivot import pivot
+from pivotal.nodes.recall import recall
+from pivotal.nodes.reflector import reflector
+from pivotal.nodes.respond import respond
+from pivotal.nodes.start import start
 
 NODES = {
     "start": start,

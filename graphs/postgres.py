@@ -15,8 +15,8 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from pivotal.errors import PivotalError
-from pivotal.secrets import redact
+from pivotal.core.errors import PivotalError
+from pivotal.core.secrets import redact
 
 POOL_SIZE = 10
 """Connections per process. A task holds one only while its checkpoint is read or written (about a

@@ -19,13 +19,13 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
-from graphs.builder import build_graph
-from graphs.runner import RunResult, batch_threads, check_task, open_checkpointer, run_or_report
-from pivotal.checkpoints import is_postgres
-from pivotal.context import Context
-from pivotal.errors import InfrastructureFault, PivotalError
-from pivotal.settings import settings
-from pivotal.task import Task
+from pivotal.core.checkpoints import is_postgres
+from pivotal.core.context import Context
+from pivotal.core.errors import InfrastructureFault, PivotalError
+from pivotal.core.settings import settings
+from pivotal.core.task import Task
+from pivotal.graphs.builder import build_graph
+from pivotal.graphs.runner import RunResult, batch_threads, check_task, open_checkpointer, run_or_report
 
 INSTALL = "Ray batches need Ray: pip install 'pivotal[ray]'"
 MAX_WORKER_DEATHS = 3

@@ -6,9 +6,9 @@ Context is None outside a run (a Studio edit `as_node`): then every node is ente
 for itself, as each one does.
 """
 
-from nodes.recall import wanted as recall_wanted
-from pivotal.context import Context
-from pivotal.state import State
+from pivotal.core.context import Context
+from pivotal.core.state import State
+from pivotal.nodes.recall import wanted as recall_wanted
 
 
 def next_step(state: State, context: Context | None) -> str:

@@ -19,20 +19,20 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 from pydantic import BaseModel, Field
 
-from graphs.builder import build_graph, recursion_limit
-from graphs.postgres import open_postgres
-from memory.store import ExperienceStore, open_store, opened_store
-from pivotal.checkpoints import check_file, is_postgres
-from pivotal.context import Context
-from pivotal.environments import Idempotent, make_environment
-from pivotal.environments.live import release
-from pivotal.errors import InfrastructureFault, PivotalError, infrastructure_fault, make_folder
-from pivotal.models.factory import make_model, parse_spec
-from pivotal.models.reachability import check_reachable
-from pivotal.models.roles import ROLE_MODEL
-from pivotal.secrets import redact, redact_tree
-from pivotal.settings import settings
-from pivotal.task import Task, parse_task
+from pivotal.core.checkpoints import check_file, is_postgres
+from pivotal.core.context import Context
+from pivotal.core.environments import Idempotent, make_environment
+from pivotal.core.environments.live import release
+from pivotal.core.errors import InfrastructureFault, PivotalError, infrastructure_fault, make_folder
+from pivotal.core.models.factory import make_model, parse_spec
+from pivotal.core.models.reachability import check_reachable
+from pivotal.core.models.roles import ROLE_MODEL
+from pivotal.core.secrets import redact, redact_tree
+from pivotal.core.settings import settings
+from pivotal.core.task import Task, parse_task
+from pivotal.graphs.builder import build_graph, recursion_limit
+from pivotal.graphs.postgres import open_postgres
+from pivotal.memory.store import ExperienceStore, open_store, opened_store
 
 OnUpdate = Callable[[str, dict[str, Any]], None]
 """Told each node's name and the state it wrote, as the node finishes."""
@@ -118,7 +118,7 @@ def check_context(context: Context) -> None:
         check_reachable(spec)
     if context.memory:
         open_store(context.store_path, context.store_url)
-        from memory.quantize import cache_folder  # onnxruntime loads only where memory is on
+        from pivotal.memory.quantize import cache_folder  # onnxruntime loads only where memory is on
 
         cache_folder()  # where the store's first embedding makes its int8 model
 

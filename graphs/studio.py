@@ -2,6 +2,6 @@
 its own checkpointer. Compiled at import, which only the server does.
 """
 
-from graphs.builder import build_graph
+from pivotal.graphs.builder import build_graph
 
 graph = build_graph()

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from pivotal.checkpoints import damage
-from pivotal.errors import PivotalError, make_folder
+from pivotal.core.checkpoints import damage
+from pivotal.core.errors import PivotalError, make_folder
 
 LOCK_FILE = ".pivotal.lock"
 DATABASE = "chroma.sqlite3"

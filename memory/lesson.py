@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from pivotal.schemas import LessonKind, LessonLevel, Outcome
+from pivotal.core.schemas import LessonKind, LessonLevel, Outcome
 
 LessonStatus = Literal["approved", "retired"]
 

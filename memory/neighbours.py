@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from memory.lesson import Lesson
+from pivotal.memory.lesson import Lesson
 
 MAX_KEPT = 4096
 """Queries kept per store (a few KB each): more distinct situations than this start over."""

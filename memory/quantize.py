@@ -21,8 +21,8 @@ from pathlib import Path
 import onnxruntime as ort
 from filelock import FileLock
 
-from pivotal.errors import PivotalError, make_folder
-from pivotal.settings import settings
+from pivotal.core.errors import PivotalError, make_folder
+from pivotal.core.settings import settings
 
 SCHEME = "perchannel-7bit-v1"
 """Names the conversion below: a change to it must change this, so no cache serves the old one."""

@@ -29,11 +29,11 @@ import numpy as np
 from filelock import FileLock
 from pydantic import ValidationError
 
-from memory.connection import connect_folder, connect_server, one_line, usable_directory
-from memory.lesson import RECENT_RUNS, Lesson
-from memory.neighbours import NeighbourCache, Neighbours
-from pivotal.errors import PivotalError
-from pivotal.stats import wilson
+from pivotal.core.errors import PivotalError
+from pivotal.core.stats import wilson
+from pivotal.memory.connection import connect_folder, connect_server, one_line, usable_directory
+from pivotal.memory.lesson import RECENT_RUNS, Lesson
+from pivotal.memory.neighbours import NeighbourCache, Neighbours
 
 PREFIX = "pivotal-lessons-"
 OVERFETCH = 4
@@ -494,7 +494,7 @@ class ExperienceStore:
     def _collection(self, family: str, *, create: bool) -> Any:
         if family in self._collections:
             return self._collections[family]
-        from memory.embeddings import compute_of, default_embedding
+        from pivotal.memory.embeddings import compute_of, default_embedding
 
         name = collection_name(family)
         try:
@@ -518,24 +518,24 @@ class ExperienceStore:
 
     def _compute(self, family: str) -> str:
         """What the family's collection was made with; a family not stored yet gets the new one."""
-        from memory.embeddings import NEW_COMPUTE  # onnxruntime loads only once a store embeds
+        from pivotal.memory.embeddings import NEW_COMPUTE  # onnxruntime loads only once a store embeds
 
         return self._computes.get(family, NEW_COMPUTE)
 
     def _embedder(self, family: str) -> Any:
-        from memory.embeddings import embedding
+        from pivotal.memory.embeddings import embedding
 
         return embedding(self._compute(family))
 
     def _vector(self, family: str, text: str) -> list[float]:
         """`text`'s vector as the family's collection compares it (cached: see `query_vector`)."""
-        from memory.embeddings import query_vector
+        from pivotal.memory.embeddings import query_vector
 
         return query_vector(text, self._compute(family))
 
     def _check_compatible(self, collection: Any, family: str) -> None:
         """A collection made with another embedding model or distance would give wrong neighbours."""
-        from memory.embeddings import MiniLMEmbedding
+        from pivotal.memory.embeddings import MiniLMEmbedding
 
         config = collection.configuration_json or {}
         embedder = (config.get("embedding_function") or {}).get("name")

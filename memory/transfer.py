@@ -6,10 +6,10 @@ from typing import IO
 
 from pydantic import ValidationError
 
-from memory.lesson import Lesson
-from memory.screen import screen_lesson
-from memory.store import ExperienceStore
-from pivotal.secrets import redact, secret_values
+from pivotal.core.secrets import redact, secret_values
+from pivotal.memory.lesson import Lesson
+from pivotal.memory.screen import screen_lesson
+from pivotal.memory.store import ExperienceStore
 
 MAX_ROW_CHARS = 64_000
 """A lesson row is a few hundred characters of text plus bounded counters and run ids; a longer

@@ -4,16 +4,16 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-import prompts
-from memory.lesson import lessons_block
-from pivotal.context import Context
-from pivotal.environments.live import attach
-from pivotal.models.roles import ask_role
-from pivotal.schemas import NO_PROPOSAL, proposal_schema
-from pivotal.secrets import redact
-from pivotal.state import State
-from pivotal.task import Task
-from prompts import data as show
+from pivotal import prompts
+from pivotal.core.context import Context
+from pivotal.core.environments.live import attach
+from pivotal.core.models.roles import ask_role
+from pivotal.core.schemas import NO_PROPOSAL, proposal_schema
+from pivotal.core.secrets import redact
+from pivotal.core.state import State
+from pivotal.core.task import Task
+from pivotal.memory.lesson import lessons_block
+from pivotal.prompts import data as show
 
 
 async def actor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -47,6 +47,7 @@ async def actor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         system=prompts.system("step_system"),
         user=user,
         fallback=NO_PROPOSAL,
+        world=live,
     )
     proposal = {
         **answer.value.chosen(),

@@ -4,17 +4,17 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-import prompts
-from memory.lesson import lessons_block
-from pivotal.context import Context
-from pivotal.environments import check_action
-from pivotal.environments.live import attach
-from pivotal.errors import describe_model_error
-from pivotal.models.roles import ask_role
-from pivotal.schemas import Decision, Verdict
-from pivotal.state import Critique, Proposal, State
-from pivotal.task import Task
-from prompts import data as show
+from pivotal import prompts
+from pivotal.core.context import Context
+from pivotal.core.environments import check_action
+from pivotal.core.environments.live import Live, attach
+from pivotal.core.errors import describe_model_error
+from pivotal.core.models.roles import ask_role
+from pivotal.core.schemas import Decision, Verdict
+from pivotal.core.state import Critique, Proposal, State
+from pivotal.core.task import Task
+from pivotal.memory.lesson import lessons_block
+from pivotal.prompts import data as show
 
 COUNTER = {"approve": "approved", "revise": "revised", "reject": "rejected"}
 IRREVERSIBLE_CONFIDENCE = 0.9
@@ -26,7 +26,7 @@ async def critic(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     task = Task.model_validate(state["task"])
     live, replayed = await attach(state["run_id"], task, state["trajectory"], runtime.context.step_timeout)
     proposal = state["proposal"] or {}
-    verdict, source, updates = await _judge(state, context, task, live.env, proposal)
+    verdict, source, updates = await _judge(state, context, task, live, proposal)
     verdict = _stricter_if_irreversible(verdict, live.env, proposal)
     critique: Critique = {**proposal, **verdict.model_dump(), "source": source}
     critiques = [*state.get("critiques", []), critique]
@@ -42,8 +42,9 @@ async def critic(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 
 
 async def _judge(
-    state: State, context: Context, task: Task, env: Any, proposal: dict[str, Any]
+    state: State, context: Context, task: Task, live: Live, proposal: dict[str, Any]
 ) -> tuple[Verdict, str, dict[str, Any]]:
+    env = live.env
     if not proposal.get("action"):
         why = describe_model_error(proposal.get("error") or "empty action")
         return _reject(f"the actor gave no valid proposal ({why})"), "actor", {}
@@ -76,6 +77,7 @@ async def _judge(
         system=prompts.system("step_system"),
         fallback=_reject("the critic gave no valid verdict; not executing an unreviewed action"),
         metadata={"pivotal_proposal": {"action": proposal["action"], "arguments": proposal.get("arguments") or {}}},
+        world=live,
     )
     if answer.fallback:
         return answer.value, "critic-fallback", updates

@@ -7,11 +7,11 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from memory.lesson import Lesson, better_text
-from memory.store import open_store
-from pivotal.context import Context, model_label
-from pivotal.state import State
-from pivotal.task import Task
+from pivotal.core.context import Context, model_label
+from pivotal.core.state import State
+from pivotal.core.task import Task
+from pivotal.memory.lesson import Lesson, better_text
+from pivotal.memory.store import open_store
 
 
 async def dedup(state: State, runtime: Runtime[Context]) -> dict[str, Any]:

@@ -4,13 +4,14 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-import prompts
-from pivotal.context import Context
-from pivotal.models.roles import ask_role
-from pivotal.schemas import LessonDrafts
-from pivotal.state import State
-from pivotal.task import Task
-from prompts import data as show
+from pivotal import prompts
+from pivotal.core.context import Context
+from pivotal.core.environments.live import lookup
+from pivotal.core.models.roles import ask_role
+from pivotal.core.schemas import LessonDrafts
+from pivotal.core.state import State
+from pivotal.core.task import Task
+from pivotal.prompts import data as show
 
 
 async def distill(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -34,6 +35,7 @@ async def distill(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         fallback=LessonDrafts(),
         system=prompts.system("distiller_system"),
         metadata={"pivotal_outcome": "success"},
+        world=lookup(state["run_id"]),
     )
     verified = state.get("verified", True)
     drafts = [

@@ -6,11 +6,11 @@ from typing import Any
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
-from pivotal.context import Context
-from pivotal.environments.live import attach, in_env_thread, run_step
-from pivotal.state import State, Step
-from pivotal.task import Task
-from prompts.data import clip
+from pivotal.core.context import Context
+from pivotal.core.environments.live import attach, in_env_thread, run_step
+from pivotal.core.state import State, Step
+from pivotal.core.task import Task
+from pivotal.prompts.data import clip
 
 
 async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:

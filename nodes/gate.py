@@ -4,15 +4,15 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-import prompts
-from memory.lesson import line
-from memory.screen import screen_lesson
-from pivotal.context import Context
-from pivotal.models.roles import ask_role
-from pivotal.schemas import LessonVerdict
-from pivotal.state import State, add_counts
-from pivotal.task import Task
-from prompts import data as show
+from pivotal import prompts
+from pivotal.core.context import Context
+from pivotal.core.models.roles import ask_role
+from pivotal.core.schemas import LessonVerdict
+from pivotal.core.state import State, add_counts
+from pivotal.core.task import Task
+from pivotal.memory.lesson import line
+from pivotal.memory.screen import screen_lesson
+from pivotal.prompts import data as show
 
 
 async def gate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:

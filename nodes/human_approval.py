@@ -9,8 +9,8 @@ from typing import Any
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from pivotal.context import Context
-from pivotal.state import Critique, Proposal, State
+from pivotal.core.context import Context
+from pivotal.core.state import Critique, Proposal, State
 
 QUESTION = 'Approve this action? Resume with {"decision": "approve" | "reject", "reason": "..."}.'
 

@@ -5,12 +5,12 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from memory.lesson import Lesson
-from memory.store import open_store
-from pivotal.context import Context, model_label
-from pivotal.secrets import redact, secret_values
-from pivotal.state import State
-from pivotal.task import Task
+from pivotal.core.context import Context, model_label
+from pivotal.core.secrets import redact, secret_values
+from pivotal.core.state import State
+from pivotal.core.task import Task
+from pivotal.memory.lesson import Lesson
+from pivotal.memory.store import open_store
 
 
 async def memory_writer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:

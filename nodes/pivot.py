@@ -13,11 +13,11 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from pivotal.context import Context
-from pivotal.environments.live import rewind
-from pivotal.schemas import PivotChoice
-from pivotal.state import Reflection, State
-from pivotal.task import Task
+from pivotal.core.context import Context
+from pivotal.core.environments.live import rewind
+from pivotal.core.schemas import PivotChoice
+from pivotal.core.state import Reflection, State
+from pivotal.core.task import Task
 
 
 async def pivot(state: State, runtime: Runtime[Context]) -> dict[str, Any]:

@@ -5,13 +5,13 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from memory.screen import MAX_LESSON_CHARS
-from memory.store import open_store, opened_store
-from pivotal.context import Context
-from pivotal.environments.live import lookup
-from pivotal.state import State
-from pivotal.task import Task
-from prompts import bounded
+from pivotal.core.context import Context
+from pivotal.core.environments.live import lookup
+from pivotal.core.state import State
+from pivotal.core.task import Task
+from pivotal.memory.screen import MAX_LESSON_CHARS
+from pivotal.memory.store import open_store, opened_store
+from pivotal.prompts import bounded
 
 
 async def recall(state: State, runtime: Runtime[Context]) -> dict[str, Any]:

@@ -4,14 +4,14 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-import prompts
-from pivotal.context import Context
-from pivotal.environments.live import attach
-from pivotal.models.roles import ask_role
-from pivotal.schemas import Reflection, reflection_schema
-from pivotal.state import State
-from pivotal.task import Task
-from prompts import data as show
+from pivotal import prompts
+from pivotal.core.context import Context
+from pivotal.core.environments.live import attach
+from pivotal.core.models.roles import ask_role
+from pivotal.core.schemas import Reflection, reflection_schema
+from pivotal.core.state import State
+from pivotal.core.task import Task
+from pivotal.prompts import data as show
 
 
 async def reflector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -22,7 +22,7 @@ async def reflector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if state.get("stuck"):
         return _stuck(state) if will_retry else {**_stuck(state), **_give_up(state)}
     task = Task.model_validate(state["task"])
-    _, replayed = await attach(state["run_id"], task, state["trajectory"], runtime.context.step_timeout)
+    live, replayed = await attach(state["run_id"], task, state["trajectory"], runtime.context.step_timeout)
     trajectory = state["trajectory"]
     user = prompts.render(
         "reflector",
@@ -42,7 +42,14 @@ async def reflector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     )
     schema = reflection_schema(len(trajectory))
     answer, updates = await ask_role(
-        context, state, "reflector", schema, user=user, fallback=fallback, system=prompts.system("reflector_system")
+        context,
+        state,
+        "reflector",
+        schema,
+        user=user,
+        fallback=fallback,
+        system=prompts.system("reflector_system"),
+        world=live,
     )
     reflection = answer.value.model_dump()
     reflection.update(

@@ -10,9 +10,9 @@ from typing import Any
 from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
-from pivotal.context import Context
-from pivotal.environments.live import release
-from pivotal.state import State
+from pivotal.core.context import Context
+from pivotal.core.environments.live import release
+from pivotal.core.state import State
 
 
 async def respond(state: State, runtime: Runtime[Context]) -> dict[str, Any]:

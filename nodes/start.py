@@ -7,13 +7,13 @@ from typing import Any
 from langchain_core.messages import AnyMessage, HumanMessage
 from langgraph.runtime import Runtime
 
-from pivotal.context import Context
-from pivotal.environments.live import in_env_thread, open_live, state_of
-from pivotal.errors import PivotalError
-from pivotal.secrets import redact_tree
-from pivotal.state import State
-from pivotal.task import parse_task
-from prompts.data import clip
+from pivotal.core.context import Context
+from pivotal.core.environments.live import in_env_thread, open_live, state_of
+from pivotal.core.errors import PivotalError
+from pivotal.core.secrets import redact_tree
+from pivotal.core.state import State
+from pivotal.core.task import parse_task
+from pivotal.prompts.data import clip
 
 
 async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:

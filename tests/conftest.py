@@ -2,7 +2,7 @@
 
 import pytest
 
-from memory.store import close_stores
+from pivotal.memory.store import close_stores
 
 
 @pytest.fixture(autouse=True)

@@ -16,22 +16,22 @@ from langchain_core.tools import tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field, ValidationError
 
-import prompts
-from graphs import arun
-from pivotal.context import Context
-from pivotal.environments import register_environment
-from pivotal.environments.base import check_action
-from pivotal.environments.live import open_live, release, run_step
-from pivotal.environments.tools import ToolEnvironment
-from pivotal.errors import PivotalError
-from pivotal.models.factory import make_model
-from pivotal.models.sim import SimChatModel
-from pivotal.models.structured import ask
-from pivotal.schemas import NO_PROPOSAL, proposal_schema
-from pivotal.settings import settings
-from pivotal.task import Task
+from pivotal import prompts
+from pivotal.core.context import Context
+from pivotal.core.environments import register_environment
+from pivotal.core.environments.base import check_action
+from pivotal.core.environments.live import open_live, release, run_step
+from pivotal.core.environments.tools import ToolEnvironment
+from pivotal.core.errors import PivotalError
+from pivotal.core.models.factory import make_model
+from pivotal.core.models.sim import SimChatModel
+from pivotal.core.models.structured import ask
+from pivotal.core.schemas import NO_PROPOSAL, proposal_schema
+from pivotal.core.settings import settings
+from pivotal.core.task import Task
+from pivotal.graphs import arun
+from pivotal.prompts import data as show
 from pivotal.testing.loopback_provider import ANTHROPIC_PATH, OPENAI_PATH, Loopback, generic_responder, loopback
-from prompts import data as show
 
 REPLY = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
 LOOKUP = {
@@ -281,7 +281,7 @@ def test_embedded_model_fills_a_required_text_argument_through_the_tool_adapter(
     """The grammar built from the union makes the 135M model write `text`; with a free `arguments`
     object it copied the schema there instead (0 of 5 proposals passed the pre-check, 5 of 5 now).
     """
-    from pivotal.models.local import LocalChatModel
+    from pivotal.core.models.local import LocalChatModel
 
     env = ToolEnvironment([lookup_order, reply], _replied)
     specs = env.describe_actions()

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from langchain_core.tools import tool
 
-from graphs import arun
 from pivotal.cli import main
-from pivotal.context import Context
-from pivotal.environments import register_environment
-from pivotal.environments.tools import ToolEnvironment
-from pivotal.errors import PivotalError
+from pivotal.core.context import Context
+from pivotal.core.environments import register_environment
+from pivotal.core.environments.tools import ToolEnvironment
+from pivotal.core.errors import PivotalError
+from pivotal.graphs import arun
 
 ROOT = Path(__file__).resolve().parents[1]
 SIM = dict(model="sim", memory=False)
@@ -83,7 +83,7 @@ def test_unusable_store_directory_is_refused_before_any_step(capsys, tmp_path):
 
 
 def test_an_unwritable_cache_folder_is_refused_before_any_step(capsys, tmp_path, monkeypatch):
-    from pivotal.settings import settings
+    from pivotal.core.settings import settings
 
     blocker = tmp_path / "file"
     blocker.write_text("")
@@ -132,7 +132,7 @@ register_environment(
 
 def test_a_tool_that_raises_becomes_an_observation():
     env = ToolEnvironment([flaky_lookup, finish], lambda task, calls: None)
-    from pivotal.task import Task
+    from pivotal.core.task import Task
 
     env.reset(Task(goal="g", env="flaky"))
     result = env.step("flaky_lookup", {})
@@ -152,7 +152,7 @@ async def test_a_run_through_a_raising_tool_still_ends_with_an_outcome():
 
 
 def test_long_observations_are_clipped_with_head_and_tail_kept():
-    from prompts.data import clip
+    from pivotal.prompts.data import clip
 
     text = "HEAD " + "x" * 10_000 + " TAIL"
     clipped = clip(text, 200)

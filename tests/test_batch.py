@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from graphs import run_batch
-from memory.store import open_store
-from pivotal.context import Context
-from pivotal.environments import register_environment
-from pivotal.errors import PivotalError
+from pivotal.core.context import Context
+from pivotal.core.environments import register_environment
+from pivotal.core.errors import PivotalError
+from pivotal.graphs import run_batch
+from pivotal.memory.store import open_store
 from pivotal.testing.journal_env import just_started
 
 ROOT = Path(__file__).resolve().parents[1]

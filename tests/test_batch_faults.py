@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from langchain_openai import ChatOpenAI
 
-from graphs import arun, run_batch
-from pivotal.context import Context
+from pivotal.core.context import Context
+from pivotal.graphs import arun, run_batch
 from pivotal.testing.faulty_env import faulty_task as vault  # registers faulty-vault
 from pivotal.testing.loopback_provider import loopback
 

@@ -20,7 +20,7 @@ from pivotal.bench.metrics import comparisons, paired, summarise
 from pivotal.bench.report import markdown
 from pivotal.bench.truth import judge_trajectory
 from pivotal.cli.bench import QUICK, local_plan, local_results
-from pivotal.stats import wilson
+from pivotal.core.stats import wilson
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ["actor", "critic", "critic+full", "critic+pivotal", "critic+pivotal+memory", "critic+pivotal+memory(task)"]
@@ -265,8 +265,8 @@ def test_pass_at_k_counts_attempts_and_critic_scores_use_the_oracle_counts():
 
 def test_ground_truth_replays_the_path_and_judges_each_proposal():
     """In gridworld seed 1 the expert's first move is good; a move off the grid is bad."""
-    from pivotal.environments.gridworld import GridWorld
-    from pivotal.task import Task
+    from pivotal.core.environments.gridworld import GridWorld
+    from pivotal.core.task import Task
 
     env = GridWorld()
     env.reset(Task(env="gridworld", params={"seed": 1}))

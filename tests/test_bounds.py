@@ -2,10 +2,10 @@
 
 import pytest
 
-from graphs.builder import nodes_per_step, recursion_limit
-from nodes.critic import _decide
-from nodes.human_approval import after_person
-from pivotal.context import Context
+from pivotal.core.context import Context
+from pivotal.graphs.builder import nodes_per_step, recursion_limit
+from pivotal.nodes.critic import _decide
+from pivotal.nodes.human_approval import after_person
 
 VERDICTS = [("precheck", "reject"), ("critic", "approve"), ("critic", "revise"), ("critic", "reject")]
 

@@ -9,19 +9,19 @@ from datetime import timedelta
 
 import pytest
 
-import prompts
-from graphs import aresume, arun, build_graph, run_batch
-from graphs.runner import open_checkpointer
-from memory.lesson import Lesson, lessons_block
-from memory.screen import MAX_LESSON_CHARS
-from memory.store import close_stores, open_store
-from pivotal import checkpoints
-from pivotal.checkpoints import check_file, prune, stats
+from pivotal import prompts
 from pivotal.cli import main
 from pivotal.cli.batch import read_tasks
-from pivotal.context import Context
-from pivotal.errors import PivotalError
-from pivotal.task import MAX_GOAL_CHARS, parse_task
+from pivotal.core import checkpoints
+from pivotal.core.checkpoints import check_file, prune, stats
+from pivotal.core.context import Context
+from pivotal.core.errors import PivotalError
+from pivotal.core.task import MAX_GOAL_CHARS, parse_task
+from pivotal.graphs import aresume, arun, build_graph, run_batch
+from pivotal.graphs.runner import open_checkpointer
+from pivotal.memory.lesson import Lesson, lessons_block
+from pivotal.memory.screen import MAX_LESSON_CHARS
+from pivotal.memory.store import close_stores, open_store
 
 TASK = {"env": "gridworld", "params": {"seed": 1}}
 

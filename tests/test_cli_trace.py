@@ -9,9 +9,9 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from graphs import arun
 from pivotal.cli.trace import Trace
-from pivotal.context import Context
+from pivotal.core.context import Context
+from pivotal.graphs import arun
 
 ROOT = Path(__file__).resolve().parents[1]
 RETRYING = Context(model="sim:error=0.4", memory=False, max_steps=6, max_critique_rounds=1, max_pivot_retries=1)

@@ -2,10 +2,10 @@
 
 import pytest
 
-from graphs import arun
-from pivotal.context import Context
-from pivotal.environments import register_environment
-from pivotal.errors import PivotalError
+from pivotal.core.context import Context
+from pivotal.core.environments import register_environment
+from pivotal.core.errors import PivotalError
+from pivotal.graphs import arun
 from pivotal.testing.envs import Vault
 
 register_environment("vault", Vault)
@@ -156,7 +156,7 @@ def test_bad_limits_and_choices_fail_with_one_clear_line(field, value):
 
 
 async def test_a_misspelt_context_key_is_refused_with_a_hint():
-    from graphs import build_graph
+    from pivotal.graphs import build_graph
 
     with pytest.raises(PivotalError, match=r"unknown context key 'modle' \(did you mean 'model'\?\)"):
         await build_graph().ainvoke({"task": "Reach G."}, context={"modle": "sim"})

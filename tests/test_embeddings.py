@@ -10,10 +10,10 @@ import chromadb
 import numpy as np
 import pytest
 
-from memory import quantize
-from memory.embeddings import COMPUTES, DIMENSIONS, MiniLMEmbedding, default_embedding, embedding, model_file
-from pivotal.errors import PivotalError
-from pivotal.settings import settings
+from pivotal.core.errors import PivotalError
+from pivotal.core.settings import settings
+from pivotal.memory import quantize
+from pivotal.memory.embeddings import COMPUTES, DIMENSIONS, MiniLMEmbedding, default_embedding, embedding, model_file
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -127,7 +127,7 @@ def test_an_unwritable_cache_folder_is_one_clear_line(tmp_path, monkeypatch) -> 
 
 _REOPEN = """
 import sys
-import memory.embeddings  # registers the embedding function by name
+import pivotal.memory.embeddings  # registers the embedding function by name
 import chromadb
 client = chromadb.PersistentClient(path=sys.argv[1])
 collection = client.get_collection("lessons")

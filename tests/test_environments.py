@@ -2,9 +2,9 @@
 
 import pytest
 
-from pivotal.environments import check_action, make_environment
-from pivotal.environments.live import attach, open_live, release
-from pivotal.task import Task
+from pivotal.core.environments import check_action, make_environment
+from pivotal.core.environments.live import attach, open_live, release
+from pivotal.core.task import Task
 
 
 def _walk_expert(env, limit=50):
@@ -94,8 +94,8 @@ async def test_live_environment_follows_a_cut_trajectory():
 
 
 def test_taxi_penalises_an_illegal_pickup_and_the_oracle_calls_it_fatal():
-    from pivotal.environments.taxi import Taxi
-    from pivotal.task import Task
+    from pivotal.core.environments.taxi import Taxi
+    from pivotal.core.task import Task
 
     env = Taxi()
     observation = env.reset(Task(env="taxi", params={"seed": 3}))
@@ -107,8 +107,8 @@ def test_taxi_penalises_an_illegal_pickup_and_the_oracle_calls_it_fatal():
 
 
 def test_taxi_expert_reaches_the_drop_off_and_restore_rewinds():
-    from pivotal.environments.taxi import Taxi
-    from pivotal.task import Task
+    from pivotal.core.environments.taxi import Taxi
+    from pivotal.core.task import Task
 
     env = Taxi()
     env.reset(Task(env="taxi", params={"seed": 1}))
@@ -123,8 +123,8 @@ def test_taxi_expert_reaches_the_drop_off_and_restore_rewinds():
 
 
 def test_configs_verifier_fails_a_run_that_deleted_anything():
-    from pivotal.environments.configs import ConfigCopy
-    from pivotal.task import Task
+    from pivotal.core.environments.configs import ConfigCopy
+    from pivotal.core.task import Task
 
     env = ConfigCopy()
     env.reset(Task(env="configs", params={"seed": 0}))
@@ -138,8 +138,8 @@ def test_configs_verifier_fails_a_run_that_deleted_anything():
 
 
 def test_configs_first_mistake_is_the_first_call_off_the_plan():
-    from pivotal.environments.configs import ConfigCopy
-    from pivotal.task import Task
+    from pivotal.core.environments.configs import ConfigCopy
+    from pivotal.core.task import Task
 
     env = ConfigCopy()
     env.reset(Task(env="configs", params={"seed": 2}))

@@ -9,9 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pivotal.cli.batch import read_tasks
-from pivotal.errors import PivotalError
-from pivotal.settings import Settings
-from pivotal.settings import settings as cached_settings
+from pivotal.core.errors import PivotalError
+from pivotal.core.settings import Settings
+from pivotal.core.settings import settings as cached_settings
 
 LINE = st.one_of(
     st.text(max_size=200),

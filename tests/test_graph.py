@@ -3,9 +3,9 @@
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graphs import arun, build_graph
-from pivotal.context import Context
-from pivotal.environments import register_environment
+from pivotal.core.context import Context
+from pivotal.core.environments import register_environment
+from pivotal.graphs import arun, build_graph
 from pivotal.testing.envs import ReplayOnlyGridWorld, Vault
 
 register_environment("vault", Vault)
@@ -207,8 +207,8 @@ async def test_the_compiled_graph_runs_without_context_or_recursion_limit(monkey
     """Embedded as `graphs.graph` and streamed directly: the documented defaults, and only the Context
     bounds end the run (LangGraph's own default ceiling of 25 nodes would stop it after a few steps).
     """
-    from graphs import graph
-    from pivotal.settings import settings
+    from pivotal.core.settings import settings
+    from pivotal.graphs import graph
 
     monkeypatch.setenv("PIVOTAL_MODEL", "sim:error=0.35,seed=7")
     monkeypatch.setenv("PIVOTAL_STORE_PATH", str(tmp_path / "store"))
@@ -251,9 +251,9 @@ async def test_a_pivotal_retry_gets_a_full_budget_of_new_steps(budget, attempt_s
     """Kept steps are not the retry's: with budget "new" it may execute max_steps steps of its own."""
     from langgraph.runtime import Runtime
 
-    from nodes.pivot import pivot
-    from pivotal.environments.live import open_live, release, run_step
-    from pivotal.task import Task
+    from pivotal.core.environments.live import open_live, release, run_step
+    from pivotal.core.task import Task
+    from pivotal.nodes.pivot import pivot
 
     task = Task(env="gridworld", params={"seed": 3})
     live = open_live("budget-run", task)
@@ -279,13 +279,13 @@ class Seesaw:
         return "You are at 0. The goal is at 5."
 
     def step(self, name, arguments):
-        from pivotal.environments import StepResult
+        from pivotal.core.environments import StepResult
 
         self.position += 1 if name == "right" else -1
         return StepResult(f"You moved {name}. You are at {self.position}. The goal is at 5.")
 
     def describe_actions(self):
-        from pivotal.environments import ActionSpec
+        from pivotal.core.environments import ActionSpec
 
         return [ActionSpec("left", "move left"), ActionSpec("right", "move right")]
 
@@ -310,7 +310,7 @@ async def test_going_in_circles_is_noticed_shown_and_ends_the_attempt():
     assert result.executed < 20  # not the whole budget
     assert result.revisits >= 3
     assert [s["revisit_of"] for s in result.trajectory[:3]] == [None, -1, 0]
-    from prompts.data import history
+    from pivotal.prompts.data import history
 
     assert "(back where you started: a circle)" in history(result.trajectory[:2])
 

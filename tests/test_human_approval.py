@@ -3,12 +3,12 @@
 import pytest
 from langchain_core.tools import tool
 
-from graphs import aresume, arun
-from nodes.human_approval import read_reply
-from pivotal.context import Context
-from pivotal.environments import register_environment
-from pivotal.environments.tools import ToolEnvironment
-from pivotal.errors import PivotalError
+from pivotal.core.context import Context
+from pivotal.core.environments import register_environment
+from pivotal.core.environments.tools import ToolEnvironment
+from pivotal.core.errors import PivotalError
+from pivotal.graphs import aresume, arun
+from pivotal.nodes.human_approval import read_reply
 
 TASK = {"env": "gridworld", "params": {"seed": 1}}
 

@@ -18,8 +18,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 PLUGIN = '''
-from pivotal.environments import register_environment
-from pivotal.environments.base import ActionSpec, StepResult
+from pivotal.core.environments import register_environment
+from pivotal.core.environments.base import ActionSpec, StepResult
 
 class Resets:
     """Whatever `reset` gives back (or raises) is the case under test."""

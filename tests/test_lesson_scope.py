@@ -4,10 +4,10 @@ second maze teaches the same text; step lessons, matched by situation, apply eve
 
 import pytest
 
-from graphs import arun
-from memory.lesson import Lesson
-from memory.store import close_stores, open_store
-from pivotal.context import Context
+from pivotal.core.context import Context
+from pivotal.graphs import arun
+from pivotal.memory.lesson import Lesson
+from pivotal.memory.store import close_stores, open_store
 
 RECIPE = "This sequence of moves reached the goal: down, down, right, right."
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from graphs import arun
-from memory.store import close_stores, open_store
-from pivotal.context import Context
-from pivotal.environments import register_environment
+from pivotal.core.context import Context
+from pivotal.core.environments import register_environment
+from pivotal.graphs import arun
+from pivotal.memory.store import close_stores, open_store
 from pivotal.testing.envs import finish_environment
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from memory.lesson import Lesson
-from memory.store import close_stores, open_store
 from pivotal.cli import main
+from pivotal.memory.lesson import Lesson
+from pivotal.memory.store import close_stores, open_store
 
 TEXTS = [
     "Check the file exists before reading it.",

@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from graphs import arun
-from pivotal.context import Context
+from pivotal.core.context import Context
+from pivotal.graphs import arun
 
 LIVE = {
     "openai": ("OPENAI_API_KEY", os.environ.get("PIVOTAL_LIVE_OPENAI_MODEL", "openai:gpt-4o-mini")),

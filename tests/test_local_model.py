@@ -13,9 +13,9 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, Field
 
-import prompts
-from pivotal.models.local import LocalChatModel, default_model_path, validate_model_file
-from pivotal.models.local_tools import plan_reply
+from pivotal import prompts
+from pivotal.core.models.local import LocalChatModel, default_model_path, validate_model_file
+from pivotal.core.models.local_tools import plan_reply
 
 pytestmark = pytest.mark.local_llm
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pivotal import logs
+from pivotal.core import logs
 
 ROOT = Path(__file__).resolve().parents[1]
 PLANTED = "sk-planted-0123456789abcdefXYZ"

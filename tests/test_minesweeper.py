@@ -7,14 +7,14 @@ import random
 
 import pytest
 
-from graphs import arun
-from pivotal.context import Context
-from pivotal.environments import check_action, make_environment, register_environment
-from pivotal.environments.live import open_live, release
-from pivotal.environments.minesweeper import Minesweeper
-from pivotal.errors import PivotalError
-from pivotal.models.sim import _answer, _wrong_arguments
-from pivotal.task import Task
+from pivotal.core.context import Context
+from pivotal.core.environments import check_action, make_environment, register_environment
+from pivotal.core.environments.live import open_live, release
+from pivotal.core.environments.minesweeper import Minesweeper
+from pivotal.core.errors import PivotalError
+from pivotal.core.models.sim import _answer, _wrong_arguments
+from pivotal.core.task import Task
+from pivotal.graphs import arun
 
 
 class SchemaOnlyMinesweeper(Minesweeper):

@@ -13,8 +13,8 @@ from langchain_core.tools import tool
 from langchain_tests.integration_tests import ChatModelIntegrationTests
 from langchain_tests.unit_tests import ChatModelUnitTests
 
-from pivotal.models.local import LocalChatModel
-from pivotal.models.sim import SimChatModel
+from pivotal.core.models.local import LocalChatModel
+from pivotal.core.models.sim import SimChatModel
 
 SMALL_MODEL = "SmolLM2-135M fills the right shape with the wrong values (see the comment above)"
 

@@ -6,10 +6,10 @@ import pytest
 from langchain_anthropic import ChatAnthropic
 from langchain_openai import ChatOpenAI
 
-from graphs import aresume, arun, build_graph
-from pivotal.context import Context
-from pivotal.environments import register_environment
-from pivotal.errors import PivotalError
+from pivotal.core.context import Context
+from pivotal.core.environments import register_environment
+from pivotal.core.errors import PivotalError
+from pivotal.graphs import aresume, arun, build_graph
 from pivotal.testing.envs import finish_environment
 from pivotal.testing.loopback_provider import Loopback, loopback
 
@@ -79,7 +79,7 @@ async def test_any_provider_langchain_knows_is_a_spec_string(server, monkeypatch
     ],
 )
 def test_a_provider_that_cannot_be_set_up_is_one_line(spec, needle):
-    from pivotal.models.factory import make_model
+    from pivotal.core.models.factory import make_model
 
     with pytest.raises(PivotalError, match=needle) as raised:
         make_model(spec)

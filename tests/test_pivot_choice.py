@@ -6,15 +6,15 @@ import pytest
 from langgraph.runtime import Runtime
 from pydantic import ValidationError
 
-from graphs import arun
-from nodes.pivot import pivot
-from pivotal.context import Context
-from pivotal.environments.frozenlake import FrozenLake
-from pivotal.environments.gridworld import GridWorld
-from pivotal.environments.live import open_live, release, run_step
-from pivotal.errors import PivotalError
-from pivotal.schemas import Reflection, reflection_schema
-from pivotal.task import Task
+from pivotal.core.context import Context
+from pivotal.core.environments.frozenlake import FrozenLake
+from pivotal.core.environments.gridworld import GridWorld
+from pivotal.core.environments.live import open_live, release, run_step
+from pivotal.core.errors import PivotalError
+from pivotal.core.schemas import Reflection, reflection_schema
+from pivotal.core.task import Task
+from pivotal.graphs import arun
+from pivotal.nodes.pivot import pivot
 
 REFLECTION = {"error_type": "wrong_action", "diagnosis": "d", "advice": "a"}
 
@@ -109,7 +109,7 @@ async def test_no_return_keeps_more_steps_than_first_mistake_on_frozenlake():
 
 @pytest.mark.parametrize("seed", range(6))
 def test_the_sim_reflector_names_both_steps_and_a_wrong_one_in_its_own_words(seed):
-    from pivotal.models.sim import _reflect
+    from pivotal.core.models.sim import _reflect
 
     live = open_live(f"sim-reflect-{seed}", Task(env="frozenlake"))
     try:

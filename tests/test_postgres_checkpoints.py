@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from graphs import run_batch
-from graphs.runner import open_checkpointer
-from pivotal.context import Context
-from pivotal.errors import PivotalError, infrastructure_fault
+from pivotal.core.context import Context
+from pivotal.core.errors import PivotalError, infrastructure_fault
+from pivotal.graphs import run_batch
+from pivotal.graphs.runner import open_checkpointer
 from pivotal.testing.cli import cli, finish
 from pivotal.testing.journal_env import just_started
 

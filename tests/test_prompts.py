@@ -2,8 +2,8 @@
 
 import os
 
-import prompts
-from prompts import data as show
+from pivotal import prompts
+from pivotal.prompts import data as show
 
 
 def test_data_cannot_close_its_tag_and_pose_as_instructions():

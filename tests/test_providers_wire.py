@@ -16,15 +16,15 @@ from typing import Any
 import pytest
 from langchain_core.tools import tool
 
-from graphs import arun, run
-from memory.lesson import Lesson
-from memory.store import open_store
-from pivotal.context import Context
-from pivotal.environments import register_environment
-from pivotal.environments.tools import ToolEnvironment
-from pivotal.models.factory import make_model
-from pivotal.schemas import LessonDrafts, LessonVerdict, Reflection, Verdict, proposal_schema
-from pivotal.settings import settings
+from pivotal.core.context import Context
+from pivotal.core.environments import register_environment
+from pivotal.core.environments.tools import ToolEnvironment
+from pivotal.core.models.factory import make_model
+from pivotal.core.schemas import LessonDrafts, LessonVerdict, Reflection, Verdict, proposal_schema
+from pivotal.core.settings import settings
+from pivotal.graphs import arun, run
+from pivotal.memory.lesson import Lesson
+from pivotal.memory.store import open_store
 from pivotal.testing.envs import finish_environment
 from pivotal.testing.loopback_provider import ANTHROPIC_PATH, OPENAI_PATH, Loopback, generic_responder, loopback
 

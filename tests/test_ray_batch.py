@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pivotal.context import Context
-from pivotal.errors import PivotalError
+from pivotal.core.context import Context
+from pivotal.core.errors import PivotalError
 from pivotal.testing.cli import cli, finish
 from pivotal.testing.journal_env import json_lines
 from pivotal.testing.servers import chroma_server
@@ -110,7 +110,7 @@ def assert_every_task_once_and_no_move_twice(results: Path, journal: Path, count
 def test_a_worker_killed_mid_batch_hands_its_tasks_on_and_no_move_or_lesson_is_lost_or_doubled(
     cluster, database, lessons_server, fresh, tmp_path
 ):
-    from memory.store import open_store
+    from pivotal.memory.store import open_store
 
     count = 16
     results = tmp_path / "results.jsonl"
@@ -161,7 +161,7 @@ def test_the_driver_killed_and_resumed_finishes_every_task_once(cluster, databas
 
 
 async def test_results_come_back_in_order_once_each_from_both_workers(cluster, database, fresh):
-    from graphs.ray_batch import run_batch_on_ray
+    from pivotal.graphs.ray_batch import run_batch_on_ray
     from pivotal.testing import journal_env  # noqa: F401 — registers journal-grid on the driver too
 
     seen: list[int] = []
@@ -188,7 +188,7 @@ async def test_results_come_back_in_order_once_each_from_both_workers(cluster, d
     ],
 )
 def test_what_workers_cannot_share_is_refused_in_one_line_before_ray_starts(checkpoints, memory, store_url, expected):
-    from graphs.ray_batch import check_ray_inputs
+    from pivotal.graphs.ray_batch import check_ray_inputs
 
     with pytest.raises(PivotalError, match=expected) as refused:
         check_ray_inputs(Context(model="sim", memory=memory, store_url=store_url), checkpoints, 4, None)

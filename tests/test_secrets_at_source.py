@@ -16,18 +16,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.language_models import BaseChatModel
 
-from graphs import arun
-from memory.lesson import Lesson
-from memory.screen import MAX_LESSON_CHARS, normalise, screen, screen_lesson
-from memory.store import close_stores, open_store
-from memory.transfer import import_lessons
 from pivotal.cli import main
-from pivotal.context import Context
-from pivotal.environments import StepResult, register_environment
-from pivotal.environments.gridworld import GridWorld
-from pivotal.environments.live import open_live, release, run_step
-from pivotal.secrets import MARK, redact
-from pivotal.task import Task
+from pivotal.core.context import Context
+from pivotal.core.environments import StepResult, register_environment
+from pivotal.core.environments.gridworld import GridWorld
+from pivotal.core.environments.live import open_live, release, run_step
+from pivotal.core.secrets import MARK, redact
+from pivotal.core.task import Task
+from pivotal.graphs import arun
+from pivotal.memory.lesson import Lesson
+from pivotal.memory.screen import MAX_LESSON_CHARS, normalise, screen, screen_lesson
+from pivotal.memory.store import close_stores, open_store
+from pivotal.memory.transfer import import_lessons
 
 AWS_ID = "AKIAZ7QWERTY12345678"
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzq8Sx1Pk3T"
@@ -120,7 +120,7 @@ def test_lowercase_prose_is_never_blanked(text):
 )
 def test_text_the_quick_check_passes_by_is_text_the_shapes_never_match(text):
     """`redact` skips the regex where no alternative's literal appears: it must give what the regex gives."""
-    from pivotal.secrets import _SHAPES, _blank
+    from pivotal.core.secrets import _SHAPES, _blank
 
     assert redact(text, []) == _SHAPES.sub(_blank, text)
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from graphs import arun
-from pivotal.context import Context
+from pivotal.core.context import Context
+from pivotal.graphs import arun
 from pivotal.testing import ledger_env  # noqa: F401 — registers the support-desk environments
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -191,8 +191,8 @@ def test_a_studio_fork_in_another_process_restores_the_tools_without_running_the
 import asyncio, json
 from pivotal.testing import ledger_env
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-from graphs import build_graph
-from pivotal.context import Context
+from pivotal.graphs import build_graph
+from pivotal.core.context import Context
 
 async def main():
     async with AsyncSqliteSaver.from_conn_string({path!r}) as saver:

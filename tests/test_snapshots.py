@@ -9,11 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from graphs import arun
-from pivotal.context import Context
-from pivotal.environments import register_environment
-from pivotal.environments.live import attach, open_live, release, rewind, run_step
-from pivotal.task import Task
+from pivotal.core.context import Context
+from pivotal.core.environments import register_environment
+from pivotal.core.environments.live import attach, open_live, release, rewind, run_step
+from pivotal.core.task import Task
+from pivotal.graphs import arun
 from pivotal.testing.slow_snapshot_env import SlowSnapshotWorld
 
 TASK = Task(env="slow-replay", params={"seed": 3})
@@ -118,8 +118,8 @@ ROOT = Path(__file__).resolve().parents[1]
 FORK = """
 import asyncio, json, sys
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-from graphs import build_graph
-from pivotal.context import Context
+from pivotal.graphs import build_graph
+from pivotal.core.context import Context
 from pivotal.testing import slow_snapshot_env  # registers slow-snapshot-grid
 
 async def main(path, thread_id, checkpoint_id, model):

@@ -10,12 +10,12 @@ import chromadb
 import numpy as np
 import pytest
 
-from graphs import run_batch
-from memory.embeddings import MiniLMEmbedding, embedding
-from memory.lesson import Lesson
-from memory.store import close_stores, collection_name, open_store
-from pivotal.context import Context
-from pivotal.errors import PivotalError
+from pivotal.core.context import Context
+from pivotal.core.errors import PivotalError
+from pivotal.graphs import run_batch
+from pivotal.memory.embeddings import MiniLMEmbedding, embedding
+from pivotal.memory.lesson import Lesson
+from pivotal.memory.store import close_stores, collection_name, open_store
 
 ROOT = Path(__file__).resolve().parents[1]
 DEDUP = 0.9
@@ -233,7 +233,7 @@ def _reopened(store):
 
 
 def test_deferred_counts_are_written_together_once_enough_gather(store, monkeypatch):
-    import memory.store as module
+    import pivotal.memory.store as module
 
     written = store.add(
         [lesson(f"Lesson number {n} about {topic}.") for n, topic in enumerate(["files", "sockets", "folders"])],
@@ -252,7 +252,7 @@ def test_deferred_counts_are_written_together_once_enough_gather(store, monkeypa
 
 
 def test_deferred_counts_are_written_once_they_are_old_enough(store, monkeypatch):
-    import memory.store as module
+    import pivotal.memory.store as module
 
     (written,) = store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)
     store.flush()
@@ -283,8 +283,8 @@ def test_a_retirement_is_written_at_once_with_the_deferred_counts(store, monkeyp
 def test_deferred_counts_reach_the_disk_when_the_process_exits_without_closing(tmp_path):
     folder = tmp_path / "store"
     script = f"""
-from memory.lesson import Lesson
-from memory.store import open_store
+from pivotal.memory.lesson import Lesson
+from pivotal.memory.store import open_store
 store = open_store({str(folder)!r})
 (w,) = store.add([Lesson(kind="guardrail", situation="reading files", text="Check the file exists before reading it.",
                          outcome="failure", family="files", run_id="run-a")], dedup_similarity=0.9)
@@ -530,7 +530,7 @@ def test_a_kept_answer_serves_every_instance_without_asking_chroma(store, monkey
 
 def test_a_server_store_keeps_no_answers(tmp_path):
     """Another process may approve a lesson at any time: only a store this process owns keeps answers."""
-    from memory.store import ExperienceStore
+    from pivotal.memory.store import ExperienceStore
 
     client = chromadb.PersistentClient(path=str(tmp_path / "shared"))
     shared = ExperienceStore("shared", client, private=False)
@@ -656,7 +656,7 @@ def test_the_lessons_a_store_knows_stay_equal_to_what_chroma_holds(store):
 
 def test_a_server_store_reads_every_lesson_from_chroma(tmp_path):
     """Another process may change a lesson at any time: only a store this process owns keeps them."""
-    from memory.store import ExperienceStore
+    from pivotal.memory.store import ExperienceStore
 
     client = chromadb.PersistentClient(path=str(tmp_path / "shared"))
     shared = ExperienceStore("shared", client, private=False)

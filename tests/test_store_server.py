@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from graphs import arun
-from memory.lesson import Lesson
-from memory.store import open_store
-from pivotal.context import Context
-from pivotal.errors import PivotalError
+from pivotal.core.context import Context
+from pivotal.core.errors import PivotalError
+from pivotal.graphs import arun
+from pivotal.memory.lesson import Lesson
+from pivotal.memory.store import open_store
 from pivotal.testing.servers import chroma_server, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,8 +116,8 @@ def test_a_server_that_is_down_is_refused_with_what_to_do():
 
 _MERGE = """
 import sys
-from memory.lesson import Lesson
-from memory.store import open_store
+from pivotal.memory.lesson import Lesson
+from pivotal.memory.store import open_store
 store = open_store("", sys.argv[1])
 for i in range(int(sys.argv[3])):
     lesson = Lesson(kind="guardrail", situation="reading files", text="Check the file exists before reading it.",

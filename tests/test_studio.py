@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from langgraph_sdk import get_client
 
-from graphs.builder import NODES
 from pivotal.cli.studio import QUIET
+from pivotal.graphs.builder import NODES
 from pivotal.testing.servers import free_port, serve
 
 ROOT = Path(__file__).resolve().parents[1]

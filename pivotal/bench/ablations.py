@@ -7,10 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from graphs import arun
-from memory.store import close_store
 from pivotal.bench.truth import judge_trajectory
-from pivotal.context import Context
+from pivotal.core.context import Context
+from pivotal.graphs import arun
+from pivotal.memory.store import close_store
 
 CONFIGS: dict[str, dict[str, Any]] = {
     "actor": {"critic": False, "precheck": False, "retry": "none", "memory": False},

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from pivotal.stats import wilson
+from pivotal.core.stats import wilson
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -6,7 +6,7 @@ drawn is zero, in the paired plot.
 from pathlib import Path
 from typing import Any
 
-from pivotal.stats import wilson
+from pivotal.core.stats import wilson
 
 PER_TASK = [("llm_calls", "LLM calls / task"), ("tokens", "tokens / task"), ("wall_s", "seconds / task")]
 PAIRED = [

@@ -4,8 +4,8 @@ ask the environment's oracle whether each proposal the critic saw was a bad acti
 
 from typing import Any
 
-from pivotal.environments import Oracle, make_environment
-from pivotal.task import Task
+from pivotal.core.environments import Oracle, make_environment
+from pivotal.core.task import Task
 
 BLOCKED = {"reject", "revise"}
 

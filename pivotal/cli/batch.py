@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pivotal.cli import options
-from pivotal.errors import InfrastructureFault, PivotalError
+from pivotal.core.errors import InfrastructureFault, PivotalError
 
 EXIT_OK, EXIT_TASK_FAILED = 0, 1
 
@@ -62,7 +62,7 @@ def _batch(args: argparse.Namespace) -> int:
 
 
 def _locked_batch(args: argparse.Namespace, out: Path, marker: Path) -> int:
-    from graphs.runner import check_context
+    from pivotal.graphs.runner import check_context
 
     saved = _saved_batch(out, marker) if args.resume else {}
     options.load_plugins([*saved.get("plugins", []), *args.plugin])
@@ -103,8 +103,8 @@ def _check_checkpoints(path: str | None) -> None:
     """Before the results file is touched: a damaged SQLite file, or a Postgres server that cannot be
     reached, is one line, and the same command can simply be run again once it is fixed.
     """
-    from pivotal.checkpoints import check_file, is_postgres
-    from pivotal.settings import settings
+    from pivotal.core.checkpoints import check_file, is_postgres
+    from pivotal.core.settings import settings
 
     path = path or settings().checkpoint_path
     if is_postgres(path):
@@ -117,20 +117,20 @@ def _check_ray(args: argparse.Namespace, context: Any, checkpoints: str | None) 
     """With --ray, what every worker must share (Postgres checkpoints, a Chroma server for lessons)
     and Ray itself are checked before the results file is touched.
     """
-    from pivotal.settings import settings
+    from pivotal.core.settings import settings
 
     if args.ray is None:
         if args.workers is not None:
             raise PivotalError("--workers needs --ray: one process runs without workers")
         return
-    from graphs.ray_batch import check_ray_inputs, ray_module
+    from pivotal.graphs.ray_batch import check_ray_inputs, ray_module
 
     check_ray_inputs(context, checkpoints or settings().checkpoint_path, args.concurrency, args.workers)
     ray_module()
 
 
 async def _reach(url: str) -> None:
-    from graphs.runner import open_checkpointer
+    from pivotal.graphs.runner import open_checkpointer
 
     async with open_checkpointer(url):
         pass
@@ -167,7 +167,7 @@ async def _run(
     results: Any,
     args: argparse.Namespace,
 ) -> None:
-    from graphs.runner import run_batch
+    from pivotal.graphs.runner import run_batch
 
     progress = _progress(len(pending))
 
@@ -186,7 +186,7 @@ async def _run(
         if args.ray is None:
             await run_batch([task for _, task in pending], context, checkpoint_path=state["checkpoints"], **common)
         else:
-            from graphs.ray_batch import run_batch_on_ray
+            from pivotal.graphs.ray_batch import run_batch_on_ray
 
             await run_batch_on_ray(
                 [task for _, task in pending],
@@ -202,8 +202,8 @@ async def _run(
 
 def read_tasks(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, str]]]:
     """Good task lines and (line number, why) for the bad ones; blank lines are skipped."""
-    from pivotal.environments import make_environment
-    from pivotal.task import parse_task
+    from pivotal.core.environments import make_environment
+    from pivotal.core.task import parse_task
 
     if not path.is_file():
         raise PivotalError(f"tasks file {path} does not exist")
@@ -256,7 +256,7 @@ def _batch_state(
     args: argparse.Namespace, out: Path, marker: Path, saved: dict[str, Any], context: Any
 ) -> dict[str, Any]:
     """What a resume needs to go on exactly as the batch started: threads, checkpoints, settings, plugins."""
-    from pivotal.settings import settings
+    from pivotal.core.settings import settings
 
     if args.resume:
         state = dict(saved)

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pivotal.errors import PivotalError
+from pivotal.core.errors import PivotalError
 
 QUICK = {
     "envs": ["gridworld", "frozenlake", "taxi", "configs", "minesweeper"],

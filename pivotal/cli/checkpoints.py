@@ -6,8 +6,8 @@ from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
 
-from pivotal import checkpoints
-from pivotal.errors import PivotalError
+from pivotal.core import checkpoints
+from pivotal.core.errors import PivotalError
 
 EXIT_OK = 0
 MAX_DAYS = 36_500
@@ -39,7 +39,7 @@ def _action(actions: Any, name: str, help_text: str, handler: Any) -> argparse.A
 
 
 def _path(args: argparse.Namespace) -> str:
-    from pivotal.settings import settings
+    from pivotal.core.settings import settings
 
     path = args.checkpoints or settings().checkpoint_path
     if path == ":memory:":

@@ -6,9 +6,9 @@ import sys
 from pathlib import Path
 from typing import Any, get_args
 
-from memory.lesson import LessonStatus
-from pivotal.errors import PivotalError
-from pivotal.schemas import LessonKind
+from pivotal.core.errors import PivotalError
+from pivotal.core.schemas import LessonKind
+from pivotal.memory.lesson import LessonStatus
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
@@ -45,8 +45,8 @@ def _action(actions: Any, name: str, help_text: str, handler: Any) -> argparse.A
 
 
 def _store(args: argparse.Namespace):
-    from memory.store import open_store
-    from pivotal.settings import settings
+    from pivotal.core.settings import settings
+    from pivotal.memory.store import open_store
 
     return open_store(args.store_path or settings().store_path, args.store_url or settings().store_url)
 
@@ -76,7 +76,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from memory.transfer import export_lessons
+    from pivotal.memory.transfer import export_lessons
 
     store = _store(args)
     if args.file == "-":
@@ -89,7 +89,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from memory.transfer import import_lessons
+    from pivotal.memory.transfer import import_lessons
 
     path = Path(args.file)
     if not path.is_file():

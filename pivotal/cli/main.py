@@ -14,8 +14,8 @@ from contextlib import contextmanager
 
 from pivotal.cli import batch, bench, checkpoints, lessons, options, studio
 from pivotal.cli.trace import Trace, reflection_line
-from pivotal.errors import PivotalError, Terminated
-from pivotal.settings import load_env_file, settings
+from pivotal.core.errors import PivotalError, Terminated
+from pivotal.core.settings import load_env_file, settings
 
 EXIT_SUCCESS, EXIT_TASK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143  # 128 + SIGINT / SIGTERM, as a shell reports them
@@ -108,7 +108,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from graphs.runner import resume, run
+    from pivotal.graphs.runner import resume, run
 
     options.load_plugins(args.plugin)
     context = options.context_from(args)
@@ -129,7 +129,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _resume(args: argparse.Namespace) -> int:
     """The run goes on with its saved settings and plugins; a contradicting flag is refused."""
-    from graphs.runner import resume, saved_values
+    from pivotal.graphs.runner import resume, saved_values
 
     saved = asyncio.run(saved_values(args.thread_id, args.checkpoints))
     options.load_plugins([*saved.get("plugins", []), *args.plugin])
@@ -191,7 +191,7 @@ def _print_summary(result, *, path: bool) -> None:
 
 
 def _envs(args: argparse.Namespace) -> int:
-    from pivotal.environments import environment_names
+    from pivotal.core.environments import environment_names
 
     options.load_plugins(args.plugin)
     print("\n".join(environment_names()))

@@ -7,9 +7,9 @@ import os
 import sys
 from typing import Any, get_args
 
-from pivotal.context import Context, OnCritiqueExhausted, RecallMode, RetryStrategy, StepBudget
-from pivotal.errors import PivotalError
-from pivotal.schemas import PivotChoice
+from pivotal.core.context import Context, OnCritiqueExhausted, RecallMode, RetryStrategy, StepBudget
+from pivotal.core.errors import PivotalError
+from pivotal.core.schemas import PivotChoice
 
 
 def task_options(parser: argparse.ArgumentParser) -> None:

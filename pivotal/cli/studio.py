@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pivotal.errors import PivotalError
+from pivotal.core.errors import PivotalError
 
 QUIET = {"LANGSMITH_TRACING": "false", "LANGCHAIN_TRACING_V2": "false", "LANGGRAPH_CLI_NO_ANALYTICS": "1"}
 

@@ -5,10 +5,10 @@ from typing import Any
 
 from langchain_core.tools import BaseTool, tool
 
-from pivotal.environments import ActionSpec, StepResult
-from pivotal.environments.gridworld import GridWorld
-from pivotal.environments.tools import ToolEnvironment
-from pivotal.task import Task
+from pivotal.core.environments import ActionSpec, StepResult
+from pivotal.core.environments.gridworld import GridWorld
+from pivotal.core.environments.tools import ToolEnvironment
+from pivotal.core.task import Task
 
 
 @tool

@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pivotal.environments import StepResult, register_environment
-from pivotal.task import Task
+from pivotal.core.environments import StepResult, register_environment
+from pivotal.core.task import Task
 from pivotal.testing.envs import Vault
 
 

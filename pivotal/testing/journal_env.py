@@ -10,9 +10,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from pivotal.environments import register_environment
-from pivotal.environments.gridworld import GridWorld
-from pivotal.task import Task
+from pivotal.core.environments import register_environment
+from pivotal.core.environments.gridworld import GridWorld
+from pivotal.core.task import Task
 
 
 class JournalGrid(GridWorld):

@@ -6,8 +6,8 @@ import os
 
 from langchain_core.tools import tool
 
-from pivotal.environments import register_environment
-from pivotal.environments.tools import ToolEnvironment
+from pivotal.core.environments import register_environment
+from pivotal.core.environments.tools import ToolEnvironment
 
 
 @tool

@@ -18,9 +18,9 @@ from typing import Any
 
 from langchain_core.tools import StructuredTool
 
-from pivotal.environments import StepResult, register_environment
-from pivotal.environments.tools import Call, ToolEnvironment
-from pivotal.task import Task
+from pivotal.core.environments import StepResult, register_environment
+from pivotal.core.environments.tools import Call, ToolEnvironment
+from pivotal.core.task import Task
 
 CLOSED_CARD = "card ending 0000 (closed)"
 BOUNCED = "bounced: no such mailbox"

@@ -5,10 +5,10 @@ measuring and testing when Pivotal snapshots (every step, or only when replaying
 import time
 from typing import Any
 
-from pivotal.environments import register_environment
-from pivotal.environments.base import ActionSpec, StepResult
-from pivotal.environments.gridworld import GridWorld
-from pivotal.task import Task
+from pivotal.core.environments import register_environment
+from pivotal.core.environments.base import ActionSpec, StepResult
+from pivotal.core.environments.gridworld import GridWorld
+from pivotal.core.task import Task
 
 
 class SlowSnapshotWorld:

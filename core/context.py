@@ -11,9 +11,9 @@ from typing import Annotated, Any, Literal, get_args
 from langchain_core.language_models import BaseChatModel
 from pydantic import WithJsonSchema
 
-from pivotal.errors import PivotalError
-from pivotal.schemas import PivotChoice
-from pivotal.settings import settings
+from pivotal.core.errors import PivotalError
+from pivotal.core.schemas import PivotChoice
+from pivotal.core.settings import settings
 
 RetryStrategy = Literal["pivotal", "full", "none"]
 StepBudget = Literal["new", "path"]

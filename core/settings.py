@@ -13,7 +13,7 @@ from dotenv import load_dotenv
 from pydantic import AliasChoices, BeforeValidator, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from pivotal.errors import PivotalError, first_problem
+from pivotal.core.errors import PivotalError, first_problem
 
 ENV_FILE = ".env"
 """In the current folder, for the settings and the provider keys alike."""

@@ -9,8 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from pivotal.environments.base import ActionSpec, StepResult, read_params
-from pivotal.task import Task
+from pivotal.core.environments.base import ActionSpec, StepResult, read_params
+from pivotal.core.task import Task
 
 ACTIONS = {"south": 0, "north": 1, "east": 2, "west": 3, "pickup": 4, "dropoff": 5}
 STOPS = "RGYB"

@@ -5,7 +5,7 @@ import sys
 
 import structlog
 
-from pivotal.secrets import redact_event
+from pivotal.core.secrets import redact_event
 
 _configured = False
 
@@ -30,7 +30,7 @@ def configure(level: str = "WARNING") -> None:
 
 def logger() -> structlog.typing.FilteringBoundLogger:
     if not _configured:
-        from pivotal.settings import settings
+        from pivotal.core.settings import settings
 
         configure(settings().log_level)
     return structlog.get_logger("pivotal")

@@ -6,9 +6,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from pivotal.environments.base import ActionSpec, StepResult, read_params
-from pivotal.errors import PivotalError
-from pivotal.task import Task
+from pivotal.core.environments.base import ActionSpec, StepResult, read_params
+from pivotal.core.errors import PivotalError
+from pivotal.core.task import Task
 
 Cell = tuple[int, int]
 MOVES: dict[str, Cell] = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}

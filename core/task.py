@@ -52,7 +52,7 @@ def parse_task(value: "Task | dict[str, Any] | str | None", default_env: str = "
 
     A task that names no environment runs in `default_env` (an agent's own tools), else gridworld.
     """
-    from pivotal.errors import PivotalError
+    from pivotal.core.errors import PivotalError
 
     if isinstance(value, Task):
         return value

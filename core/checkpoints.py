@@ -24,7 +24,7 @@ from typing import Literal
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from pivotal.errors import PivotalError
+from pivotal.core.errors import PivotalError
 
 HEADER = b"SQLite format 3\x00"
 TRIGGERS = ("branch:to:", "join:", "__start__", "__pregel_tasks")

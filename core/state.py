@@ -3,7 +3,7 @@
 Values are plain JSON so every checkpointer stores and reloads them as-is (and Studio shows
 them as they are). Lists that a pivot cuts back (the trajectory) are replaced whole by the
 node that changes them; only the counters add up, through `add_counts`. The structured LLM
-replies these shapes are built from are in `pivotal.schemas`.
+replies these shapes are built from are in `pivotal.core.schemas`.
 
 `typing_extensions.TypedDict`, not `typing.TypedDict`: on Python 3.11 the LangGraph server
 cannot build Studio's input and output forms from the latter.
@@ -15,8 +15,19 @@ from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
-from pivotal.environments.base import Rewind
-from pivotal.schemas import Decision, ErrorType, LessonKind, LessonLevel, Outcome
+from pivotal.core.schemas import Decision, ErrorType, LessonKind, LessonLevel, Outcome
+
+Rewind = Literal["snapshot", "replay", "compensate", "forward"]
+"""How an environment goes back to the state before the pivotal step:
+
+- `snapshot`: `restore()` puts the world back (simulators, sandboxes, savepoints);
+- `replay`: reset, then the kept actions again; only for environments that declare it
+  (deterministic and free of side effects, e.g. a seeded simulator);
+- `compensate`: the abandoned steps' compensating actions run, newest first, each reviewed
+  by the critic like any action (the saga pattern: `refund` → `reverse_refund`);
+- `forward`: the world cannot go back; the retry goes on from the real state, with the
+  reflection and the abandoned steps shown as done. A tool is never re-run to rebuild state.
+"""
 
 Status = Literal["running", "success", "failure"]
 VerdictSource = Literal["precheck", "critic", "critic-advisory", "critic-fallback", "actor", "none", "human"]

@@ -12,9 +12,9 @@ from typing import Any
 from langchain_core.tools import StructuredTool
 from pydantic import BaseModel
 
-from pivotal.environments.base import read_params
-from pivotal.environments.tools import Call, ToolEnvironment
-from pivotal.task import Task
+from pivotal.core.environments.base import read_params
+from pivotal.core.environments.tools import Call, ToolEnvironment
+from pivotal.core.task import Task
 
 SERVICES = ["payments", "search", "billing", "auth", "checkout", "inventory"]
 KEYS = ["timeout_ms", "max_retries", "pool_size", "batch_size"]

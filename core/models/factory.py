@@ -11,8 +11,8 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from pivotal.errors import PivotalError
-from pivotal.settings import settings
+from pivotal.core.errors import PivotalError
+from pivotal.core.settings import settings
 
 PROVIDERS = {
     "sim": "sim[:error=0.3,seed=7,invalid=0.1,latency=0.05]",
@@ -80,7 +80,7 @@ def _any_provider(spec: str) -> BaseChatModel:
 
 
 def _sim(options: str) -> BaseChatModel:
-    from pivotal.models.sim import SimChatModel
+    from pivotal.core.models.sim import SimChatModel
 
     values: dict[str, float] = {}
     for item in filter(None, options.split(",")):
@@ -105,7 +105,7 @@ def _sim(options: str) -> BaseChatModel:
 
 
 def _local(path: str, threads: int) -> BaseChatModel:
-    from pivotal.models.local import LocalChatModel, validate_model_file
+    from pivotal.core.models.local import LocalChatModel, validate_model_file
 
     model_path = str(validate_model_file(Path(path).expanduser())) if path else None
     return LocalChatModel(model_path=model_path, n_threads=threads)

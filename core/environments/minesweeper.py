@@ -14,9 +14,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from pivotal.environments.base import ActionSpec, StepResult, read_params
-from pivotal.errors import PivotalError
-from pivotal.task import Task
+from pivotal.core.environments.base import ActionSpec, StepResult, read_params
+from pivotal.core.errors import PivotalError
+from pivotal.core.task import Task
 
 Cell = tuple[int, int]
 COMPASS: dict[str, Cell] = {

@@ -7,9 +7,10 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel
 
-from pivotal.context import Context, model_label
-from pivotal.models.factory import make_model
-from pivotal.models.structured import Answer, ask
+from pivotal.core.context import Context, model_label
+from pivotal.core.models.factory import make_model
+from pivotal.core.models.structured import Answer, ask
+from pivotal.core.models.world import World, given
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -26,22 +27,26 @@ async def ask_role(
     user: str,
     fallback: T,
     metadata: dict[str, Any] | None = None,
+    world: World | None = None,
 ) -> tuple[Answer[T], dict[str, Any]]:
-    """The answer, plus the counters/usage deltas the calling node returns."""
+    """The answer, plus the counters/usage deltas the calling node returns. `world` is the run's
+    environment, for models that answer from it (the `sim` models).
+    """
     spec = context.model_for(ROLE_MODEL[role])  # type: ignore[arg-type]
     model = await _chat_model(spec, context)
     backup = await _chat_model(context.fallback_model, context) if context.fallback_model else None
-    answer = await ask(
-        model,
-        schema,
-        [SystemMessage(system), HumanMessage(user)],
-        role=role,
-        backup=backup,
-        fallback=fallback,
-        retries=context.structured_retries,
-        deadline=context.call_deadline,
-        metadata={"pivotal_run": state["run_id"], "pivotal_model": model_label(spec), **(metadata or {})},
-    )
+    with given(world):
+        answer = await ask(
+            model,
+            schema,
+            [SystemMessage(system), HumanMessage(user)],
+            role=role,
+            backup=backup,
+            fallback=fallback,
+            retries=context.structured_retries,
+            deadline=context.call_deadline,
+            metadata={"pivotal_run": state["run_id"], "pivotal_model": model_label(spec), **(metadata or {})},
+        )
     usage = answer.usage
     updates = {"counters": {"llm_calls": usage["calls"], "fallbacks": usage["fallbacks"]}, "usage": {role: usage}}
     return answer, updates

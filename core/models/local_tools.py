@@ -15,7 +15,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
-from pivotal.models.choice import forced, named_tool, refused
+from pivotal.core.models.choice import forced, named_tool, refused
 
 INSTRUCTIONS = (
     "You can call these tools:\n{tools}\n"

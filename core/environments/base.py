@@ -5,24 +5,14 @@ worker thread so async nodes never block the event loop.
 """
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeVar, get_args, runtime_checkable
+from typing import Any, Protocol, TypeVar, get_args, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
-from pivotal.errors import PivotalError, first_problem
-from pivotal.task import Task
+from pivotal.core.errors import PivotalError, first_problem
+from pivotal.core.state import Rewind
+from pivotal.core.task import Task
 
-Rewind = Literal["snapshot", "replay", "compensate", "forward"]
-"""How an environment goes back to the state before the pivotal step:
-
-- `snapshot`: `restore()` puts the world back (simulators, sandboxes, savepoints);
-- `replay`: reset, then the kept actions again; only for environments that declare it
-  (deterministic and free of side effects, e.g. a seeded simulator);
-- `compensate`: the abandoned steps' compensating actions run, newest first, each reviewed
-  by the critic like any action (the saga pattern: `refund` → `reverse_refund`);
-- `forward`: the world cannot go back; the retry goes on from the real state, with the
-  reflection and the abandoned steps shown as done. A tool is never re-run to rebuild state.
-"""
 REWIND_MODES: tuple[str, ...] = get_args(Rewind)
 
 

@@ -7,9 +7,9 @@ from typing import Any
 from langchain_core.tools import BaseTool
 from pydantic import ValidationError
 
-from pivotal.environments.base import ActionSpec, StepResult
-from pivotal.errors import PivotalError
-from pivotal.task import Task
+from pivotal.core.environments.base import ActionSpec, StepResult
+from pivotal.core.errors import PivotalError
+from pivotal.core.task import Task
 
 Call = dict[str, Any]
 """One executed call: {"tool", "arguments", "output", "error"}."""

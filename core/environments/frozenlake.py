@@ -5,8 +5,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from pivotal.environments.base import ActionSpec, StepResult, read_params
-from pivotal.task import Task
+from pivotal.core.environments.base import ActionSpec, StepResult, read_params
+from pivotal.core.task import Task
 
 ACTIONS = {"left": 0, "down": 1, "right": 2, "up": 3}
 DELTAS = {"left": (0, -1), "down": (1, 0), "right": (0, 1), "up": (-1, 0)}

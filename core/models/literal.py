@@ -14,7 +14,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from pivotal.models.choice import forced, named_tool, refused
+from pivotal.core.models.choice import forced, named_tool, refused
 
 _QUOTED = re.compile(r"(?<!\w)['\"“‘「](.+?)['\"”’」](?!\w)")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")

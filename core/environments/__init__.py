@@ -2,7 +2,7 @@
 
 from collections.abc import Callable
 
-from pivotal.environments.base import (
+from pivotal.core.environments.base import (
     ActionSpec,
     Environment,
     Idempotent,
@@ -12,37 +12,37 @@ from pivotal.environments.base import (
     StepResult,
     check_action,
 )
-from pivotal.errors import PivotalError
+from pivotal.core.errors import PivotalError
 
 Factory = Callable[[], Environment]
 
 
 def _gridworld() -> Environment:
-    from pivotal.environments.gridworld import GridWorld
+    from pivotal.core.environments.gridworld import GridWorld
 
     return GridWorld()
 
 
 def _frozenlake() -> Environment:
-    from pivotal.environments.frozenlake import FrozenLake
+    from pivotal.core.environments.frozenlake import FrozenLake
 
     return FrozenLake()
 
 
 def _taxi() -> Environment:
-    from pivotal.environments.taxi import Taxi
+    from pivotal.core.environments.taxi import Taxi
 
     return Taxi()
 
 
 def _configs() -> Environment:
-    from pivotal.environments.configs import ConfigCopy
+    from pivotal.core.environments.configs import ConfigCopy
 
     return ConfigCopy()
 
 
 def _minesweeper() -> Environment:
-    from pivotal.environments.minesweeper import Minesweeper
+    from pivotal.core.environments.minesweeper import Minesweeper
 
     return Minesweeper()
 

@@ -8,8 +8,8 @@ import os
 import socket
 from urllib.parse import urlsplit
 
-from pivotal.errors import PivotalError
-from pivotal.models.factory import parse_spec
+from pivotal.core.errors import PivotalError
+from pivotal.core.models.factory import parse_spec
 
 BASE_URL_VARIABLES = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
 

@@ -5,8 +5,9 @@ path that hosted providers use, with a configurable error rate and a seed. Each 
 pure function of (seed, role, the prompt's data blocks), so results do not depend on scheduling,
 and rewording a prompt's instructions does not reshuffle every seeded outcome.
 
-The oracle is found through the call's metadata (`pivotal_role`, `pivotal_run`), which the
-graph attaches to every model call for tracing; no prompt parsing is involved.
+The role comes from the call's metadata (`pivotal_role`), which the graph attaches to every
+model call for tracing; the oracle is the run's environment, which the calling node gives for
+the call (`pivotal.core.models.world`). No prompt parsing is involved.
 """
 
 import asyncio
@@ -25,11 +26,11 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.runnables.config import var_child_runnable_config
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from pivotal.environments import ActionSpec, Oracle
-from pivotal.environments.base import NoReturnOracle
-from pivotal.environments.live import Live, lookup
-from pivotal.models.literal import literal_reply
-from pivotal.models.streaming import as_chunks
+from pivotal.core.environments import ActionSpec, Oracle
+from pivotal.core.environments.base import NoReturnOracle
+from pivotal.core.models.literal import literal_reply
+from pivotal.core.models.streaming import as_chunks
+from pivotal.core.models.world import World, current
 
 
 class SimChatModel(BaseChatModel):
@@ -184,7 +185,7 @@ def _recipe_text(applied: list[tuple[str, dict[str, Any]]]) -> str:
 def _answer(
     role: str, metadata: dict[str, Any], rng: random.Random, error: float, schema: dict[str, Any], prompt: str = ""
 ) -> dict[str, Any]:
-    live = lookup(str(metadata.get("pivotal_run", "")))
+    live = current()
     oracle = live.env if live and isinstance(live.env, Oracle) else None
     wrong = rng.random() < error
     if role == "actor":
@@ -202,7 +203,7 @@ def _answer(
 
 
 def _act(
-    live: Live | None,
+    live: World | None,
     oracle: Oracle | None,
     rng: random.Random,
     wrong: bool,
@@ -229,7 +230,7 @@ def _act(
     return pick
 
 
-def _follow(live: Live | None, recipe: list[tuple[str, dict[str, Any]]], names: list[str]) -> dict[str, Any]:
+def _follow(live: World | None, recipe: list[tuple[str, dict[str, Any]]], names: list[str]) -> dict[str, Any]:
     """The recipe's move for this step, whether or not it suits this instance: a recipe recalled
     in the wrong maze is followed into its walls, so only recall's scope keeps it out.
     """
@@ -241,7 +242,7 @@ def _follow(live: Live | None, recipe: list[tuple[str, dict[str, Any]]], names: 
 
 
 def _action_names(schema: dict[str, Any]) -> list[str]:
-    """The actor schema's choices: a union with one member per action, or one flat `action` (pivotal.schemas)."""
+    """The actor schema's choices: a union with one member per action, or one flat `action` (pivotal.core.schemas)."""
     call = schema.get("properties", {}).get("call")
     names: list[str] = []
     for member in (call.get("anyOf") or [call]) if call else [schema]:
@@ -251,7 +252,7 @@ def _action_names(schema: dict[str, Any]) -> list[str]:
 
 
 def _wrong_pick(
-    live: Live | None, expert: tuple[str, dict[str, Any]] | None, rng: random.Random, names: list[str]
+    live: World | None, expert: tuple[str, dict[str, Any]] | None, rng: random.Random, names: list[str]
 ) -> tuple[str, dict[str, Any]]:
     """The environment's own plausible mistake (`wrong_action(rng)`) when it offers one; else another
     action name with arguments drawn from its schema, so an environment with a single action that
@@ -267,14 +268,14 @@ def _wrong_pick(
     return name, _wrong_arguments(_parameters(live, name), dict(expert[1]) if expert else {}, rng, same)
 
 
-def _specs(live: Live | None) -> list[ActionSpec]:
+def _specs(live: World | None) -> list[ActionSpec]:
     """The environment's actions, names and argument schemas, whatever shape the actor's output
     schema gives them.
     """
     return live.env.describe_actions() if live else []
 
 
-def _parameters(live: Live | None, name: str) -> dict[str, Any]:
+def _parameters(live: World | None, name: str) -> dict[str, Any]:
     return next((spec.parameters for spec in _specs(live) if spec.name == name), {})
 
 
@@ -345,7 +346,7 @@ def _criticise(oracle: Oracle | None, proposal: dict[str, Any], wrong: bool, gua
     }
 
 
-def _reflect(live: Live | None, oracle: Oracle | None, rng: random.Random, wrong: bool) -> dict[str, Any]:
+def _reflect(live: World | None, oracle: Oracle | None, rng: random.Random, wrong: bool) -> dict[str, Any]:
     steps = len(live.applied) if live else 0
     if oracle is None or live is None or steps == 0:
         index, reason = max(steps - 1, 0), "the last step did not help"
@@ -368,7 +369,7 @@ def _reflect(live: Live | None, oracle: Oracle | None, rng: random.Random, wrong
     }
 
 
-def _distill(live: Live | None, metadata: dict[str, Any]) -> dict[str, Any]:
+def _distill(live: World | None, metadata: dict[str, Any]) -> dict[str, Any]:
     if live is None or metadata.get("pivotal_outcome") != "success" or not live.applied:
         return {"lessons": []}
     first = live.first_observation.split("\n", 1)[0]

@@ -14,7 +14,7 @@ from jsonschema.validators import validator_for
 from langchain_core.utils.json_schema import dereference_refs
 from pydantic import AfterValidator, BaseModel, Field, WithJsonSchema, create_model, model_validator
 
-from pivotal.errors import PivotalError
+from pivotal.core.errors import PivotalError
 
 Decision = Literal["approve", "revise", "reject"]
 LessonKind = Literal["strategy", "guardrail", "skill"]
