@@ -1,0 +1,3 @@
+"""The application's own prompts package."""
+
+GREETING = "You are the support desk's assistant."

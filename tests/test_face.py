@@ -1,0 +1,30 @@
+"""The public face: what an application needs is importable from `pivotal`, and importing it is cheap."""
+
+import subprocess
+import sys
+
+import pivotal
+
+
+def test_every_public_name_resolves_and_dir_lists_them():
+    for name in pivotal.__all__:
+        assert getattr(pivotal, name) is not None, name
+    assert set(pivotal.__all__) == set(pivotal._HOMES) | {"__version__"}
+    assert dir(pivotal) == pivotal.__all__
+
+
+def test_an_unknown_name_is_an_attribute_error():
+    try:
+        pivotal.graph_builder  # noqa: B018
+    except AttributeError as error:
+        assert "graph_builder" in str(error)
+    else:
+        raise AssertionError("no AttributeError")
+
+
+def test_import_pivotal_loads_neither_langgraph_nor_chroma():
+    code = (
+        "import sys, pivotal; print(sorted(m for m in ('langgraph', 'langchain_core', 'chromadb') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]"
