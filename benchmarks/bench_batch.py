@@ -38,6 +38,7 @@ from pivotal.core.context import Context
 from pivotal.core.environments.live import open_live, release
 from pivotal.core.models.factory import make_model
 from pivotal.core.models.structured import ask
+from pivotal.core.models.world import given
 from pivotal.core.schemas import Verdict, proposal_schema
 from pivotal.core.task import Task
 from pivotal.graphs import run_batch
@@ -105,27 +106,29 @@ def agent_loop(saver: Any, latency: float = 0.0, *, with_recall: bool = True):
     async def actor(state: LoopState) -> dict[str, Any]:
         live = _live(state)
         schema = proposal_schema({a.name: a.parameters for a in live.env.describe_actions()})
-        answer = await ask(
-            model,
-            schema,
-            [SystemMessage("Choose the next move."), HumanMessage(state["observation"])],
-            role="actor",
-            fallback=None,
-            retries=0,
-            metadata={"pivotal_run": state["run_id"]},
-        )
+        with given(live):
+            answer = await ask(
+                model,
+                schema,
+                [SystemMessage("Choose the next move."), HumanMessage(state["observation"])],
+                role="actor",
+                fallback=None,
+                retries=0,
+                metadata={},
+            )
         return {"proposal": answer.value.chosen()}
 
     async def critic(state: LoopState) -> dict[str, Any]:
-        await ask(
-            model,
-            Verdict,
-            [SystemMessage("Review the move."), HumanMessage(str(state["proposal"]))],
-            role="critic",
-            fallback=Verdict(decision="approve", confidence=0.5),
-            retries=0,
-            metadata={"pivotal_run": state["run_id"], "pivotal_proposal": state["proposal"]},
-        )
+        with given(_live(state)):
+            await ask(
+                model,
+                Verdict,
+                [SystemMessage("Review the move."), HumanMessage(str(state["proposal"]))],
+                role="critic",
+                fallback=Verdict(decision="approve", confidence=0.5),
+                retries=0,
+                metadata={"pivotal_proposal": state["proposal"]},
+            )
         return {}
 
     async def executor(state: LoopState) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from pivotal.core.errors import PivotalError
 from pivotal.core.models.factory import make_model
 from pivotal.core.models.sim import SimChatModel
 from pivotal.core.models.structured import ask
+from pivotal.core.models.world import given
 from pivotal.core.schemas import NO_PROPOSAL, proposal_schema
 from pivotal.core.settings import settings
 from pivotal.core.task import Task
@@ -262,10 +263,11 @@ async def test_sim_replies_fit_the_schema_even_when_wrong(env: str, seed: int) -
             ruled_out = next((s.name for s in specs if s.name != expert), None)
             offered = {s.name: s.parameters for s in specs if s.name != ruled_out}
             for error in (0.0, 1.0):
-                answer = await ask(
-                    SimChatModel(error=error, seed=seed), proposal_schema(offered), [HumanMessage(f"step {step}")],
-                    role="actor", fallback=NO_PROPOSAL, retries=0, metadata={"pivotal_run": run_id},
-                )  # fmt: skip
+                with given(live):
+                    answer = await ask(
+                        SimChatModel(error=error, seed=seed), proposal_schema(offered), [HumanMessage(f"step {step}")],
+                        role="actor", fallback=NO_PROPOSAL, retries=0, metadata={},
+                    )  # fmt: skip
                 assert not answer.fallback, answer.error
                 assert answer.value.chosen()["action"] in offered
             run_step(live, expert, arguments, key=f"{run_id}:{step}")

@@ -13,6 +13,7 @@ from pivotal.core.environments.live import open_live, release
 from pivotal.core.environments.minesweeper import Minesweeper
 from pivotal.core.errors import PivotalError
 from pivotal.core.models.sim import _answer, _wrong_arguments
+from pivotal.core.models.world import given
 from pivotal.core.task import Task
 from pivotal.graphs import arun
 
@@ -179,9 +180,8 @@ def test_without_the_hook_wrong_arguments_are_drawn_from_the_schema_within_bound
     live = open_live("minesweeper-schema-run", Task(env="minesweeper-schema-only", params={"seed": 0}))
     try:
         expert = live.env.expert_action()
-        picks = [
-            _answer("actor", {"pivotal_run": "minesweeper-schema-run"}, random.Random(i), 0.3, {}) for i in range(400)
-        ]
+        with given(live):
+            picks = [_answer("actor", {}, random.Random(i), 0.3, {}) for i in range(400)]
     finally:
         release("minesweeper-schema-run")
     wrong = [p for p in picks if (p["action"], p["arguments"]) != expert]
