@@ -85,7 +85,11 @@ def machine_lock_path(url: str) -> Path:
 
 
 @dataclass
-class Recalled:
+class Found:
+    """A stored lesson a search found, with how near it is: the recall node turns it into the
+    state's `Recalled` (plain JSON, text bounded).
+    """
+
     id: str
     lesson: Lesson
     similarity: float
@@ -293,7 +297,7 @@ class ExperienceStore:
             self._approved = None  # replaced lessons may change status either way: count again
 
     # ---- read path --------------------------------------------------------------------------
-    def search(self, text: str, *, family: str, k: int, min_similarity: float, instance: str = "") -> list[Recalled]:
+    def search(self, text: str, *, family: str, k: int, min_similarity: float, instance: str = "") -> list[Found]:
         """Approved lessons of this family closest to `text` that apply to `instance` (general
         ones, and those this instance taught), best first, above the floor.
 
@@ -314,9 +318,7 @@ class ExperienceStore:
             found = _recallable(self._query(collection, near.vector, k, where), instance)
         return [r for r in found if r.similarity >= min_similarity][:k]
 
-    def kept(
-        self, text: str, *, family: str, k: int, min_similarity: float, instance: str = ""
-    ) -> list[Recalled] | None:
+    def kept(self, text: str, *, family: str, k: int, min_similarity: float, instance: str = "") -> list[Found] | None:
         """`search`'s answer when it is at hand (no disk, no embedding), else None: the recall node
         then needs no thread.
         """
@@ -719,9 +721,9 @@ class ExperienceStore:
         return [(self._held(lessons[i]), 1.0 - float(d)) for i, d in zip(ids, distances, strict=True) if i in lessons]
 
 
-def _recallable(found: Iterable[tuple[Lesson, float]], instance: str) -> list[Recalled]:
+def _recallable(found: Iterable[tuple[Lesson, float]], instance: str) -> list[Found]:
     return [
-        Recalled(lesson.id, lesson, similarity)
+        Found(lesson.id, lesson, similarity)
         for lesson, similarity in found
         if lesson.status == "approved" and lesson.applies_to(instance)
     ]
