@@ -84,7 +84,8 @@ def _proposal_schema(actions: tuple[tuple[str, str], ...]) -> type[ProposalReply
             "Proposal", __base__=ProposalReply, __doc__=ProposalReply.__doc__, **fields, thought=_thought()
         )
     members = tuple(create_model(name, **_call_fields((name,), schema)) for name, schema in parsed)
-    union = Annotated[Union[members], Field(discriminator="action", json_schema_extra=_any_of)]  # noqa: UP007
+    # built at run time, one member per action: typed Any, since no static checker can follow it
+    union: Any = Annotated[Union[members], Field(discriminator="action", json_schema_extra=_any_of)]  # noqa: UP007
     call = (union, Field(description="the action to take, with the arguments that action takes"))
     return create_model("Proposal", __base__=OneOfActions, __doc__=ProposalReply.__doc__, call=call, thought=_thought())
 

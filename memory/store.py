@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from filelock import FileLock
@@ -34,6 +34,9 @@ from pivotal.core.stats import wilson
 from pivotal.memory.connection import connect_folder, connect_server, one_line, usable_directory
 from pivotal.memory.lesson import RECENT_RUNS, Lesson
 from pivotal.memory.neighbours import NeighbourCache, Neighbours
+
+if TYPE_CHECKING:
+    from pivotal.memory.embeddings import Compute  # onnxruntime loads only once a store embeds
 
 PREFIX = "pivotal-lessons-"
 OVERFETCH = 4
@@ -117,7 +120,7 @@ class ExperienceStore:
         self._release = release
         self._lock = WriteLock(None if private else machine_lock_path(location))
         self._collections: dict[str, Any] = {}
-        self._computes: dict[str, str] = {}
+        self._computes: dict[str, Compute] = {}
         """Each opened family's embedding compute (memory/embeddings.py `Compute`), from its collection's config."""
         self._filled: set[str] = set()
         self._approved: int | None = None
@@ -518,7 +521,7 @@ class ExperienceStore:
         self._collections[family] = collection
         return collection
 
-    def _compute(self, family: str) -> str:
+    def _compute(self, family: str) -> "Compute":
         """What the family's collection was made with; a family not stored yet gets the new one."""
         from pivotal.memory.embeddings import NEW_COMPUTE  # onnxruntime loads only once a store embeds
 
