@@ -37,7 +37,7 @@ POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 def is_postgres(location: str | None) -> bool:
     """Whether checkpoints go to Postgres: the file checks and `stats`/`prune` are SQLite's own."""
-    return bool(location) and location.lower().startswith(POSTGRES_SCHEMES)
+    return bool(location and location.lower().startswith(POSTGRES_SCHEMES))
 
 
 @dataclass(frozen=True)

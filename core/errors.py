@@ -38,7 +38,7 @@ _DATABASE_MODULES = ("chromadb", "aiosqlite", "psycopg", "psycopg_pool")
 _STORAGE_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.EDQUOT}
 
 
-def infrastructure_fault(exc: BaseException) -> str | None:
+def infrastructure_fault(exc: BaseException | None) -> str | None:
     """What failed, in one line, when `exc` comes from the checkpoint database or the lesson store
     rather than from the task; None for a task's own fault (an environment's error is wrapped as
     `EnvironmentFault` before it gets here, so a tool's own disk error stays the task's).

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, Union
 from jsonschema.exceptions import SchemaError, best_match
 from jsonschema.validators import validator_for
 from langchain_core.utils.json_schema import dereference_refs
-from pydantic import AfterValidator, BaseModel, Field, WithJsonSchema, create_model, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, create_model, model_validator
 
 from pivotal.core.errors import PivotalError
 
@@ -26,8 +26,13 @@ PivotChoice = Literal["first_mistake", "no_return"]
 """Which step a pivotal retry redoes: the reflection's first mistake, or its point of no return."""
 
 
-class Proposal(BaseModel):
+class ProposalReply(BaseModel):
     """The actor's next action."""
+
+    model_config = ConfigDict(title="Proposal")
+    """The name the model sees (tool and JSON-schema title) stays `Proposal`: prompts, the loopback
+    provider and recorded replies know it by that name; the class is named for the reply so it is not
+    mistaken for the `Proposal` that flows in the graph state (`pivotal.core.state`)."""
 
     def chosen(self) -> dict[str, Any]:
         """{action, arguments, thought}, whichever of `proposal_schema`'s two shapes the reply has."""
@@ -36,8 +41,8 @@ class Proposal(BaseModel):
         return {"action": getattr(call, "action", ""), "arguments": arguments, "thought": getattr(self, "thought", "")}
 
 
-class OneOfActions(Proposal):
-    """A Proposal whose `call` is one member of a union with one member per action."""
+class OneOfActions(ProposalReply):
+    """A ProposalReply whose `call` is one member of a union with one member per action."""
 
     @model_validator(mode="before")
     @classmethod
@@ -51,12 +56,12 @@ class OneOfActions(Proposal):
         return data
 
 
-NO_PROPOSAL = Proposal()
+NO_PROPOSAL = ProposalReply()
 """What the actor falls back to when the model gives no valid reply: an empty action the pre-check rejects."""
 
 
-def proposal_schema(actions: Mapping[str, dict[str, Any]]) -> type[Proposal]:
-    """A Proposal for these actions (name → JSON schema of its arguments) that tells constrained decoding
+def proposal_schema(actions: Mapping[str, dict[str, Any]]) -> type[ProposalReply]:
+    """A ProposalReply for these actions (name → JSON schema of its arguments) that tells constrained decoding
     and tool-calling providers each action's own arguments: with one free `arguments` object the embedded
     model left a required `text` out.
 
@@ -70,16 +75,19 @@ def proposal_schema(actions: Mapping[str, dict[str, Any]]) -> type[Proposal]:
 
 
 @functools.lru_cache(maxsize=1024)
-def _proposal_schema(actions: tuple[tuple[str, str], ...]) -> type[Proposal]:
+def _proposal_schema(actions: tuple[tuple[str, str], ...]) -> type[ProposalReply]:
     """Cached per action set: building pydantic models per actor call cost ~1 ms (bench_batch profile)."""
     parsed = [(name, json.loads(schema)) for name, schema in actions]
     if len(parsed) == 1 or not any(schema.get("properties") for _, schema in parsed):
         fields = _call_fields(tuple(name for name, _ in parsed), parsed[0][1] if len(parsed) == 1 else {})
-        return create_model("Proposal", __base__=Proposal, __doc__=Proposal.__doc__, **fields, thought=_thought())
+        return create_model(
+            "Proposal", __base__=ProposalReply, __doc__=ProposalReply.__doc__, **fields, thought=_thought()
+        )
     members = tuple(create_model(name, **_call_fields((name,), schema)) for name, schema in parsed)
-    union = Annotated[Union[members], Field(discriminator="action", json_schema_extra=_any_of)]  # noqa: UP007
+    # built at run time, one member per action: typed Any, since no static checker can follow it
+    union: Any = Annotated[Union[members], Field(discriminator="action", json_schema_extra=_any_of)]  # noqa: UP007
     call = (union, Field(description="the action to take, with the arguments that action takes"))
-    return create_model("Proposal", __base__=OneOfActions, __doc__=Proposal.__doc__, call=call, thought=_thought())
+    return create_model("Proposal", __base__=OneOfActions, __doc__=ProposalReply.__doc__, call=call, thought=_thought())
 
 
 def _call_fields(names: tuple[str, ...], schema: dict[str, Any]) -> dict[str, Any]:
@@ -165,11 +173,15 @@ class LessonCandidate(BaseModel):
     text: str = Field(max_length=400, description="the lesson, one or two sentences")
 
 
-class Reflection(BaseModel):
+class ReflectionReply(BaseModel):
     """An observer's account of a failed attempt, naming the first step that doomed it and the step
     after which the goal could no longer be reached (the point of no return), so a retry can go
     back to either: the first is where the attempt went wrong, the second keeps the most progress.
     """
+
+    model_config = ConfigDict(title="Reflection")
+    """Seen by the model as `Reflection`, as before; the class is named for the reply, apart from the
+    `Reflection` kept in the graph state (`pivotal.core.state`)."""
 
     pivotal_step: int = Field(ge=0, description="index of the first step whose change would have avoided the failure")
     no_return_step: int = Field(
@@ -183,7 +195,7 @@ class Reflection(BaseModel):
     lesson_candidates: list[LessonCandidate] = Field(default_factory=list, max_length=3)
 
     @model_validator(mode="after")
-    def _no_return_not_before_mistake(self) -> "Reflection":
+    def _no_return_not_before_mistake(self) -> "ReflectionReply":
         """Success stays reachable until the first mistake at least, so an earlier point of no
         return is a misreading: refused, the model is asked again with this text.
         """
@@ -195,22 +207,22 @@ class Reflection(BaseModel):
         return self
 
 
-def reflection_schema(steps: int) -> type[Reflection]:
-    """A Reflection whose step indices must fall within the failed attempt's `steps` steps."""
+def reflection_schema(steps: int) -> type[ReflectionReply]:
+    """A ReflectionReply whose step indices must fall within the failed attempt's `steps` steps."""
     return _reflection_schema(max(steps - 1, 0))
 
 
 @functools.lru_cache(maxsize=256)
-def _reflection_schema(last: int) -> type[Reflection]:
+def _reflection_schema(last: int) -> type[ReflectionReply]:
     within = f"the last step is {last}"
     return create_model(
         "Reflection",
-        __base__=Reflection,
-        __doc__=Reflection.__doc__,
-        pivotal_step=(int, Field(ge=0, le=last, description=Reflection.model_fields["pivotal_step"].description)),
+        __base__=ReflectionReply,
+        __doc__=ReflectionReply.__doc__,
+        pivotal_step=(int, Field(ge=0, le=last, description=ReflectionReply.model_fields["pivotal_step"].description)),
         no_return_step=(
             int,
-            Field(ge=0, le=last, description=f"{Reflection.model_fields['no_return_step'].description}; {within}"),
+            Field(ge=0, le=last, description=f"{ReflectionReply.model_fields['no_return_step'].description}; {within}"),
         ),
     )
 

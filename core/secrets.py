@@ -8,6 +8,7 @@ password in a database URL) is caught too.
 
 import os
 import re
+from collections.abc import MutableMapping
 from typing import Any
 
 MARK = "[redacted]"
@@ -94,6 +95,6 @@ def redact_tree(value: Any, values: list[str] | None = None) -> Any:
     return value
 
 
-def redact_event(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
+def redact_event(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> dict[str, Any]:
     """Structlog processor."""
     return redact_tree(event)

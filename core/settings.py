@@ -106,7 +106,7 @@ def load_env_file() -> None:
 
 
 _ALIASES = {
-    alias: (" or ".join(field.validation_alias.choices), name)
+    alias: (" or ".join(map(str, field.validation_alias.choices)), name)
     for name, field in Settings.model_fields.items()
     if isinstance(field.validation_alias, AliasChoices)
     for alias in field.validation_alias.choices

@@ -89,6 +89,12 @@ class Step(TypedDict, total=False):
     """The action raised (a tool error): nothing to compensate."""
     compensates: int | None
     """Index of the abandoned step this compensating action undid."""
+    state: Any
+    """The world's state after the step as the environment reports it (`info["state"]`, JSON), or
+    None when it does not say: compared with earlier steps' to tell a return to where the agent was."""
+    revisit_of: int | None
+    """The earlier step of this attempt after which the world was exactly as now (-1: as at the start),
+    or None: the prompts show a first return, and a second ends the attempt as going in circles."""
 
 
 class Reflection(TypedDict, total=False):

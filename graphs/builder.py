@@ -132,7 +132,7 @@ def recursion_limit(context: Context) -> int:
     return (context.max_pivot_retries + 1) * per_attempt + 6 + 1
 
 
-def _context(runtime: Runtime, default: Context | None) -> Context:
+def _context(runtime: Runtime[Any], default: Context | None) -> Context:
     """The run's Context; the graph's own when the caller gave none, or a parent graph's own context."""
     return runtime.context if isinstance(runtime.context, Context) else default or Context()
 
@@ -169,7 +169,7 @@ def _logged(name: str, node, default: Context | None):
             "node",
             node=name,
             run_id=state.get("run_id") or update.get("run_id"),
-            task_id=(state.get("task") or {}).get("id") if isinstance(state.get("task"), dict) else None,
+            task_id=task.get("id") if isinstance(task := state.get("task"), dict) else None,
             step=len(update.get("trajectory", state.get("trajectory", [])) or []),
             verdict=(update.get("critiques") or [{}])[-1].get("decision") if name == "critic" else None,
             latency_ms=round((time.perf_counter() - started) * 1000, 2),

@@ -54,7 +54,7 @@ def connect_folder(directory: str) -> tuple[Any, Callable[[], None]]:
         ) from exc
 
     def release() -> None:
-        client.close()
+        client.close()  # type: ignore[attr-defined]  # chromadb types it as ClientAPI, which omits close(); its Client has it
         release_lock()
 
     return client, release

@@ -16,7 +16,7 @@ import importlib.resources
 import os
 import threading
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, get_args, overload
 
 import numpy as np
 import onnxruntime as ort
@@ -157,9 +157,11 @@ class MiniLMEmbedding(EmbeddingFunction[Documents]):
         hidden = shared_session(self._threads, self.compute).run(None, feeds)[0]
         return _l2_normalise(_mean_pool(hidden, mask)).astype(np.float32)
 
-    def embed_query(  # type: ignore[override]
-        self, input: str | Documents
-    ) -> list[float] | Embeddings:
+    @overload
+    def embed_query(self, input: str) -> list[float]: ...
+    @overload
+    def embed_query(self, input: Documents) -> Embeddings: ...
+    def embed_query(self, input: str | Documents) -> list[float] | Embeddings:
         """A str gives one ``list[float]`` for callers; a list keeps Chroma's contract.
 
         Chroma's query path calls ``embed_query(input=[...])`` and expects

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from pivotal.core.schemas import LessonKind, LessonLevel, Outcome
+from pivotal.core.state import Candidate, Recalled
 
 LessonStatus = Literal["approved", "retired"]
 
@@ -86,7 +87,7 @@ class Lesson(BaseModel):
 
     @classmethod
     def from_candidate(
-        cls, candidate: dict[str, Any], *, family: str, run_id: str, model: str, instance: str = ""
+        cls, candidate: Candidate, *, family: str, run_id: str, model: str, instance: str = ""
     ) -> "Lesson":
         """A distiller's or reflector's draft (kind, situation, text, outcome, level) with its provenance."""
         return cls(
@@ -131,7 +132,7 @@ class Lesson(BaseModel):
         """Count one run that recalled this lesson; a run already counted changes nothing."""
         if run_id in self.scored_runs.split():
             return self
-        update = {
+        update: dict[str, Any] = {
             "retrievals": self.retrievals + 1,
             "successes": self.successes + int(success),
             "step_retrievals": self.step_retrievals + steps,
@@ -153,7 +154,7 @@ def line(kind: str, situation: str, text: str) -> str:
     return f"[{kind}] when {situation}: {text}"
 
 
-def lessons_block(recalled: list[dict[str, Any]]) -> str:
+def lessons_block(recalled: list[Recalled]) -> str:
     """The recalled lessons as the prompts' <lessons> data block."""
     if not recalled:
         return ""

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from filelock import FileLock
@@ -34,6 +34,9 @@ from pivotal.core.stats import wilson
 from pivotal.memory.connection import connect_folder, connect_server, one_line, usable_directory
 from pivotal.memory.lesson import RECENT_RUNS, Lesson
 from pivotal.memory.neighbours import NeighbourCache, Neighbours
+
+if TYPE_CHECKING:
+    from pivotal.memory.embeddings import Compute  # onnxruntime loads only once a store embeds
 
 PREFIX = "pivotal-lessons-"
 OVERFETCH = 4
@@ -85,7 +88,11 @@ def machine_lock_path(url: str) -> Path:
 
 
 @dataclass
-class Recalled:
+class Found:
+    """A stored lesson a search found, with how near it is: the recall node turns it into the
+    state's `Recalled` (plain JSON, text bounded).
+    """
+
     id: str
     lesson: Lesson
     similarity: float
@@ -113,7 +120,7 @@ class ExperienceStore:
         self._release = release
         self._lock = WriteLock(None if private else machine_lock_path(location))
         self._collections: dict[str, Any] = {}
-        self._computes: dict[str, str] = {}
+        self._computes: dict[str, Compute] = {}
         """Each opened family's embedding compute (memory/embeddings.py `Compute`), from its collection's config."""
         self._filled: set[str] = set()
         self._approved: int | None = None
@@ -293,7 +300,7 @@ class ExperienceStore:
             self._approved = None  # replaced lessons may change status either way: count again
 
     # ---- read path --------------------------------------------------------------------------
-    def search(self, text: str, *, family: str, k: int, min_similarity: float, instance: str = "") -> list[Recalled]:
+    def search(self, text: str, *, family: str, k: int, min_similarity: float, instance: str = "") -> list[Found]:
         """Approved lessons of this family closest to `text` that apply to `instance` (general
         ones, and those this instance taught), best first, above the floor.
 
@@ -314,9 +321,7 @@ class ExperienceStore:
             found = _recallable(self._query(collection, near.vector, k, where), instance)
         return [r for r in found if r.similarity >= min_similarity][:k]
 
-    def kept(
-        self, text: str, *, family: str, k: int, min_similarity: float, instance: str = ""
-    ) -> list[Recalled] | None:
+    def kept(self, text: str, *, family: str, k: int, min_similarity: float, instance: str = "") -> list[Found] | None:
         """`search`'s answer when it is at hand (no disk, no embedding), else None: the recall node
         then needs no thread.
         """
@@ -516,7 +521,7 @@ class ExperienceStore:
         self._collections[family] = collection
         return collection
 
-    def _compute(self, family: str) -> str:
+    def _compute(self, family: str) -> "Compute":
         """What the family's collection was made with; a family not stored yet gets the new one."""
         from pivotal.memory.embeddings import NEW_COMPUTE  # onnxruntime loads only once a store embeds
 
@@ -719,9 +724,9 @@ class ExperienceStore:
         return [(self._held(lessons[i]), 1.0 - float(d)) for i, d in zip(ids, distances, strict=True) if i in lessons]
 
 
-def _recallable(found: Iterable[tuple[Lesson, float]], instance: str) -> list[Recalled]:
+def _recallable(found: Iterable[tuple[Lesson, float]], instance: str) -> list[Found]:
     return [
-        Recalled(lesson.id, lesson, similarity)
+        Found(lesson.id, lesson, similarity)
         for lesson, similarity in found
         if lesson.status == "approved" and lesson.applies_to(instance)
     ]

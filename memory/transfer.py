@@ -38,12 +38,16 @@ def import_lessons(store: ExperienceStore, lines: IO[str]) -> ImportReport:
     An imported lesson reaches every later prompt that recalls it, the same as one a run wrote,
     so each row passes the same poisoning screen and length cap as the gate of a run.
     """
-    report, good, seen, values = ImportReport(), [], {}, secret_values()
+    report, good, values = ImportReport(), [], secret_values()
+    seen: dict[str, int] = {}
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         lesson, problem = _parse(line)
-        if lesson is None or lesson.id in seen:
+        if lesson is None:
+            report.bad_rows.append((number, problem))
+            continue
+        if lesson.id in seen:
             report.bad_rows.append((number, problem or f"repeats id {lesson.id} of line {seen[lesson.id]}"))
             continue
         seen[lesson.id] = number

@@ -10,7 +10,7 @@ from pivotal.core.environments.live import attach
 from pivotal.core.models.roles import ask_role
 from pivotal.core.schemas import NO_PROPOSAL, proposal_schema
 from pivotal.core.secrets import redact
-from pivotal.core.state import State
+from pivotal.core.state import Critique, Proposal, Reflection, State, Step
 from pivotal.core.task import Task
 from pivotal.memory.lesson import lessons_block
 from pivotal.prompts import data as show
@@ -49,21 +49,24 @@ async def actor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         fallback=NO_PROPOSAL,
         world=live,
     )
-    proposal = {
-        **answer.value.chosen(),
+    chosen = answer.value.chosen()
+    proposal: Proposal = {
+        "action": chosen["action"],
+        "arguments": chosen["arguments"],
+        "thought": chosen["thought"],
         "error": redact(answer.error) if answer.fallback else "",  # a provider's error can echo the key it was sent
     }
     updates["counters"]["replayed"] = replayed
     return {"proposal": proposal, **updates}
 
 
-def _compensate(queue: list[dict[str, Any]], replayed: int) -> dict[str, Any]:
+def _compensate(queue: list[Proposal], replayed: int) -> dict[str, Any]:
     """A pivot's undo actions come first, without an LLM call; the critic still reviews each."""
-    proposal = {**queue[0], "error": ""}
+    proposal: Proposal = {**queue[0], "error": ""}
     return {"proposal": proposal, "compensations": queue[1:], "counters": {"replayed": replayed}}
 
 
-def _still_open(names: list[str], critiques: list[dict[str, Any]], mistakes: set[str]) -> list[str]:
+def _still_open(names: list[str], critiques: list[Critique], mistakes: set[str]) -> list[str]:
     """Drop argument-free actions already ruled out here from the schema's choices.
 
     Ruled out: rejected for this step, or the action a reflection named as the pivotal
@@ -75,7 +78,7 @@ def _still_open(names: list[str], critiques: list[dict[str, Any]], mistakes: set
     return [name for name in names if name not in rejected | mistakes] or names
 
 
-def _pivotal_mistakes(trajectory: list[dict[str, Any]], reflections: list[dict[str, Any]]) -> set[str]:
+def _pivotal_mistakes(trajectory: list[Step], reflections: list[Reflection]) -> set[str]:
     """Argument-free actions that were the pivotal mistake after exactly the current path."""
     path = [[step["action"], step["arguments"]] for step in trajectory]
     mistakes = set()

@@ -11,7 +11,7 @@ from pivotal.core.environments.live import Live, attach
 from pivotal.core.errors import describe_model_error
 from pivotal.core.models.roles import ask_role
 from pivotal.core.schemas import Decision, Verdict
-from pivotal.core.state import Critique, Proposal, State
+from pivotal.core.state import Critique, Proposal, State, VerdictSource
 from pivotal.core.task import Task
 from pivotal.memory.lesson import lessons_block
 from pivotal.prompts import data as show
@@ -28,7 +28,14 @@ async def critic(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     proposal = state["proposal"] or {}
     verdict, source, updates = await _judge(state, context, task, live, proposal)
     verdict = _stricter_if_irreversible(verdict, live.env, proposal)
-    critique: Critique = {**proposal, **verdict.model_dump(), "source": source}
+    critique: Critique = {
+        **proposal,
+        "decision": verdict.decision,
+        "confidence": verdict.confidence,
+        "diagnosis": verdict.diagnosis,
+        "revision": verdict.revision,
+        "source": source,
+    }
     critiques = [*state.get("critiques", []), critique]
     chosen, reason = _decide(critiques, context)
     if verdict.decision == "reject" and source == "critic" and _final(live.env, proposal):
@@ -42,8 +49,8 @@ async def critic(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 
 
 async def _judge(
-    state: State, context: Context, task: Task, live: Live, proposal: dict[str, Any]
-) -> tuple[Verdict, str, dict[str, Any]]:
+    state: State, context: Context, task: Task, live: Live, proposal: Proposal
+) -> tuple[Verdict, VerdictSource, dict[str, Any]]:
     env = live.env
     if not proposal.get("action"):
         why = describe_model_error(proposal.get("error") or "empty action")
@@ -135,14 +142,14 @@ def _marked(env: Any, proposal: Proposal, flag: str) -> bool:
     return proposal.get("action") in {s.name for s in env.describe_actions() if getattr(s, flag)}
 
 
-def _needs_human(context: Context, env: Any, chosen: dict[str, Any]) -> bool:
+def _needs_human(context: Context, env: Any, chosen: Proposal) -> bool:
     wanted = set(context.require_approval_for)
     return bool(wanted) and (
         "*" in wanted or chosen.get("action") in wanted or ("irreversible" in wanted and _irreversible(env, chosen))
     )
 
 
-def _stricter_if_irreversible(verdict: Verdict, env: Any, proposal: dict[str, Any]) -> Verdict:
+def _stricter_if_irreversible(verdict: Verdict, env: Any, proposal: Proposal) -> Verdict:
     if verdict.decision == "approve" and _irreversible(env, proposal) and verdict.confidence < IRREVERSIBLE_CONFIDENCE:
         return _verdict(
             "reject",

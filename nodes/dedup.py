@@ -38,7 +38,7 @@ async def dedup(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         marked.append(
             {
                 **candidate,
-                "duplicate_of": match.lesson.id if known else "",
+                "duplicate_of": match.lesson.id if match is not None and known else "",
                 "similarity": round(match.similarity, 3) if match else 0.0,
             }
         )

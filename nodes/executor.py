@@ -1,14 +1,14 @@
 """Run the chosen action in the environment and record the step."""
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from pivotal.core.context import Context
 from pivotal.core.environments.live import attach, in_env_thread, run_step
-from pivotal.core.state import State, Step
+from pivotal.core.state import Critique, State, Step
 from pivotal.core.task import Task
 from pivotal.prompts.data import clip
 
@@ -30,10 +30,7 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "action": chosen["action"],
         "arguments": chosen.get("arguments") or {},
         "thought": chosen.get("thought", ""),
-        "verdicts": [
-            {k: c.get(k) for k in ("action", "arguments", "decision", "confidence", "diagnosis", "source")}
-            for c in state.get("critiques", [])
-        ],
+        "verdicts": [_kept(c) for c in state.get("critiques", [])],
         "observation": observation,
         "done": result.done,
         "success": result.success,
@@ -91,7 +88,7 @@ def _revisit(state: State, step: Step) -> int | None:
     return next((index for index, seen in reversed(earlier) if seen == step["state"]), None)
 
 
-def _circling(attempt: list[dict[str, Any]]) -> list[int] | None:
+def _circling(attempt: list[Step]) -> list[int] | None:
     """The steps that returned to one state, once there have been LOOP_LIMIT returns to it."""
     returns: dict[str, list[int]] = {}
     for step in attempt:
@@ -101,6 +98,15 @@ def _circling(attempt: list[dict[str, Any]]) -> list[int] | None:
             if len(seen) >= LOOP_LIMIT:
                 return seen
     return None
+
+
+VERDICT_KEYS = ("action", "arguments", "decision", "confidence", "diagnosis", "source")
+"""What a step keeps of each verdict on it: what was judged and how, not the advice."""
+
+
+def _kept(critique: Critique) -> Critique:
+    """Every key present (None where the verdict had none, e.g. an empty actor reply's action)."""
+    return cast(Critique, {key: critique.get(key) for key in VERDICT_KEYS})
 
 
 def _checkpoint_id() -> str | None:

@@ -8,7 +8,7 @@ from pivotal import prompts
 from pivotal.core.context import Context
 from pivotal.core.models.roles import ask_role
 from pivotal.core.schemas import LessonVerdict
-from pivotal.core.state import State, add_counts
+from pivotal.core.state import Candidate, State, add_counts
 from pivotal.core.task import Task
 from pivotal.memory.lesson import line
 from pivotal.memory.screen import screen_lesson
@@ -21,7 +21,8 @@ async def gate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if not context.memory or not candidates:
         return {}
     task = Task.model_validate(state["task"])
-    reviewed, totals = [], {"counters": {}, "usage": {}}
+    reviewed: list[Candidate] = []
+    totals: dict[str, dict[str, Any]] = {"counters": {}, "usage": {}}
     for candidate in candidates:
         verdict, updates = await _review(state, context, task, candidate)
         totals = {key: add_counts(totals[key], updates.get(key)) for key in totals}
@@ -34,7 +35,7 @@ async def gate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 
 
 async def _review(
-    state: State, context: Context, task: Task, candidate: dict[str, Any]
+    state: State, context: Context, task: Task, candidate: Candidate
 ) -> tuple[LessonVerdict, dict[str, Any]]:
     problem = screen_lesson(candidate["situation"], candidate["text"])
     if problem:

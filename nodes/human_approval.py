@@ -4,7 +4,7 @@ A node of its own, after the critic, because `interrupt()` re-runs its node from
 resume: here that repeats nothing but the question, never a paid critic call.
 """
 
-from typing import Any
+from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
@@ -30,7 +30,7 @@ async def human_approval(state: State, runtime: Runtime[Context]) -> dict[str, A
     )
     decision, reason = read_reply(reply)
     verdict: Critique = {
-        "action": chosen.get("action"),
+        "action": chosen.get("action", ""),
         "arguments": chosen.get("arguments") or {},
         "thought": chosen.get("thought", ""),
         "decision": decision,
@@ -64,7 +64,7 @@ def after_person(chosen: Proposal, critiques: list[Critique], verdict: Critique,
     }
 
 
-def read_reply(reply: Any) -> tuple[str, str]:
+def read_reply(reply: Any) -> tuple[Literal["approve", "reject"], str]:
     """Anything but a clear approval is a rejection: a pause must never fail open."""
     if isinstance(reply, str):
         reply = {"decision": reply}

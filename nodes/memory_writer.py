@@ -7,7 +7,7 @@ from langgraph.runtime import Runtime
 
 from pivotal.core.context import Context, model_label
 from pivotal.core.secrets import redact, secret_values
-from pivotal.core.state import State
+from pivotal.core.state import Candidate, State
 from pivotal.core.task import Task
 from pivotal.memory.lesson import Lesson
 from pivotal.memory.store import open_store
@@ -71,7 +71,7 @@ def _write(store: Any, state: State, context: Context, family: str) -> list[Any]
     return written + store.add(known, dedup_similarity=context.dedup_similarity, keep_text=True)
 
 
-def _redacted(candidate: dict[str, Any]) -> dict[str, Any]:
+def _redacted(candidate: Candidate) -> Candidate:
     """A model wrote the draft: it may quote a key from its prompt or its own error; the store
     keeps lessons for good and recalls them into every later prompt.
     """

@@ -16,7 +16,7 @@ from langgraph.runtime import Runtime
 from pivotal.core.context import Context
 from pivotal.core.environments.live import rewind
 from pivotal.core.schemas import PivotChoice
-from pivotal.core.state import Reflection, State
+from pivotal.core.state import Proposal, Reflection, State, Step
 from pivotal.core.task import Task
 
 
@@ -60,7 +60,7 @@ def _pivot_step(reflection: Reflection, choice: PivotChoice) -> int:
     return reflection["pivotal_step"]
 
 
-def _not_undone(trajectory: list[dict[str, Any]], keep: int, compensations: list[dict[str, Any]]) -> list[int]:
+def _not_undone(trajectory: list[Step], keep: int, compensations: list[Proposal]) -> list[int]:
     """Abandoned steps that stay done in the world: the actor must take them as given."""
     undone = {c["compensates"] for c in compensations}
     return [s["index"] for s in trajectory[keep:] if s["index"] not in undone and s.get("compensates") is None]

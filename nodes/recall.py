@@ -7,7 +7,7 @@ from langgraph.runtime import Runtime
 
 from pivotal.core.context import Context
 from pivotal.core.environments.live import lookup
-from pivotal.core.state import State
+from pivotal.core.state import Recalled, State
 from pivotal.core.task import Task
 from pivotal.memory.screen import MAX_LESSON_CHARS
 from pivotal.memory.store import open_store, opened_store
@@ -23,19 +23,19 @@ async def recall(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         query = situation(state["run_id"], state["observation"])
     else:
         query = f"{task.goal}\n{first_line(state['first_observation'])}"
-    store = opened_store(context.store_path, context.store_url) or await asyncio.to_thread(
-        open_store, context.store_path, context.store_url
-    )
-    ask = dict(
-        family=task.family,
-        k=context.recall_k,
-        min_similarity=context.recall_min_similarity,
-        instance=state.get("instance", ""),
-    )
+    store = opened_store(context.store_path, context.store_url)
+    if store is None:
+        store = await asyncio.to_thread(open_store, context.store_path, context.store_url)
+    ask: dict[str, Any] = {
+        "family": task.family,
+        "k": context.recall_k,
+        "min_similarity": context.recall_min_similarity,
+        "instance": state.get("instance", ""),
+    }
     found = store.kept(query, **ask)  # situations repeat: most steps need no thread
     if found is None:
         found = await asyncio.to_thread(store.search, query, **ask)
-    lessons = [
+    lessons: list[Recalled] = [
         {
             "id": r.id,
             "kind": r.lesson.kind,

@@ -8,7 +8,7 @@ from pivotal import prompts
 from pivotal.core.context import Context
 from pivotal.core.environments.live import attach
 from pivotal.core.models.roles import ask_role
-from pivotal.core.schemas import Reflection, reflection_schema
+from pivotal.core.schemas import ReflectionReply, reflection_schema
 from pivotal.core.state import State
 from pivotal.core.task import Task
 from pivotal.prompts import data as show
@@ -33,7 +33,7 @@ async def reflector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         reflections=show.reflections(state.get("reflections", [])),
     )
     last = max(len(trajectory) - 1, 0)
-    fallback = Reflection(
+    fallback = ReflectionReply(
         pivotal_step=last,
         no_return_step=last,
         error_type="unknown",

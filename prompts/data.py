@@ -7,14 +7,22 @@ import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from pivotal.core.state import Critique, Reflection, Step
+
 
 class Action(Protocol):
-    """What the actions block shows of an action (an environment's `ActionSpec` has it all)."""
+    """What the actions block shows of an action (an environment's `ActionSpec` has it all; read-only,
+    as that frozen dataclass's fields are).
+    """
 
-    name: str
-    description: str
-    parameters: dict[str, Any]
-    irreversible: bool
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def parameters(self) -> dict[str, Any]: ...
+    @property
+    def irreversible(self) -> bool: ...
 
 
 HISTORY_STEPS = 8
@@ -45,7 +53,7 @@ def actions(specs: Sequence[Action]) -> str:
     return "\n".join(lines)
 
 
-def history(trajectory: list[dict[str, Any]]) -> str:
+def history(trajectory: list[Step]) -> str:
     """A short running summary (macro-action history) rather than the raw transcript."""
     if not trajectory:
         return "No steps taken yet."
@@ -55,7 +63,7 @@ def history(trajectory: list[dict[str, Any]]) -> str:
     return f"{len(trajectory)} steps taken" + (f" ({skipped} earlier omitted)" if skipped else "") + f": {done}"
 
 
-def _back(step: dict[str, Any]) -> str:
+def _back(step: Step) -> str:
     """A return to an earlier state, said where actor and critic read the progress: going in circles
     is the one mistake no single step shows.
     """
@@ -65,7 +73,7 @@ def _back(step: dict[str, Any]) -> str:
     return " (back where you started: a circle)" if back < 0 else f" (back where you were after step {back}: a circle)"
 
 
-def steps(trajectory: list[dict[str, Any]], limit: int) -> str:
+def steps(trajectory: list[Step], limit: int) -> str:
     """Each step with what it did at once (its observation's first line), the last step whole.
 
     The step that doomed an attempt shows in the actions and their immediate results; the whole
@@ -95,7 +103,7 @@ def _as_step(observation: str, limit: int) -> str:
     return clip(observation, limit // 4)
 
 
-def final_observation(trajectory: list[dict[str, Any]], observation: str, limit: int) -> str:
+def final_observation(trajectory: list[Step], observation: str, limit: int) -> str:
     """The observation after the last step, or "" when `steps` already shows it whole.
 
     It usually is the last step's observation: shown twice, it was ~100 of the reflector's ~1,000
@@ -110,7 +118,7 @@ def call(action: str, arguments: dict[str, Any]) -> str:
     return f"{action}({json.dumps(arguments)})" if arguments else action
 
 
-def reflections(items: list[dict[str, Any]]) -> str:
+def reflections(items: list[Reflection]) -> str:
     if not items:
         return ""
     return "\n".join(
@@ -120,7 +128,7 @@ def reflections(items: list[dict[str, Any]]) -> str:
     )
 
 
-def _rewind(reflection: dict[str, Any]) -> str:
+def _rewind(reflection: Reflection) -> str:
     """What the retry could not take back: the actor must treat those steps as done."""
     mode, stayed = reflection.get("rewind"), reflection.get("not_undone") or []
     if mode in ("forward", "compensate") and stayed:
@@ -133,7 +141,7 @@ def _rewind(reflection: dict[str, Any]) -> str:
     return ""
 
 
-def critiques(items: list[dict[str, Any]]) -> str:
+def critiques(items: list[Critique]) -> str:
     if not items:
         return ""
     return "\n".join(

@@ -11,7 +11,7 @@ from pivotal.core.environments.frozenlake import FrozenLake
 from pivotal.core.environments.gridworld import GridWorld
 from pivotal.core.environments.live import open_live, release, run_step
 from pivotal.core.errors import PivotalError
-from pivotal.core.schemas import Reflection, reflection_schema
+from pivotal.core.schemas import ReflectionReply, reflection_schema
 from pivotal.core.task import Task
 from pivotal.graphs import arun
 from pivotal.nodes.pivot import pivot
@@ -21,8 +21,8 @@ REFLECTION = {"error_type": "wrong_action", "diagnosis": "d", "advice": "a"}
 
 def test_reflection_refuses_a_point_of_no_return_before_the_first_mistake():
     with pytest.raises(ValidationError, match="no_return_step 1 is before pivotal_step 3"):
-        Reflection(pivotal_step=3, no_return_step=1, **REFLECTION)
-    assert Reflection(pivotal_step=1, no_return_step=3, **REFLECTION).no_return_step == 3
+        ReflectionReply(pivotal_step=3, no_return_step=1, **REFLECTION)
+    assert ReflectionReply(pivotal_step=1, no_return_step=3, **REFLECTION).no_return_step == 3
 
 
 def test_reflection_schema_refuses_steps_past_the_attempt():
@@ -123,4 +123,4 @@ def test_the_sim_reflector_names_both_steps_and_a_wrong_one_in_its_own_words(see
     step = wrong["pivotal_step"]
     assert wrong["diagnosis"] == f"step {step} ({LATE_HOLE[step][0]}) was the mistake"
     assert step <= wrong["no_return_step"] < len(LATE_HOLE)
-    Reflection.model_validate(wrong)  # what the graph will accept
+    ReflectionReply.model_validate(wrong)  # what the graph will accept

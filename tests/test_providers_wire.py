@@ -20,7 +20,7 @@ from pivotal.core.context import Context
 from pivotal.core.environments import register_environment
 from pivotal.core.environments.tools import ToolEnvironment
 from pivotal.core.models.factory import make_model
-from pivotal.core.schemas import LessonDrafts, LessonVerdict, Reflection, Verdict, proposal_schema
+from pivotal.core.schemas import LessonDrafts, LessonVerdict, ReflectionReply, Verdict, proposal_schema
 from pivotal.core.settings import settings
 from pivotal.graphs import arun, run
 from pivotal.memory.lesson import Lesson
@@ -130,7 +130,7 @@ def assert_usage_matches_server(result: Any, server: Loopback) -> None:
     "schema",
     [
         Verdict,
-        Reflection,
+        ReflectionReply,
         LessonDrafts,
         LessonVerdict,
         proposal_schema({"finish": {}}),

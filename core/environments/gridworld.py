@@ -80,7 +80,7 @@ class GridWorld:
         return [*self.pos, self.done]
 
     def restore(self, snapshot: dict[str, Any]) -> None:
-        self.pos = tuple(snapshot["pos"])  # type: ignore[assignment]
+        self.pos = tuple(snapshot["pos"])
         self.done, self.moves = bool(snapshot["done"]), int(snapshot["moves"])
 
     # --- Oracle (used by sim models) ------------------------------------------------------

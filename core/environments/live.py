@@ -22,12 +22,13 @@ from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from pivotal.core.environments import Environment, Idempotent, Restorable, make_environment
 from pivotal.core.environments.base import Compensating, Rewind, StepResult, rewind_mode
 from pivotal.core.errors import EnvironmentFault, PivotalError
 from pivotal.core.secrets import redact, redact_tree, secret_values
+from pivotal.core.state import Proposal, Step
 from pivotal.core.task import Task
 
 Action = tuple[str, dict[str, Any]]
@@ -59,8 +60,8 @@ class Rewound:
     """What a pivot did to the world: the trajectory to keep and the compensations still to run."""
 
     mode: Rewind
-    trajectory: list[dict[str, Any]]
-    compensations: list[dict[str, Any]]
+    trajectory: list[Step]
+    compensations: list[Proposal]
     replayed: int
 
 
@@ -115,7 +116,7 @@ def _reset(env: Environment, task: Task) -> str:
     return observation
 
 
-async def attach(run_id: str, task: Task, trajectory: list[dict[str, Any]], timeout: float) -> tuple[Live, int]:
+async def attach(run_id: str, task: Task, trajectory: list[Step], timeout: float) -> tuple[Live, int]:
     """The run's environment in the state the trajectory describes, and how many steps were replayed.
 
     Between the nodes of one step the environment is already there: it is used directly, with no
@@ -163,17 +164,17 @@ def _said(exc: BaseException) -> str:
     return redact(" ".join(f"{type(exc).__name__}: {exc}".split()))[:300]
 
 
-def _attach(run_id: str, task: Task, trajectory: list[dict[str, Any]]) -> tuple[Live, int]:
+def _attach(run_id: str, task: Task, trajectory: list[Step]) -> tuple[Live, int]:
     live = lookup(run_id) or open_live(run_id, task)
     with live.lock:
         return live, _sync(live, trajectory)
 
 
-def _actions(trajectory: list[dict[str, Any]]) -> list[Action]:
+def _actions(trajectory: list[Step]) -> list[Action]:
     return [(step["action"], step["arguments"]) for step in trajectory]
 
 
-def _sync(live: Live, trajectory: list[dict[str, Any]]) -> int:
+def _sync(live: Live, trajectory: list[Step]) -> int:
     wanted = _actions(trajectory)
     if live.applied == wanted:
         return 0
@@ -188,13 +189,13 @@ def _sync(live: Live, trajectory: list[dict[str, Any]]) -> int:
     return 0
 
 
-def _restore_and_replay(live: Live, trajectory: list[dict[str, Any]], wanted: list[Action]) -> int:
+def _restore_and_replay(live: Live, trajectory: list[Step], wanted: list[Action]) -> int:
     """From whichever point leaves the fewest steps to replay: where the world already is when that
     is on the way, else the nearest earlier snapshot (the one taken at reset counts), else a reset.
     """
     on_the_way = len(live.applied) if live.applied == wanted[: len(live.applied)] else -1
     base, snapshot = _nearest_snapshot(live, trajectory)
-    if snapshot is not None and base > on_the_way:
+    if snapshot is not None and base > on_the_way and isinstance(live.env, Restorable):
         live.env.restore(snapshot)
         live.applied, live.unsaved = wanted[:base], 0.0
     elif on_the_way < 0:
@@ -203,7 +204,7 @@ def _restore_and_replay(live: Live, trajectory: list[dict[str, Any]], wanted: li
     return _replay(live, wanted, start=len(live.applied))
 
 
-def _nearest_snapshot(live: Live, trajectory: list[dict[str, Any]]) -> tuple[int, dict[str, Any] | None]:
+def _nearest_snapshot(live: Live, trajectory: list[Step]) -> tuple[int, dict[str, Any] | None]:
     """The latest snapshot the trajectory holds, with the number of steps it includes."""
     for index in range(len(trajectory) - 1, -1, -1):
         if trajectory[index].get("snapshot") is not None:
@@ -220,7 +221,7 @@ def _replay(live: Live, wanted: list[Action], start: int) -> int:
     return len(wanted) - start
 
 
-async def rewind(run_id: str, task: Task, trajectory: list[dict[str, Any]], keep: int, timeout: float) -> Rewound:
+async def rewind(run_id: str, task: Task, trajectory: list[Step], keep: int, timeout: float) -> Rewound:
     """Go back to just before step `keep` the way the environment allows (see `Rewind`)."""
     live, _ = await attach(run_id, task, trajectory, timeout)
     mode = rewind_mode(live.env)
@@ -228,14 +229,18 @@ async def rewind(run_id: str, task: Task, trajectory: list[dict[str, Any]], keep
         kept = trajectory[:keep]
         _, replayed = await attach(run_id, task, kept, timeout)
         return Rewound(mode, kept, [], replayed)
-    compensations = _compensations(live.env, trajectory, keep) if mode == "compensate" else []
+    compensations = (
+        _compensations(live.env, trajectory, keep)
+        if mode == "compensate" and isinstance(live.env, Compensating)
+        else []
+    )
     return Rewound(mode, trajectory, compensations, 0)
 
 
-def _compensations(env: Compensating, trajectory: list[dict[str, Any]], keep: int) -> list[dict[str, Any]]:
+def _compensations(env: Compensating, trajectory: list[Step], keep: int) -> list[Proposal]:
     """The undo actions of the abandoned steps, newest first; each step is compensated at most once."""
     undone = {step["compensates"] for step in trajectory if step.get("compensates") is not None}
-    pending = []
+    pending: list[Proposal] = []
     for step in reversed(trajectory[keep:]):
         if step.get("compensates") is not None or step["index"] in undone or step.get("error"):
             continue
@@ -295,7 +300,7 @@ def _snapshot_due(live: Live) -> bool:
 
 def _timed_snapshot(live: Live) -> dict[str, Any]:
     started = time.perf_counter()
-    snapshot = live.env.snapshot()  # type: ignore[union-attr]  # the caller checked Restorable
+    snapshot = cast(Restorable, live.env).snapshot()  # the caller checked Restorable
     live.snapshot_cost, live.unsaved = time.perf_counter() - started, 0.0
     return snapshot
 

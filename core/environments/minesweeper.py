@@ -118,8 +118,8 @@ class Minesweeper:
 
     def restore(self, snapshot: dict[str, Any]) -> None:
         mask = str(snapshot["revealed"])
-        self.revealed = {divmod(i, self.cols) for i, bit in enumerate(mask) if bit == "1"}  # type: ignore[misc]
-        self.last = tuple(snapshot["last"])  # type: ignore[assignment]
+        self.revealed = {divmod(i, self.cols) for i, bit in enumerate(mask) if bit == "1"}
+        self.last = tuple(snapshot["last"])
         self.exploded = bool(snapshot["exploded"])
 
     def state_key(self) -> list[Any]:

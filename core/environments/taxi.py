@@ -75,10 +75,7 @@ class Taxi:
     def expert_action(self) -> tuple[str, dict[str, Any]] | None:
         here, distance = self._state(), self._distances()
         for name, action in ACTIONS.items():
-            if (
-                self._next(here, action) is None
-                or distance.get(self._next(here, action), 1 << 30) == distance.get(here, 0) - 1
-            ):
+            if (there := self._next(here, action)) is None or distance.get(there, 1 << 30) == distance.get(here, 0) - 1:
                 return name, {}
         return None
 

@@ -5,7 +5,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.tools import BaseTool
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from pivotal.core.environments.base import ActionSpec, StepResult
 from pivotal.core.errors import PivotalError
@@ -139,7 +139,7 @@ class ToolEnvironment:
         if name not in self.tools:
             return None  # the built-in finish: its schema was checked already
         schema = self.tools[name].args_schema
-        if isinstance(schema, type):
+        if isinstance(schema, type) and issubclass(schema, BaseModel):
             try:
                 schema.model_validate(arguments)
             except ValidationError as exc:
@@ -149,7 +149,9 @@ class ToolEnvironment:
 
 def _parameters(tool: BaseTool) -> dict[str, Any]:
     schema = tool.tool_call_schema
-    return schema.model_json_schema() if isinstance(schema, type) else dict(schema)
+    if isinstance(schema, dict):
+        return dict(schema)
+    return schema.model_json_schema() if issubclass(schema, BaseModel) else schema.schema()
 
 
 def _text(output: Any) -> str:

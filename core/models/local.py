@@ -267,7 +267,9 @@ class LocalChatModel(BaseChatModel):
             "stream": True,
             "stream_options": {"include_usage": True},
         }
-        text, finish, usage = [], None, {}
+        text: list[str] = []
+        finish: str | None = None
+        usage: dict[str, Any] = {}
         for chunk in self._complete_streaming(request):
             usage = chunk if chunk.get("usage") else usage
             for choice in chunk.get("choices") or []:

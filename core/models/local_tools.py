@@ -102,7 +102,7 @@ def parse_reply(text: str, plan: ReplyPlan, **fields: Any) -> AIMessage:
     if plan.direct is not None:
         if not isinstance(value, dict):
             return _invalid(text, name, "JSON reply is not an object", fields)
-        return _call(name, value, text, fields)
+        return _call(plan.direct["function"]["name"], value, text, fields)
     if isinstance(value, dict) and isinstance(value.get("response"), str):
         return AIMessage(content=value["response"], **fields)
     call = value.get("tool_call") if isinstance(value, dict) else None

@@ -11,6 +11,7 @@ from pivotal.core.context import Context, model_label
 from pivotal.core.models.factory import make_model
 from pivotal.core.models.structured import Answer, ask
 from pivotal.core.models.world import World, given
+from pivotal.core.state import State
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -19,7 +20,7 @@ ROLE_MODEL = {"actor": "actor", "critic": "critic", "reflector": "reflector", "d
 
 async def ask_role(
     context: Context,
-    state: dict[str, Any],
+    state: State,
     role: str,
     schema: type[T],
     *,

@@ -21,7 +21,7 @@ from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables.config import var_child_runnable_config
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -124,7 +124,7 @@ def _tool_message(name: str, args: dict[str, Any], malformed: bool) -> AIMessage
     return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": call_id, "type": "tool_call"}])
 
 
-def _usage(prompt: str, message: AIMessage) -> dict[str, int]:
+def _usage(prompt: str, message: AIMessage) -> UsageMetadata:
     out = json.dumps([c["args"] for c in message.tool_calls]) if message.tool_calls else str(message.content)
     inp, outp = max(1, len(prompt) // 4), max(1, len(out) // 4)
     return {"input_tokens": inp, "output_tokens": outp, "total_tokens": inp + outp}

@@ -54,7 +54,7 @@ class Plan:
 
 
 def context_for(config: str, env: str, model: str, plan: Plan, store: str) -> Context:
-    limits = {"max_steps": MAX_STEPS.get(env, 20), **plan.limits}
+    limits: dict[str, Any] = {"max_steps": MAX_STEPS.get(env, 20), **plan.limits}
     return Context(
         model=model,
         lesson_model="sim" if model.startswith("sim") else model,

@@ -124,7 +124,7 @@ def memory(path: Path, curves: dict[str, dict[str, list[float]]]) -> Path:
         rates = curve["success_by_position"]
         counts = curve.get("tasks_by_position") or [0] * len(rates)
         xs = [i + 1 + shift for i in range(len(rates))]
-        bounds = [wilson(round(r * n), n) for r, n in zip(rates, counts, strict=True)]
+        bounds = [wilson(round(r * n), int(n)) for r, n in zip(rates, counts, strict=True)]
         style = {"marker": MARKERS[j % len(MARKERS)], "linestyle": ["-", "--", ":"][j % 3], "label": config}
         left.errorbar(
             xs,

@@ -10,7 +10,7 @@ from typing import Any
 
 from pivotal.core.errors import PivotalError
 
-QUICK = {
+QUICK: dict[str, Any] = {
     "envs": ["gridworld", "frozenlake", "taxi", "configs", "minesweeper"],
     "errors": [0.3],
     "streams": 2,
@@ -21,7 +21,7 @@ QUICK = {
 # savings of 6–26% cleared zero, those of 3–6% (frozenlake, taxi, configs at 0.5) did not. At 96 the half-width
 # is ~4–6 points, so savings of ~10% or more clear zero with ~80% power (z 1.96 + 0.84) and the pooled interval
 # is ~±2 points; the smaller ones would need 200–400 tasks per cell, and the report calls them not significant.
-FULL = {
+FULL: dict[str, Any] = {
     "envs": ["gridworld", "frozenlake", "taxi", "configs", "minesweeper"],
     "errors": [0.1, 0.3, 0.5],
     "streams": 12,

@@ -113,7 +113,7 @@ def _retire(args: argparse.Namespace) -> int:
 
 def _stats(args: argparse.Namespace) -> int:
     store = _store(args)
-    rows = {}
+    rows: dict[str, dict[str, Any]] = {}
     for lesson in store.lessons():
         row = rows.setdefault(lesson.family, {"approved": 0, "retired": 0, "utility": [], "kinds": {}})
         row[lesson.status] += 1

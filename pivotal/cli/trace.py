@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any, TextIO
 
+from pivotal.core.state import Proposal, Reflection, Step
+
 
 class Trace:
     """Turns node updates into one short line each; nodes with nothing to say print nothing."""
@@ -50,7 +52,7 @@ class Trace:
         return f"        recall: {len(lessons)} lesson(s): {shown}"
 
     def _actor(self, update: dict[str, Any]) -> str:
-        proposal = update.get("proposal") or {}
+        proposal: Proposal | None = update.get("proposal")
         if not proposal:
             return ""
         why = f" (reply unusable: {_short(proposal['error'], 60)})" if proposal.get("error") else ""
@@ -115,7 +117,7 @@ class Trace:
         )
 
 
-def reflection_line(reflection: dict[str, Any]) -> str:
+def reflection_line(reflection: Reflection) -> str:
     """A small model's reflection can be a fragment ("unknown: O"): say so rather than print it as advice."""
     where = f"pivotal step {reflection['pivotal_step']}"
     if reflection.get("no_return_step", reflection["pivotal_step"]) != reflection["pivotal_step"]:
@@ -127,7 +129,7 @@ def reflection_line(reflection: dict[str, Any]) -> str:
     return f"{where}{kept}, {reflection['error_type']}: {advice}"
 
 
-def _action(proposal: dict[str, Any]) -> str:
+def _action(proposal: Proposal | Step) -> str:
     arguments = proposal.get("arguments") or {}
     return proposal.get("action", "?") + (f" {json.dumps(arguments, ensure_ascii=False)}" if arguments else "")
 

@@ -153,7 +153,7 @@ def openai_strict_problem(schema: dict[str, Any], path: tuple[str, ...] = ()) ->
                 f"In context={path}, 'required' is required to be supplied and to be an array including every key "
                 "in properties."
             )
-        children = [(("properties", key), sub) for key, sub in properties.items()]
+        children: list[tuple[tuple[str, ...], Any]] = [(("properties", key), sub) for key, sub in properties.items()]
     else:
         children = [(("items",), schema["items"])] if isinstance(schema.get("items"), dict) else []
     children += [((word, str(i)), sub) for word in ("anyOf", "allOf") for i, sub in enumerate(schema.get(word, []))]
@@ -277,7 +277,7 @@ class Loopback:
 
     @property
     def root_url(self) -> str:
-        host, port = self._server.server_address[:2]
+        host, port = self._server.socket.getsockname()[:2]
         return f"http://{host}:{port}"
 
     @property
