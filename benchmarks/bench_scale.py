@@ -8,7 +8,7 @@ model latency / total concurrency; efficiency = ideal / measured. Each row also 
 steps per second, its ratio to the one-process SQLite row, and how busy the machine's CPUs were
 (from /proc/stat, so other processes on the machine count too). From the Ray rows: what one
 worker sustained at best, the checkpoints Postgres took per second, and the model requests per second,
-for the scaling estimate in the README.
+for the scaling estimate in docs/cli.md.
 
 Last, what one `chroma run` server answers per second (recall's query, 4 clients, 1,000 lessons).
 

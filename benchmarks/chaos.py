@@ -1,4 +1,4 @@
-"""Reliability under load and faults: one command, figures for RELIABILITY.md.
+"""Reliability under load and faults: one command, figures for docs/reliability.md.
 
   python benchmarks/chaos.py            # the full suite (~5 min on 2 cores)
   python benchmarks/chaos.py --small    # the reduced form the tests run
@@ -7,7 +7,7 @@ Parts: provider chaos through the loopback OpenAI/Anthropic server (faults in 30
 SIGKILL-and-resume of a batch (≥ 5 kills, double execution checked in the environment's own
 journal), the store under contention (50 concurrent runs; 4 processes on a `chroma run`
 server), hostile tool output, a planted key grepped for in every artefact, every row of
-the README's bad-input table, and side effects counted in a support desk's ledger files across
+the bad-input table (docs/bad-input.md), and side effects counted in a support desk's ledger files across
 retries, compensations, kills mid-refund and approvals resumed in new processes, and the batch
 faults of ordinary operation (hung tools, tools raising SystemExit, a second batch on the same
 results, a full disk, a provider that trickles its reply).
@@ -502,7 +502,7 @@ def bad_configuration() -> list[dict[str, Any]]:
 
 
 def bad_configuration_table(rows: list[dict[str, Any]]) -> str:
-    """The README's table, regenerated from a run of the suite."""
+    """The bad-input table (docs/bad-input.md), regenerated from a run of the suite."""
     lines = ["| command | exit | error (one line on stderr) |", "|---|---|---|"]
     for row in rows:
         error = row["error"].removeprefix("pivotal: error: ").replace("|", "\\|")
@@ -836,7 +836,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", action="store_true", help="the reduced form the tests run")
     parser.add_argument("--out", help="also write the figures to this JSON file")
-    parser.add_argument("--table", action="store_true", help="print only the README's bad-input table")
+    parser.add_argument("--table", action="store_true", help="print only the bad-input table of docs/bad-input.md")
     args = parser.parse_args()
     if args.table:
         print(bad_configuration_table(bad_configuration()))

@@ -202,7 +202,7 @@ def _refuse_unknown_keys(init: Callable[..., None]) -> Callable[..., None]:
             hints = [difflib.get_close_matches(key, Context.field_names(), n=1) for key in unknown]
             named = ", ".join(f"{key!r}" + (f" (did you mean {hint[0]!r}?)" if hint else "")
                               for key, hint in zip(unknown, hints, strict=True))  # fmt: skip
-            raise PivotalError(f"unknown context key {named}; the keys are the Context fields in the README")
+            raise PivotalError(f"unknown context key {named}; the keys are the Context fields in docs/configuration.md")
         init(self, **values)
 
     return checked

@@ -17,7 +17,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import tool
 
-from pivotal.graphs import create_pivotal_agent
+from pivotal import create_pivotal_agent
 
 ORDERS = {"A1": {"total": 20.0, "customer": "ann@example.com"}, "B2": {"total": 35.5, "customer": "bo@example.com"}}
 

@@ -1,7 +1,7 @@
 """`create_pivotal_agent`: an application's model and tools in, a compiled graph out.
 
 In the style of LangGraph's prebuilt agents: the tools become the environment (no tool is ever
-run twice, see the README's side-effects section), and without a verifier the actor ends the
+run twice, see docs/side-effects.md), and without a verifier the actor ends the
 task with `finish(answer)`, which the critic reviews before it counts.
 """
 

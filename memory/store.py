@@ -59,7 +59,7 @@ class WriteLock:
     """The store's lock: this process's threads, and for a server store every process on this
     machine too. Merging evidence, scoring a recall and counting a run read a lesson, change it
     and write it back; two processes doing that at once on one server lost one of the counts
-    (Chroma has no transactions). Writers on several machines still can: see README, Sharing.
+    (Chroma has no transactions). Writers on several machines still can: see docs/experience-store.md, Sharing.
     Reentrant, as `batch()` holds it around the writes it makes.
     """
 

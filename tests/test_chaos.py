@@ -1,6 +1,6 @@
 """The reliability suite in its reduced form (benchmarks/chaos.py --small): its goals are asserted.
 
-The suite runs as a program, the way RELIABILITY.md tells a user to run it; its figures come back
+The suite runs as a program, the way docs/reliability.md tells a user to run it; its figures come back
 as the JSON file it writes.
 """
 
@@ -60,11 +60,11 @@ def test_a_planted_key_is_in_no_artefact(figures):
     assert figures["secrets"]["artefacts_scanned"] > 5 and figures["secrets"]["artefacts_with_the_key"] == []
 
 
-def test_every_bad_input_gets_its_one_line_error_and_the_readme_lists_them_all(figures):
+def test_every_bad_input_gets_its_one_line_error_and_the_docs_list_them_all(figures):
     failed = [row for row in figures["bad_configuration"] if not row["ok"]]
     assert not failed, failed
-    readme = (ROOT / "README.md").read_text()
-    listed = set(re.findall(r"^\| `(pivotal [^`]+)` \| 2 \|", readme, re.MULTILINE))
+    table = (ROOT / "docs" / "bad-input.md").read_text()
+    listed = set(re.findall(r"^\| `(pivotal [^`]+)` \| 2 \|", table, re.MULTILINE))
     assert listed == {row["command"] for row in figures["bad_configuration"]}
 
 

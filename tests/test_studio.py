@@ -25,13 +25,13 @@ def studio(tmp_path_factory):
     """An application's own Studio setup in its own folder, where the server keeps its runs.
 
     A module registers the app's environments and serves Pivotal's graph, and the folder's
-    langgraph.json names it, as the README shows. The port is chosen here and checked: on a
+    langgraph.json names it, as docs/studio.md shows. The port is chosen here and checked: on a
     taken port the server silently moves elsewhere.
     """
     port, folder = free_port(), tmp_path_factory.mktemp("studio")
     (folder / "studio_app.py").write_text(
         "from pivotal.testing import ledger_env  # registers the app's environments\n"
-        "from graphs.studio import graph  # noqa: F401\n"
+        "from pivotal.graphs.studio import graph  # noqa: F401\n"
     )
     config = {"dependencies": [str(ROOT), "."], "graphs": {"pivotal": "./studio_app.py:graph"}}
     (folder / "langgraph.json").write_text(json.dumps({**config, "python_version": "3.11"}))
@@ -94,6 +94,8 @@ async def test_studio_runs_the_apps_own_environment(studio):
     [
         ({"pivotal": "./graphs/missing.py:graph"}, "does not exist"),
         ({"pivotal": "./graphs/__init__.py:no_such_graph"}, "has no compiled graph named 'no_such_graph'"),
+        ({"pivotal": "pivotal.graphs.no_such_module:graph"}, "importing pivotal.graphs.no_such_module failed"),
+        ({"pivotal": "pivotal.graphs:no_such_graph"}, "has no compiled graph named 'no_such_graph'"),
     ],
 )
 def test_a_config_pointing_at_a_missing_graph_is_a_one_line_error(tmp_path, capsys, graphs, needle):

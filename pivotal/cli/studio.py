@@ -68,25 +68,53 @@ def check_config(config: Path) -> dict[str, str]:
 
 
 def _load(config: Path, name: str, target: str) -> None:
-    path_text, _, attribute = str(target).partition(":")
-    path = (config.parent / path_text).resolve()
+    source, _, attribute = str(target).rpartition(":")
+    if "/" in source:  # a file, as the server reads it; otherwise a module path like pivotal.graphs.studio
+        module, where = _load_file(config, name, target, source, attribute), source
+    else:
+        module, where = _load_module(config, name, target, source, attribute), source
+    graph = getattr(module, attribute, None)
+    if graph is None or not hasattr(graph, "get_graph"):
+        raise PivotalError(f"{config}: graph {name!r}: {where} has no compiled graph named {attribute!r}")
+
+
+def _load_file(config: Path, name: str, target: str, source: str, attribute: str) -> Any:
+    path = (config.parent / source).resolve()
     if not path.is_file() or not attribute:
         raise PivotalError(
             f"{config}: graph {name!r} points at {target!r}, but {path} does not exist "
-            "or no :attribute is given; expected e.g. ./graphs/studio.py:graph"
+            "or no :attribute is given; expected e.g. ./graphs/studio.py:graph or pivotal.graphs.studio:graph"
         )
-    root = str(config.parent.resolve())
-    if root not in sys.path:
-        sys.path.insert(0, root)
+    _search_config_folder(config)
     spec = importlib.util.spec_from_file_location(f"_studio_{name}", path)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     try:
         spec.loader.exec_module(module)  # type: ignore[union-attr]
     except Exception as exc:  # noqa: BLE001 — say which graph failed and why, in one line
         raise PivotalError(f"{config}: graph {name!r}: importing {path} failed: {type(exc).__name__}: {exc}") from None
-    graph = getattr(module, attribute, None)
-    if graph is None or not hasattr(graph, "get_graph"):
-        raise PivotalError(f"{config}: graph {name!r}: {path} has no compiled graph named {attribute!r}")
+    return module
+
+
+def _load_module(config: Path, name: str, target: str, source: str, attribute: str) -> Any:
+    if not source or not attribute:
+        raise PivotalError(
+            f"{config}: graph {name!r} points at {target!r}; expected e.g. ./graphs/studio.py:graph "
+            "or pivotal.graphs.studio:graph"
+        )
+    _search_config_folder(config)
+    try:
+        return importlib.import_module(source)
+    except Exception as exc:  # noqa: BLE001 — say which graph failed and why, in one line
+        raise PivotalError(
+            f"{config}: graph {name!r}: importing {source} failed: {type(exc).__name__}: {exc}"
+        ) from None
+
+
+def _search_config_folder(config: Path) -> None:
+    """The server imports from the config's folder; so does the check."""
+    root = str(config.parent.resolve())
+    if root not in sys.path:
+        sys.path.insert(0, root)
 
 
 def _port(preferred: int = 2024) -> int:
