@@ -325,7 +325,7 @@ async def run_or_report(
     started = time.time()
     try:
         return await _run(graph, task, context, thread_id, plugins)
-    except Exception as exc:  # noqa: BLE001 — one task's failure must not stop the batch
+    except Exception as exc:  # one task's failure must not stop the batch (re-raised only as a shared fault)
         if fault := infrastructure_fault(exc):
             raise InfrastructureFault(f"{fault}; the batch stopped: fix it, then resume the batch") from exc
         return RunResult.from_error(task, thread_id, exc, started)
