@@ -19,7 +19,18 @@ RetryStrategy = Literal["pivotal", "full", "none"]
 StepBudget = Literal["new", "path"]
 RecallMode = Literal["step", "task", "off"]
 OnCritiqueExhausted = Literal["execute_best", "fail"]
-Role = Literal["actor", "critic", "reflector", "lesson"]
+Role = Literal["actor", "critic", "reflector", "distiller", "gate"]
+"""The roles that call a model."""
+ModelSlot = Literal["actor", "critic", "reflector", "lesson"]
+MODEL_SLOT: dict[Role, ModelSlot] = {
+    "actor": "actor",
+    "critic": "critic",
+    "reflector": "reflector",
+    "distiller": "lesson",
+    "gate": "lesson",
+}
+"""Which Context field (`<slot>_model`) gives each role its model: the distiller and the gate both
+judge lessons, so one `lesson_model` serves them."""
 Model = Annotated[
     str | BaseChatModel,
     WithJsonSchema(
@@ -143,8 +154,8 @@ class Context:
         return not model_label(self.model_for("critic")).startswith(("local", "LocalChatModel"))
 
     def model_for(self, role: Role) -> str | BaseChatModel:
-        """The role's own model, else the shared `model`."""
-        own = getattr(self, f"{role}_model")
+        """The role's own model (its `MODEL_SLOT` field), else the shared `model`."""
+        own = getattr(self, f"{MODEL_SLOT[role]}_model")
         return own if isinstance(own, BaseChatModel) or own else self.model
 
     @classmethod
