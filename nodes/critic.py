@@ -14,7 +14,7 @@ from pivotal.core.schemas import Decision, Verdict
 from pivotal.core.state import Critique, Proposal, State
 from pivotal.core.task import Task
 from pivotal.memory.lesson import lessons_block
-from pivotal.prompts import data as show
+from pivotal.prompts import show
 
 COUNTER = {"approve": "approved", "revise": "revised", "reject": "rejected"}
 IRREVERSIBLE_CONFIDENCE = 0.9

@@ -7,6 +7,8 @@ import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from pivotal.prompts import SEE_MORE, clip
+
 
 class Action(Protocol):
     """What the actions block shows of an action (an environment's `ActionSpec` has it all)."""
@@ -19,17 +21,6 @@ class Action(Protocol):
 
 HISTORY_STEPS = 8
 PAST = {"approve": "approved", "revise": "sent back for revision", "reject": "rejected"}
-
-
-def clip(text: str, limit: int) -> str:
-    """Keep head and tail of an over-long text and say how much was cut, so nothing is cut silently."""
-    if len(text) <= limit:
-        return text
-    half = max(limit // 2 - 40, 1)
-    return (
-        f"{text[:half]}\n[... {len(text) - 2 * half} characters cut; raise max_observation_chars "
-        f"to see more ...]\n{text[-half:]}"
-    )
 
 
 def actions(specs: Sequence[Action]) -> str:
@@ -87,12 +78,12 @@ def _first_line(observation: str, limit: int) -> str:
     """
     first, _, rest = observation.strip().partition("\n")
     left_out = len(rest.strip().splitlines())
-    return clip(first, limit // 16) + (f" [{left_out} more lines]" if left_out else "")
+    return clip(first, limit // 16, hint=SEE_MORE) + (f" [{left_out} more lines]" if left_out else "")
 
 
 def _as_step(observation: str, limit: int) -> str:
     """A step's observation in `steps`: a quarter of the limit each, so many steps fit."""
-    return clip(observation, limit // 4)
+    return clip(observation, limit // 4, hint=SEE_MORE)
 
 
 def final_observation(trajectory: list[dict[str, Any]], observation: str, limit: int) -> str:
