@@ -49,9 +49,9 @@ def clip(value: str, limit: int = SECTION_CHARS, *, hint: str = "") -> str:
     """`value`, or its head and tail with a mark saying how much of the middle was cut: nothing is
     cut silently, and what was cut never makes a prompt or a checkpoint grow past its bound.
 
-    The mark counts within `limit`. A prompt section or a recalled lesson gets `CLIPPED`, measured.
-    An observation gets a `hint` saying how to see more, in `OBSERVATION_CLIPPED`, with 80
-    characters set aside for it and equal halves kept: the cut observations have always had.
+    The mark counts within `limit`: a prompt section or a recalled lesson gets `CLIPPED`, its length
+    measured; an observation gets `OBSERVATION_CLIPPED` with a `hint` saying how to see more, 80
+    characters set aside for it and equal halves kept, as observations have always been cut.
     """
     if not isinstance(value, str) or len(value) <= limit:
         return value
