@@ -19,7 +19,18 @@ RetryStrategy = Literal["pivotal", "full", "none"]
 StepBudget = Literal["new", "path"]
 RecallMode = Literal["step", "task", "off"]
 OnCritiqueExhausted = Literal["execute_best", "fail"]
-Role = Literal["actor", "critic", "reflector", "lesson"]
+Role = Literal["actor", "critic", "reflector", "distiller", "gate"]
+"""The roles that call a model."""
+ModelSlot = Literal["actor", "critic", "reflector", "lesson"]
+MODEL_SLOT: dict[Role, ModelSlot] = {
+    "actor": "actor",
+    "critic": "critic",
+    "reflector": "reflector",
+    "distiller": "lesson",
+    "gate": "lesson",
+}
+"""Which Context field (`<slot>_model`) gives each role its model: the distiller and the gate both
+judge lessons, so one `lesson_model` serves them."""
 Model = Annotated[
     str | BaseChatModel,
     WithJsonSchema(
@@ -59,7 +70,14 @@ class Context:
     keeps 5 steps still gets max_steps new ones, as a full retry does (strategies compare on equal
     terms). "path": the length of the trajectory, kept steps included (a late pivot leaves little)."""
     max_critique_rounds: int = 2
-    """Actor proposals the critic may send back per step before `on_critique_exhausted` applies."""
+    """Actor proposals the critic may send back per step before `on_critique_exhausted` applies
+    (every proposal of the step it reviewed counts, those a person then rejected too)."""
+    max_precheck_bounces: int | None = None
+    """Proposals the deterministic pre-check may send back per step, a budget of their own: they are
+    cheap and certain, so they do not use up the critic's rounds. None: `max_critique_rounds`."""
+    max_human_rejections: int | None = None
+    """Proposals a person may reject per step (`require_approval_for`); one more rejection fails the
+    attempt. None: `max_critique_rounds`."""
     max_pivot_retries: int = 2
     """Retries after a failed attempt (pivotal or full, per `retry`)."""
     structured_retries: int = 2
@@ -122,6 +140,11 @@ class Context:
         ):
             if getattr(self, name) <= 0:
                 raise PivotalError(f"{name} must be > 0 (got {getattr(self, name)}); set a positive limit")
+        for name in ("max_precheck_bounces", "max_human_rejections"):
+            if getattr(self, name) is not None and getattr(self, name) <= 0:
+                raise PivotalError(
+                    f"{name} must be > 0 (got {getattr(self, name)}); set a positive limit or leave it unset"
+                )
         for name in ("step_timeout", "call_deadline"):
             if not getattr(self, name) > 0:
                 raise PivotalError(f"{name} must be > 0 seconds (got {getattr(self, name)})")
@@ -142,9 +165,15 @@ class Context:
             return self.critic_veto
         return not model_label(self.model_for("critic")).startswith(("local", "LocalChatModel"))
 
+    def precheck_bounces_allowed(self) -> int:
+        return self.max_critique_rounds if self.max_precheck_bounces is None else self.max_precheck_bounces
+
+    def human_rejections_allowed(self) -> int:
+        return self.max_critique_rounds if self.max_human_rejections is None else self.max_human_rejections
+
     def model_for(self, role: Role) -> str | BaseChatModel:
-        """The role's own model, else the shared `model`."""
-        own = getattr(self, f"{role}_model")
+        """The role's own model (its `MODEL_SLOT` field), else the shared `model`."""
+        own = getattr(self, f"{MODEL_SLOT[role]}_model")
         return own if isinstance(own, BaseChatModel) or own else self.model
 
     @classmethod

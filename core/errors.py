@@ -1,4 +1,13 @@
-"""One exception type for bad input, so callers and the CLI can show one clear line."""
+"""Four exceptions, because callers and the CLI must tell four endings apart:
+
+- `PivotalError`: bad configuration or input; one line that names the fix.
+- `InfrastructureFault` (a `PivotalError`): storage every task shares failed; the batch stops.
+- `EnvironmentFault`: environment code failed beyond what a step result can say; the task stops
+  with an error that a resume retries.
+- `Terminated`: SIGTERM, cleaned up as Ctrl-C is, but reported as itself.
+
+The helpers here put other libraries' errors into one readable line.
+"""
 
 import errno
 import sqlite3

@@ -1,7 +1,7 @@
 """The Pivotal graph: all wiring lives here, and only here.
 
 START → start → recall → actor → critic ─approve→ [human_approval] → executor ─not done→ recall …
-                           ↑         │ revise/reject (≤ max_critique_rounds)
+                           ↑         │ revise/reject (≤ max_critique_rounds, pre-check ≤ max_precheck_bounces)
                            └─────────┘
         executor ─success→ distill → dedup → gate → memory_writer → respond → END
         executor/critic ─attempt failed→ reflector ─retry left→ pivot → recall …
@@ -112,14 +112,17 @@ DIRECT_RECURSION_LIMIT = 100_000
 def nodes_per_step(context: Context) -> int:
     """The most nodes one environment step can run, given the wiring above and the critic's bounds.
 
-    recall, then per proposal actor + critic, at most 2r+1 proposals (r = max_critique_rounds:
-    r pre-check bounces and r critic send-backs, then one more), then the executor: 4r+4. When
-    a person approves actions, each critic approval can be followed by human_approval, and each
-    of the person's rejections (at most r) costs a proposal as well: 7r+5. Pinned against the
-    critic's and the person's real decision rules in tests/test_bounds.py.
+    recall, then per proposal actor + critic, at most p + c + 1 proposals (p pre-check bounces,
+    c critic send-backs, then one more), then the executor: 2(p+c) + 4. When a person approves
+    actions, each of the person's rejections (at most h) costs a proposal as well, and the h
+    rejected proposals and the approved one each pass human_approval: 2(p+c) + 3h + 5. (With
+    today's defaults p = h = c = max_critique_rounds.) Pinned against the critic's and the
+    person's real decision rules in tests/test_bounds.py.
     """
-    r = context.max_critique_rounds
-    return 7 * r + 5 if context.require_approval_for else 4 * r + 4
+    c, p = context.max_critique_rounds, context.precheck_bounces_allowed()
+    if not context.require_approval_for:
+        return 2 * (p + c) + 4
+    return 2 * (p + c) + 3 * context.human_rejections_allowed() + 5
 
 
 def recursion_limit(context: Context) -> int:

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
@@ -20,13 +20,12 @@ from langgraph.types import Command
 from pydantic import BaseModel, Field
 
 from pivotal.core.checkpoints import check_file, is_postgres
-from pivotal.core.context import Context
+from pivotal.core.context import Context, Role
 from pivotal.core.environments import Idempotent, make_environment
 from pivotal.core.environments.live import release
 from pivotal.core.errors import InfrastructureFault, PivotalError, infrastructure_fault, make_folder
 from pivotal.core.models.factory import make_model, parse_spec
 from pivotal.core.models.reachability import check_reachable
-from pivotal.core.models.roles import ROLE_MODEL
 from pivotal.core.secrets import redact, redact_tree
 from pivotal.core.settings import settings
 from pivotal.core.task import Task, parse_task
@@ -110,8 +109,8 @@ def preflight(task: Task | dict[str, Any] | str, context: Context) -> Task:
 
 def check_context(context: Context) -> None:
     """Model specs, keys, endpoints and the store: shared by every task of a batch, so checked once."""
-    roles = set(ROLE_MODEL.values()) if context.memory else {"actor", "critic", "reflector"}
-    models = [context.model_for(role) for role in sorted(roles)] + [context.fallback_model]  # type: ignore[arg-type]
+    roles = get_args(Role) if context.memory else ("actor", "critic", "reflector")
+    models = [context.model_for(role) for role in roles] + [context.fallback_model]
     for spec in sorted({model for model in models if isinstance(model, str) and model}):
         parse_spec(spec)  # an application's model objects are its own to configure: nothing to check
         make_model(spec, context.local_threads)
@@ -325,7 +324,7 @@ async def run_or_report(
     started = time.time()
     try:
         return await _run(graph, task, context, thread_id, plugins)
-    except Exception as exc:  # noqa: BLE001 — one task's failure must not stop the batch
+    except Exception as exc:  # one task's failure must not stop the batch (re-raised only as a shared fault)
         if fault := infrastructure_fault(exc):
             raise InfrastructureFault(f"{fault}; the batch stopped: fix it, then resume the batch") from exc
         return RunResult.from_error(task, thread_id, exc, started)

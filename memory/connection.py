@@ -45,7 +45,7 @@ def connect_folder(directory: str) -> tuple[Any, Callable[[], None]]:
     try:
         client = chromadb.PersistentClient(path=directory)
         client.list_collections()  # a corrupt database fails here, not in the middle of a run
-    except Exception as exc:  # noqa: BLE001 — Chroma raises many types; the user needs one line
+    except Exception as exc:  # Chroma raises many types; the user needs one line
         release_lock()
         raise PivotalError(
             f"cannot open the lesson store at {directory}: {one_line(exc)}; the folder may "
@@ -91,7 +91,7 @@ def connect_server(url: str) -> tuple[Any, Callable[[], None]]:
     try:
         client = chromadb.HttpClient(host=parsed.hostname, port=port, ssl=parsed.scheme == "https")
         client.heartbeat()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 — the client raises many types; the user needs one line
         raise PivotalError(
             f"the lesson store server at {url} is not reachable ({one_line(exc)}); {SERVER_HINT}"
         ) from None

@@ -514,7 +514,7 @@ class ExperienceStore:
                 collection = self.client.get_collection(name)  # built from its own config (its compute)
             else:
                 return None
-        except Exception as exc:  # noqa: BLE001 — Chroma raises many types; the user needs one line
+        except Exception as exc:  # Chroma raises many types; the user needs one line
             raise self._unusable(family, one_line(exc)) from exc
         self._check_compatible(collection, family)
         self._computes[family] = compute_of(collection.configuration_json["embedding_function"].get("config") or {})

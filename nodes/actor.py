@@ -13,7 +13,7 @@ from pivotal.core.secrets import redact
 from pivotal.core.state import Critique, Proposal, Reflection, State, Step
 from pivotal.core.task import Task
 from pivotal.memory.lesson import lessons_block
-from pivotal.prompts import data as show
+from pivotal.prompts import show
 
 
 async def actor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from pivotal.core.schemas import Decision, Verdict
 from pivotal.core.state import Critique, Proposal, State, VerdictSource
 from pivotal.core.task import Task
 from pivotal.memory.lesson import lessons_block
-from pivotal.prompts import data as show
+from pivotal.prompts import show
 
 COUNTER = {"approve": "approved", "revise": "revised", "reject": "rejected"}
 IRREVERSIBLE_CONFIDENCE = 0.9
@@ -164,16 +164,15 @@ def _stricter_if_irreversible(verdict: Verdict, env: Any, proposal: Proposal) ->
 def _decide(critiques: list[Critique], context: Context) -> tuple[Proposal | None, str]:
     """(proposal to execute, failure reason); neither means the actor proposes again.
 
-    Bounded: at most max_critique_rounds send-backs. Pre-check bounces are cheap and certain,
-    so they do not use up the critic's rounds; they have an equal budget of their own, which
-    keeps the loop bounded either way.
+    Bounded: at most max_critique_rounds send-backs by the critic, and max_precheck_bounces by the
+    pre-check (cheap and certain, so they do not use up the critic's rounds): the loop ends either way.
     """
     last = critiques[-1]
     if last["decision"] == "approve":
         return _proposal(last), ""
     prechecked = sum(c["source"] == "precheck" for c in critiques)
     reviewed = len(critiques) - prechecked
-    if reviewed <= context.max_critique_rounds and prechecked <= context.max_critique_rounds:
+    if reviewed <= context.max_critique_rounds and prechecked <= context.precheck_bounces_allowed():
         return None, ""
     revisable = [c for c in critiques if c["decision"] == "revise" and c["source"] in ("critic", "critic-advisory")]
     if context.on_critique_exhausted == "execute_best" and revisable:

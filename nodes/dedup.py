@@ -27,7 +27,7 @@ async def dedup(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             candidate,
             family=task.family,
             run_id=state["run_id"],
-            model=model_label(context.model_for("lesson")),
+            model=model_label(context.model_for("distiller")),
             instance=state.get("instance", ""),
         )
         match = await asyncio.to_thread(store.duplicate, lesson, context.dedup_similarity)

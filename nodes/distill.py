@@ -11,7 +11,7 @@ from pivotal.core.models.roles import ask_role
 from pivotal.core.schemas import LessonDrafts
 from pivotal.core.state import State
 from pivotal.core.task import Task
-from pivotal.prompts import data as show
+from pivotal.prompts import show
 
 
 async def distill(state: State, runtime: Runtime[Context]) -> dict[str, Any]:

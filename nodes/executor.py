@@ -10,7 +10,7 @@ from pivotal.core.context import Context
 from pivotal.core.environments.live import attach, in_env_thread, run_step
 from pivotal.core.state import Critique, State, Step
 from pivotal.core.task import Task
-from pivotal.prompts.data import clip
+from pivotal.prompts import SEE_MORE, clip
 
 
 async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -24,7 +24,7 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     result, snapshot = await in_env_thread(
         run_step, live, chosen["action"], arguments, key, timeout=context.step_timeout, what=what
     )
-    observation = clip(result.observation, context.max_observation_chars)  # run_step redacted it
+    observation = clip(result.observation, context.max_observation_chars, hint=SEE_MORE)  # run_step redacted it
     step: Step = {
         "index": len(state["trajectory"]),
         "action": chosen["action"],

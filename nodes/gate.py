@@ -12,7 +12,7 @@ from pivotal.core.state import Candidate, State, add_counts
 from pivotal.core.task import Task
 from pivotal.memory.lesson import line
 from pivotal.memory.screen import screen_lesson
-from pivotal.prompts import data as show
+from pivotal.prompts import show
 
 
 async def gate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:

@@ -39,11 +39,11 @@ async def human_approval(state: State, runtime: Runtime[Context]) -> dict[str, A
         "revision": "" if decision == "approve" else (reason or "a person rejected this action; propose another"),
         "source": "human",
     }
-    return after_person(chosen, critiques, verdict, runtime.context.max_critique_rounds)
+    return after_person(chosen, critiques, verdict, runtime.context.human_rejections_allowed())
 
 
-def after_person(chosen: Proposal, critiques: list[Critique], verdict: Critique, rounds: int) -> dict[str, Any]:
-    """An approval lets the chosen action run; a rejection sends the actor back, at most `rounds` times a step."""
+def after_person(chosen: Proposal, critiques: list[Critique], verdict: Critique, allowed: int) -> dict[str, Any]:
+    """An approval lets the chosen action run; a rejection sends the actor back, at most `allowed` times a step."""
     if verdict["decision"] == "approve":
         return {
             "critiques": [*critiques, verdict],
@@ -53,7 +53,7 @@ def after_person(chosen: Proposal, critiques: list[Critique], verdict: Critique,
     rejected = sum(c["source"] == "human" for c in critiques) + 1
     failed = (
         ""
-        if rejected <= rounds
+        if rejected <= allowed
         else f"a person rejected {rejected} proposed actions at this step ({verdict['revision']})"
     )
     return {

@@ -54,7 +54,7 @@ def _commit(store: Any, state: State, context: Context, family: str) -> tuple[li
 
 def _write(store: Any, state: State, context: Context, family: str) -> list[Any]:
     """New lessons may improve a stored text; known ones (no gate call) only add evidence."""
-    model = model_label(context.model_for("lesson"))
+    model = model_label(context.model_for("distiller"))
     approved = [_redacted(c) for c in state.get("approved_lessons", [])]
     drafts = [
         (

@@ -11,7 +11,7 @@ from pivotal.core.state import Recalled, State
 from pivotal.core.task import Task
 from pivotal.memory.screen import MAX_LESSON_CHARS
 from pivotal.memory.store import open_store, opened_store
-from pivotal.prompts import bounded
+from pivotal.prompts import clip
 
 
 async def recall(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -40,8 +40,8 @@ async def recall(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             "id": r.id,
             "kind": r.lesson.kind,
             # a lesson stored before the length cap would fill every prompt and checkpoint of the run
-            "situation": bounded(r.lesson.situation, MAX_LESSON_CHARS),
-            "text": bounded(r.lesson.text, MAX_LESSON_CHARS),
+            "situation": clip(r.lesson.situation, MAX_LESSON_CHARS),
+            "text": clip(r.lesson.text, MAX_LESSON_CHARS),
             "similarity": round(r.similarity, 3),
         }
         for r in found

@@ -11,7 +11,7 @@ from pivotal.core.models.roles import ask_role
 from pivotal.core.schemas import ReflectionReply, reflection_schema
 from pivotal.core.state import State
 from pivotal.core.task import Task
-from pivotal.prompts import data as show
+from pivotal.prompts import show
 
 
 async def reflector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from pivotal.core.errors import PivotalError
 from pivotal.core.secrets import redact_tree
 from pivotal.core.state import State
 from pivotal.core.task import parse_task
-from pivotal.prompts.data import clip
+from pivotal.prompts import SEE_MORE, clip
 
 
 async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -24,7 +24,9 @@ async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         task.goal = getattr(live.env, "default_goal", "")
     if not task.goal:
         raise PivotalError(f"the task for {task.env} has no goal; give it one (Task(goal=...) or --goal)")
-    observation = clip(live.first_observation, runtime.context.max_observation_chars)  # open_live redacted it
+    observation = clip(
+        live.first_observation, runtime.context.max_observation_chars, hint=SEE_MORE
+    )  # open_live redacted it
     return {
         "task": task.model_dump(),
         "run_id": run_id,

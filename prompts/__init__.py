@@ -18,6 +18,10 @@ megabytes long: a goal is capped at 20,000 characters and observations at max_ob
 before they get here, but a lesson stored before its cap, or many long steps, are not. Also the
 ceiling on max_observation_chars as a prompt shows it."""
 CLIPPED = "\n…(clipped {cut} characters)…\n"
+"""The mark where `clip` cut a prompt section."""
+OBSERVATION_CLIPPED = "\n[... {cut} characters cut; {hint} ...]\n"
+"""The mark where `clip` cut an observation: it says how to see more."""
+SEE_MORE = "raise max_observation_chars to see more"
 
 
 @cache
@@ -37,17 +41,28 @@ def render(name: str, **fields: str) -> str:
     prompt token at ~7 ms on 2 cores, and three empty blocks were ~30 tokens of each actor call.
     Only the template's own tags can match, since the data's are defused.
     """
-    filled = template(name).format(**{key: defuse(bounded(value)) for key, value in fields.items()})
+    filled = template(name).format(**{key: defuse(clip(value)) for key, value in fields.items()})
     return _EMPTY_BLOCK.sub("", filled)
 
 
-def bounded(value: str, limit: int = SECTION_CHARS) -> str:
-    """`value`, or its head and tail with a marker saying how much of the middle was clipped."""
+def clip(value: str, limit: int = SECTION_CHARS, *, hint: str = "") -> str:
+    """`value`, or its head and tail with a mark saying how much of the middle was cut: nothing is
+    cut silently, and what was cut never makes a prompt or a checkpoint grow past its bound.
+
+    The mark counts within `limit`: a prompt section or a recalled lesson gets `CLIPPED`, its length
+    measured; an observation gets `OBSERVATION_CLIPPED` with a `hint` saying how to see more, 80
+    characters set aside for it and equal halves kept, as observations have always been cut.
+    """
     if not isinstance(value, str) or len(value) <= limit:
         return value
-    keep = max(limit - len(CLIPPED.format(cut=len(value))), 2)
+    if hint:
+        mark = OBSERVATION_CLIPPED
+        keep = 2 * max(limit // 2 - 40, 1)
+    else:
+        mark = CLIPPED
+        keep = max(limit - len(mark.format(cut=len(value))), 2)
     head, tail = value[: keep - keep // 2], value[len(value) - keep // 2 :]
-    return head + CLIPPED.format(cut=len(value) - len(head) - len(tail)) + tail
+    return head + mark.format(cut=len(value) - len(head) - len(tail), hint=hint) + tail
 
 
 def defuse(value: str) -> str:

@@ -31,7 +31,7 @@ from pivotal.core.schemas import NO_PROPOSAL, proposal_schema
 from pivotal.core.settings import settings
 from pivotal.core.task import Task
 from pivotal.graphs import arun
-from pivotal.prompts import data as show
+from pivotal.prompts import show
 from pivotal.testing.loopback_provider import ANTHROPIC_PATH, OPENAI_PATH, Loopback, generic_responder, loopback
 
 REPLY = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}

@@ -152,10 +152,10 @@ async def test_a_run_through_a_raising_tool_still_ends_with_an_outcome():
 
 
 def test_long_observations_are_clipped_with_head_and_tail_kept():
-    from pivotal.prompts.data import clip
+    from pivotal.prompts import SEE_MORE, clip
 
     text = "HEAD " + "x" * 10_000 + " TAIL"
-    clipped = clip(text, 200)
+    clipped = clip(text, 200, hint=SEE_MORE)
     assert len(clipped) <= 200 and clipped.startswith("HEAD") and clipped.endswith("TAIL")
 
 

@@ -137,11 +137,20 @@ async def test_advisory_critic_reject_of_a_reversible_action_becomes_a_revise():
     assert not [v for v in verdicts if v["decision"] == "reject" and v["source"] == "critic"]
 
 
+def test_the_precheck_and_person_bounds_follow_the_critics_unless_set():
+    assert Context(max_critique_rounds=1).precheck_bounces_allowed() == 1
+    assert Context(max_critique_rounds=1).human_rejections_allowed() == 1
+    own = Context(max_critique_rounds=1, max_precheck_bounces=4, max_human_rejections=3)
+    assert (own.precheck_bounces_allowed(), own.human_rejections_allowed()) == (4, 3)
+
+
 @pytest.mark.parametrize(
     "field,value",
     [
         ("max_steps", 0),
         ("max_critique_rounds", -1),
+        ("max_precheck_bounces", 0),
+        ("max_human_rejections", -2),
         ("recall_k", 0),
         ("max_pivot_retries", -1),
         ("retry", "sometimes"),

@@ -310,7 +310,7 @@ async def test_going_in_circles_is_noticed_shown_and_ends_the_attempt():
     assert result.executed < 20  # not the whole budget
     assert result.revisits >= 3
     assert [s["revisit_of"] for s in result.trajectory[:3]] == [None, -1, 0]
-    from pivotal.prompts.data import history
+    from pivotal.prompts.show import history
 
     assert "(back where you started: a circle)" in history(result.trajectory[:2])
 

@@ -41,6 +41,26 @@ async def test_a_rejection_never_executes_and_sends_the_actor_back(every_move):
     assert after.critic["human_rejected"] == 1
 
 
+async def test_max_human_rejections_bounds_a_persons_rejections_per_step(tmp_path):
+    settings = {
+        "context": Context(
+            model="sim",
+            memory=False,
+            require_approval_for=["*"],
+            max_critique_rounds=3,
+            max_human_rejections=1,
+            max_pivot_retries=0,
+        ),
+        "checkpoint_path": str(tmp_path / "cp.sqlite"),
+    }
+    paused = await arun(TASK, **settings)
+    again = await aresume(paused.thread_id, {"decision": "reject"}, **settings)
+    assert again.status == "interrupted"  # the first rejection sends the actor back
+    done = await aresume(again.thread_id, {"decision": "reject"}, **settings)
+    assert done.status == "failure" and done.trajectory_length == 0
+    assert done.critic["human_rejected"] == 2 and "a person rejected 2 proposed actions" in done.reason
+
+
 async def test_resuming_a_thread_that_is_not_paused_is_a_clear_error(every_move):
     with pytest.raises(PivotalError, match="not waiting for approval"):
         await aresume("no-such-thread", "approve", **every_move)

@@ -175,7 +175,7 @@ def test_processes_setting_up_a_new_database_together_all_finish():
     try:
         with _admin() as admin:
             admin.execute(f'CREATE DATABASE "{name}"')
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 — whatever stops us reaching it, the reason is the skip
         pytest.skip(f"no Postgres at 127.0.0.1:5432 ({type(exc).__name__})")
     try:
         openers = [

@@ -3,7 +3,7 @@
 import os
 
 from pivotal import prompts
-from pivotal.prompts import data as show
+from pivotal.prompts import show
 
 
 def test_data_cannot_close_its_tag_and_pose_as_instructions():

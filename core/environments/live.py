@@ -154,7 +154,7 @@ def _contained(function: Callable[..., T], *args: Any) -> T:
         return function(*args)
     except PivotalError:
         raise
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 — whatever environment code raised is the task's own fault
         raise EnvironmentFault(f"environment code raised {_said(exc)}") from None
     except BaseException as exc:  # noqa: BLE001 — raised by environment code, never a signal to this process
         raise EnvironmentFault(f"environment code raised {_said(exc)}; a tool should raise an Exception") from None

@@ -1,4 +1,6 @@
-"""Which model plays which role, and the bookkeeping every role call shares."""
+"""A call of a role's model (which model is `Context.model_for`'s answer), with the bookkeeping every
+role call shares.
+"""
 
 import asyncio
 from typing import Any, TypeVar
@@ -7,7 +9,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel
 
-from pivotal.core.context import Context, model_label
+from pivotal.core.context import Context, Role, model_label
 from pivotal.core.models.factory import make_model
 from pivotal.core.models.structured import Answer, ask
 from pivotal.core.models.world import World, given
@@ -15,13 +17,11 @@ from pivotal.core.state import State
 
 T = TypeVar("T", bound=BaseModel)
 
-ROLE_MODEL = {"actor": "actor", "critic": "critic", "reflector": "reflector", "distiller": "lesson", "gate": "lesson"}
-
 
 async def ask_role(
     context: Context,
     state: State,
-    role: str,
+    role: Role,
     schema: type[T],
     *,
     system: str,
@@ -33,7 +33,7 @@ async def ask_role(
     """The answer, plus the counters/usage deltas the calling node returns. `world` is the run's
     environment, for models that answer from it (the `sim` models).
     """
-    spec = context.model_for(ROLE_MODEL[role])  # type: ignore[arg-type]
+    spec = context.model_for(role)
     model = await _chat_model(spec, context)
     backup = await _chat_model(context.fallback_model, context) if context.fallback_model else None
     with given(world):

@@ -53,6 +53,8 @@ def context_options(parser: argparse.ArgumentParser) -> None:
     )
     for name in ("max-steps", "max-critique-rounds", "max-pivot-retries", "local-threads"):
         group.add_argument(f"--{name}", type=int)
+    for name in ("max-precheck-bounces", "max-human-rejections"):
+        group.add_argument(f"--{name}", type=int, help="per step (default: --max-critique-rounds)")
 
 
 def context_from(args: argparse.Namespace) -> Context:

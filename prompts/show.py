@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from pivotal.core.state import Critique, Reflection, Step
+from pivotal.prompts import SEE_MORE, clip
 
 
 class Action(Protocol):
@@ -27,17 +28,6 @@ class Action(Protocol):
 
 HISTORY_STEPS = 8
 PAST = {"approve": "approved", "revise": "sent back for revision", "reject": "rejected"}
-
-
-def clip(text: str, limit: int) -> str:
-    """Keep head and tail of an over-long text and say how much was cut, so nothing is cut silently."""
-    if len(text) <= limit:
-        return text
-    half = max(limit // 2 - 40, 1)
-    return (
-        f"{text[:half]}\n[... {len(text) - 2 * half} characters cut; raise max_observation_chars "
-        f"to see more ...]\n{text[-half:]}"
-    )
 
 
 def actions(specs: Sequence[Action]) -> str:
@@ -95,12 +85,12 @@ def _first_line(observation: str, limit: int) -> str:
     """
     first, _, rest = observation.strip().partition("\n")
     left_out = len(rest.strip().splitlines())
-    return clip(first, limit // 16) + (f" [{left_out} more lines]" if left_out else "")
+    return clip(first, limit // 16, hint=SEE_MORE) + (f" [{left_out} more lines]" if left_out else "")
 
 
 def _as_step(observation: str, limit: int) -> str:
     """A step's observation in `steps`: a quarter of the limit each, so many steps fit."""
-    return clip(observation, limit // 4)
+    return clip(observation, limit // 4, hint=SEE_MORE)
 
 
 def final_observation(trajectory: list[Step], observation: str, limit: int) -> str:
