@@ -1,5 +1,6 @@
 """Each test releases the stores it opened, so store-folder locks never leak between tests."""
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -10,6 +11,7 @@ import pytest
 from pivotal.memory.store import close_stores
 
 ROOT = Path(__file__).resolve().parents[1]
+SCRATCH = (".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".pivotal", ".langgraph_api", ".*_cache")
 
 
 @pytest.fixture(autouse=True)
@@ -28,10 +30,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The package as users get it, built once per session from this checkout."""
+    """The package as users get it, built once per session from a copy of this checkout: setuptools
+    builds in the source's `build/`, and a file left there by an earlier build would ship again.
+    """
+    source = tmp_path_factory.mktemp("source") / "pivotal"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*SCRATCH))
     out = tmp_path_factory.mktemp("wheel")
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(source)],
         capture_output=True,
         text=True,
         timeout=300,
