@@ -178,7 +178,20 @@ class OutputState(TypedDict, total=False):
     usage: Annotated[dict[str, Any], add_counts]
 
 
+class NodeResult(TypedDict, total=False):
+    """What a parent graph that embeds Pivotal as a node can read: declare `pivotal_result` in its state."""
+
+    status: Status
+    reason: str
+    answer: str
+    verified: bool
+    run_id: str
+    retries: int
+
+
 class State(InputState, total=False):
+    pivotal_result: NodeResult
+    """The run's outcome under a name no parent uses for its own (`status` stays the parent's)."""
     status: Status
     reason: str
     answer: str

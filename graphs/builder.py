@@ -20,14 +20,18 @@ import time
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from langgraph._internal._constants import CONFIG_KEY_TASK_ID
+from langgraph._internal._runnable import RunnableCallable
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime, get_runtime
 
 from pivotal.core.context import Context
+from pivotal.core.errors import PivotalError
 from pivotal.core.logs import logger
 from pivotal.core.state import InputState, OutputState, State
 from pivotal.graphs import routes
+from pivotal.graphs.blocking import run_blocking
 from pivotal.nodes.actor import actor
 from pivotal.nodes.critic import critic
 from pivotal.nodes.dedup import dedup
@@ -92,17 +96,97 @@ def build_graph(checkpointer: Any = None, *, context: Context | None = None, **c
 
 
 class PivotalGraph(CompiledStateGraph):
-    """The compiled graph, keeping its own node ceiling under `astream_events` too.
+    """The compiled graph: its own node ceiling under `astream_events`, and its own keys as a node.
 
     LangChain's `astream_events` fills in its own default ceiling of 25 as if the caller had set
     it, which overrides the one bound with `with_config` (invoke and astream keep it); so a caller
     who sets none gets the graph's.
+
+    As a node of a parent graph (LangGraph runs it with the parent's task in its config) it reads
+    only the parent's `messages` and `pivotal_task`, and writes back only `messages` and
+    `pivotal_result`: a parent's own `task`, `status`, `run_id`... are never read nor overwritten.
+    The parent's ceiling (25 under the parent's `astream_events`) is not Pivotal's either: the
+    Context bounds end its run there too.
     """
 
     def astream_events(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any):
         if not (config or {}).get("recursion_limit") and self.config:
-            config = {**(config or {}), "recursion_limit": self.config.get("recursion_limit", DIRECT_RECURSION_LIMIT)}
+            config = {**(config or {}), "recursion_limit": self._ceiling()}
         return super().astream_events(input, config, **kwargs)
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        if not _as_node(config):
+            return super().invoke(input, config, **kwargs)
+        return _node_output(super().invoke(input, config, **self._node_keys(kwargs)))  # input: see stream
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        if not _as_node(config):
+            return await super().ainvoke(input, config, **kwargs)
+        return _node_output(await super().ainvoke(input, config, **self._node_keys(kwargs)))
+
+    def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any):
+        if not _as_node(config):
+            return super().stream(input, config, **kwargs)
+        chunks = super().stream(_node_input(input), self._node_config(config), **self._node_keys(kwargs))
+        return chunks if kwargs.get("stream_mode") else map(_node_output, chunks)
+
+    def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any):
+        if not _as_node(config):
+            return super().astream(input, config, **kwargs)
+        chunks = super().astream(_node_input(input), self._node_config(config), **self._node_keys(kwargs))
+        return chunks if kwargs.get("stream_mode") else _node_outputs(chunks)
+
+    def _node_keys(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The standalone output keys and `pivotal_result`: the values a parent's call returns are cut
+        down to NODE_OUTPUT afterwards, while the nodes' streamed updates stay as they are standalone
+        (a parent streaming with `subgraphs=True` sees them).
+        """
+        if kwargs.get("output_keys") not in (None, self.output_channels):
+            return kwargs
+        return {**kwargs, "output_keys": [*self.output_channels, "pivotal_result"]}
+
+    def _node_config(self, config: RunnableConfig | None) -> RunnableConfig:
+        return {**(config or {}), "recursion_limit": self._ceiling()}
+
+    def _ceiling(self) -> int:
+        return (self.config or {}).get("recursion_limit", DIRECT_RECURSION_LIMIT)
+
+
+NODE_OUTPUT = ("messages", "pivotal_result")
+"""What Pivotal writes back into a parent graph's state when it is one of the parent's nodes; it
+reads the parent's `messages` (the last human message is the goal) and `pivotal_task`, if any."""
+
+
+def _as_node(config: RunnableConfig | None) -> bool:
+    """Run by a parent graph as one of its nodes: LangGraph passes the parent's task in the config
+    (its own test for a nested run, `is_nested` in langgraph/pregel/_loop.py).
+    """
+    return CONFIG_KEY_TASK_ID in ((config or {}).get("configurable") or {})
+
+
+def _node_input(input: Any) -> Any:
+    """From a parent's state, only what is Pivotal's; a resume or `None` passes as it is."""
+    if not isinstance(input, dict):
+        return input
+    if not input.get("messages") and not input.get("pivotal_task"):
+        raise PivotalError(
+            "Pivotal as a node of a parent graph reads the parent's `messages` (the last human message is the "
+            "goal) or `pivotal_task`; the parent's state has neither"
+        )
+    task = {"task": input["pivotal_task"]} if input.get("pivotal_task") else {}
+    return {"messages": input.get("messages") or [], **task}
+
+
+def _node_output(values: Any) -> Any:
+    """Of the run's values, only what Pivotal writes into a parent's state."""
+    if not isinstance(values, dict):
+        return values
+    return {key: value for key, value in values.items() if key in NODE_OUTPUT or key == "__interrupt__"}
+
+
+async def _node_outputs(chunks: Any):
+    async for chunk in chunks:
+        yield _node_output(chunk)
 
 
 DIRECT_RECURSION_LIMIT = 100_000
@@ -140,26 +224,29 @@ def _context(runtime: Runtime[Any], default: Context | None) -> Context:
     return runtime.context if isinstance(runtime.context, Context) else default or Context()
 
 
-def _routed(route, default: Context | None):
-    """Async although routes never wait: LangGraph runs a plain function in a worker thread.
+def _routed(route, default: Context | None) -> RunnableCallable:
+    """Sync and async alike, so `invoke` and `ainvoke` both route; the async twin keeps LangGraph
+    from running a plain function in a worker thread (routes never wait).
 
     The route gets None for the Context outside a run: `update_state(as_node=...)` (a Studio edit)
     follows the node's edges with no runtime, and the run it resumes may have other settings.
     """
 
-    async def path(state: State) -> str:
+    def path(state: State) -> str:
         try:
             runtime = get_runtime(Context)
         except RuntimeError:  # no runnable context at all
             runtime = None
         return route(state, _context(runtime, default) if runtime is not None else None)
 
-    path.__name__ = path.__qualname__ = route.__name__
-    return path
+    async def apath(state: State) -> str:
+        return path(state)
+
+    return RunnableCallable(path, apath, name=route.__name__)
 
 
-def _logged(name: str, node, default: Context | None):
-    """One structured log event per node transition."""
+def _logged(name: str, node, default: Context | None) -> RunnableCallable:
+    """One structured log event per node transition; a sync twin for `invoke` (graphs/blocking.py)."""
 
     @functools.wraps(node)
     async def run(state: State, runtime):
@@ -180,4 +267,7 @@ def _logged(name: str, node, default: Context | None):
         )
         return update
 
-    return run
+    def run_sync(state: State, runtime):
+        return run_blocking(run, state, runtime)
+
+    return RunnableCallable(run_sync, run, name=name, trace=False)

@@ -1,7 +1,8 @@
 """Close the run: reply to a chat caller, and let go of the live environment.
 
 The reply is the agent's final answer, or what went wrong, so a chat app (or Studio's chat view)
-reads the outcome where it reads everything else. Releasing the environment here frees it
+reads the outcome where it reads everything else; a parent graph that embeds Pivotal reads it in
+`pivotal_result` too, never in keys of its own such as `status`. Releasing the environment here frees it
 however the graph was invoked; a later resume or fork rebuilds it from the checkpoint.
 """
 
@@ -12,7 +13,7 @@ from langgraph.runtime import Runtime
 
 from pivotal.core.context import Context
 from pivotal.core.environments.live import release
-from pivotal.core.state import State
+from pivotal.core.state import NodeResult, State
 
 
 async def respond(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -21,4 +22,12 @@ async def respond(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         text = state.get("answer") or state.get("reason", "")
     else:
         text = f"I could not complete the task: {state.get('reason', '')}"
-    return {"messages": [AIMessage(text, name="pivotal")]}
+    result: NodeResult = {
+        "status": state.get("status", "failure"),
+        "reason": state.get("reason", ""),
+        "answer": state.get("answer", ""),
+        "verified": state.get("verified", True),
+        "run_id": state["run_id"],
+        "retries": state.get("retries", 0),
+    }
+    return {"messages": [AIMessage(text, name="pivotal")], "pivotal_result": result}

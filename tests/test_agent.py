@@ -7,6 +7,8 @@ import asyncio
 import importlib.util
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.types import Command
 
@@ -128,3 +131,109 @@ async def test_two_dozen_invocations_share_one_event_loop(desk):
                                     for i in range(24)))  # fmt: skip
     assert [f["status"] for f in finals] == ["success"] * 24
     assert len(entries(ledger, "refund")) == 24 and len({f["run_id"] for f in finals}) == 24
+
+
+# Sync calls: the same ticket through invoke / stream / batch, with a sync checkpointer as a sync app has.
+
+
+@contextmanager
+def sync_saver(kind: str, folder: Path) -> Iterator[Any]:
+    if kind == "memory":
+        yield InMemorySaver()
+        return
+    with SqliteSaver.from_conn_string(str(folder / "checkpoints.sqlite")) as saver:
+        yield saver
+
+
+@pytest.mark.parametrize("saver", ["memory", "sqlite"])
+def test_invoke_asks_a_person_before_the_refund_and_resumes_like_ainvoke(desk, saver):
+    server, model, ledger = desk
+    server.responder = clerk()
+    with sync_saver(saver, ledger.parent) as checkpointer:
+        agent = support_desk.support_agent(model, memory=False, checkpointer=checkpointer)
+        config = {"configurable": {"thread_id": "ticket-1"}}
+        paused = agent.invoke({"messages": [HumanMessage("Please refund order A1 and tell me.")]}, config)
+        assert paused["__interrupt__"][0].value["action"] == "refund" and entries(ledger, "refund") == []
+        final = agent.invoke(Command(resume={"decision": "approve", "reason": "policy ok"}), config)
+    assert final["status"] == "success" and final["verified"] is False and final["answer"] == ANSWER
+    assert isinstance(final["messages"][-1], AIMessage) and final["messages"][-1].content == ANSWER
+    assert len(entries(ledger, "refund")) == 1 and len(entries(ledger, "email")) == 1
+
+
+async def test_invoke_works_inside_a_running_event_loop(desk):
+    """As in a notebook cell: the caller's loop is running, and a sync call blocks it until the run ends."""
+    server, model, ledger = desk
+    server.responder = clerk()
+    agent = support_desk.support_agent(model, memory=False, require_approval_for=[])
+    final = agent.invoke({"messages": [HumanMessage("Refund A1.")]})
+    assert final["status"] == "success" and final["answer"] == ANSWER and len(entries(ledger, "refund")) == 1
+
+
+def test_stream_and_batch_run_each_ticket_once(desk):
+    server, model, ledger = desk
+    server.responder = clerk()
+    agent = support_desk.support_agent(model, memory=False, require_approval_for=[])
+    nodes = [node for chunk in agent.stream({"messages": [HumanMessage("Refund A1.")]}) for node in chunk]
+    assert {"start", "actor", "critic", "executor", "respond"} <= set(nodes) and len(entries(ledger, "refund")) == 1
+    finals = agent.batch([{"messages": [HumanMessage(f"Refund A1, ticket {i}.")]} for i in range(3)])
+    assert [f["status"] for f in finals] == ["success"] * 3 and len(entries(ledger, "refund")) == 4
+
+
+# A parent graph with keys of its own that Pivotal also uses internally (`task`, `status`).
+
+
+class Desk(MessagesState):
+    task: str
+    status: str
+    pivotal_result: dict
+
+
+def desk_app(agent: Any, checkpointer: Any = None) -> Any:
+    parent = StateGraph(Desk)
+    parent.add_node("agent", agent)
+    parent.add_edge(START, "agent")
+    return parent.compile(checkpointer=checkpointer)
+
+
+@pytest.mark.parametrize("saver", ["memory", "sqlite"])
+def test_a_sync_parent_keeps_its_own_task_and_status(desk, saver):
+    server, model, ledger = desk
+    server.responder = clerk()
+    agent = support_desk.support_agent(model, memory=False)
+    with sync_saver(saver, ledger.parent) as checkpointer:
+        app = desk_app(agent, checkpointer)
+        config = {"configurable": {"thread_id": "ticket-1"}}
+        ticket = {"messages": [HumanMessage("Refund A1.")], "task": "triage", "status": "open"}
+        goals = [
+            update["start"]["task"]["goal"]
+            for _, update in app.stream(ticket, config, stream_mode="updates", subgraphs=True)
+            if "start" in update
+        ]
+        assert goals == ["Refund A1."] and entries(ledger, "refund") == []  # waits for the person
+        final = app.invoke(Command(resume={"decision": "approve", "reason": "ok"}), config)
+    assert final["task"] == "triage" and final["status"] == "open"
+    assert final["pivotal_result"]["status"] == "success" and final["pivotal_result"]["answer"] == ANSWER
+    assert final["messages"][-1].content == ANSWER and len(entries(ledger, "refund")) == 1
+
+
+async def test_an_async_parent_keeps_its_own_task_and_status_and_may_name_the_task(desk):
+    server, model, ledger = desk
+    server.responder = clerk()
+    app = desk_app(support_desk.support_agent(model, memory=False, require_approval_for=[]))
+
+    class Explicit(Desk):
+        pivotal_task: str
+
+    final = await app.ainvoke({"messages": [HumanMessage("Refund A1.")], "task": "triage", "status": "open"})
+    assert (final["task"], final["status"], final["pivotal_result"]["status"]) == ("triage", "open", "success")
+    parent = StateGraph(Explicit)
+    parent.add_node("agent", support_desk.support_agent(model, memory=False, require_approval_for=[]))
+    parent.add_edge(START, "agent")
+    goals = [
+        update["start"]["task"]["goal"]
+        async for _, update in parent.compile().astream(
+            {"messages": [], "pivotal_task": "Refund A1.", "task": "triage"}, stream_mode="updates", subgraphs=True
+        )
+        if "start" in update
+    ]
+    assert goals == ["Refund A1."] and len(entries(ledger, "refund")) == 2

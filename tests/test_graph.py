@@ -1,7 +1,9 @@
 """The graph end to end with `sim` models: critic before execution, pivotal retry, checkpoints."""
 
 import pytest
+from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, MessagesState, StateGraph
 
 from pivotal.core.context import Context
 from pivotal.core.environments import register_environment
@@ -244,6 +246,26 @@ async def test_astream_events_needs_no_recursion_limit_and_streams_the_models():
 
     assert invoked["status"] == final["status"] == "success"
     assert moves(final) == moves(invoked)
+
+
+async def test_a_parent_streaming_events_without_recursion_limit_does_not_cut_the_run_short():
+    """As a parent's node, Pivotal keeps its own ceiling: the parent's `astream_events` passes down an
+    explicit 25, and only the Context bounds may end the run.
+    """
+
+    class Parent(MessagesState):
+        pivotal_result: dict
+
+    parent = StateGraph(Parent)
+    parent.add_node("agent", build_graph(context=Context(model="sim:error=0.35,seed=7", memory=False, max_steps=12)))
+    parent.add_edge(START, "agent")
+    chat = {"messages": [HumanMessage("Reach G.")]}
+    events = [event async for event in parent.compile().astream_events(chat, version="v2")]
+    final = next(
+        e["data"]["output"] for e in reversed(events) if e["event"] == "on_chain_end" and e["name"] == "LangGraph"
+    )
+    node_starts = [e for e in events if e["event"] == "on_chain_start" and e["name"] in ("actor", "critic", "executor")]
+    assert len(node_starts) > 25 and final["pivotal_result"]["status"] == "success"
 
 
 @pytest.mark.parametrize(("budget", "attempt_start"), [("new", 3), ("path", 0)])
