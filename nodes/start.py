@@ -30,6 +30,7 @@ async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     return {
         "task": task.model_dump(),
         "run_id": run_id,
+        "run_settings": state.get("run_settings") or runtime.context.saved(),  # a resume anywhere keeps them
         "status": "running",
         "reason": "",
         "observation": observation,
