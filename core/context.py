@@ -5,7 +5,7 @@ Every ablation in the benchmark is one field here, so a comparison is one switch
 
 import difflib
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Annotated, Any, Literal, get_args
 
 from langchain_core.language_models import BaseChatModel
@@ -220,6 +220,29 @@ class Context:
                     "or start a new run"
                 )
         return base
+
+
+def context_schema(defaults: Context | None) -> type[Context]:
+    """The Context type a graph hands LangGraph as its `context_schema`: unset fields take `defaults`.
+
+    LangGraph builds the run's Context from a caller's dict (Studio, the SDK, `invoke(context={...})`)
+    with the schema's own field defaults, so a graph built with settings (`create_pivotal_agent`)
+    would lose them; with this schema a dict overrides only the keys it names, and Studio's form
+    shows the graph's own settings as its defaults.
+    """
+    if defaults is None:
+        return Context
+    own = [(f.name, f.type, _default(getattr(defaults, f.name))) for f in fields(Context)]
+    schema = make_dataclass("Context", own, bases=(Context,), kw_only=True)
+    schema.__module__, schema.__doc__ = Context.__module__, Context.__doc__
+    schema.__init__ = _refuse_unknown_keys(schema.__init__)  # type: ignore[method-assign]
+    return schema
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, str | int | float | bool | None):
+        return field(default=value)  # plain values show in Studio's form
+    return field(default_factory=lambda: list(value) if isinstance(value, list) else value)
 
 
 def _refuse_unknown_keys(init: Callable[..., None]) -> Callable[..., None]:

@@ -5,7 +5,8 @@ run twice, see docs/side-effects.md), and without a verifier the actor ends the
 task with `finish(answer)`, which the critic reviews before it counts.
 """
 
-import uuid
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,15 +35,44 @@ def create_pivotal_agent(
 ) -> Any:
     """A compiled graph that works `{"messages": [...]}` or `{"task": "goal"}` with these tools.
 
-    `name` registers the tools as an environment of that name (default: a new unique one), so
-    the CLI, batches and Studio can name it too. `context` holds any other `Context` field
-    (`max_steps`, `require_approval_for`, `memory`, `store_path`, ...); a caller's `context=`
-    replaces the agent's Context whole.
+    `name` registers the tools as an environment of that name, so the CLI, batches and Studio
+    can name it too; without one the name is `agent-<hash>` of the tools and how they are used,
+    the same in every process that builds the same agent, so a thread resumes anywhere.
+    `context` holds any other `Context` field (`max_steps`, `require_approval_for`, `memory`,
+    `store_path`, ...); a caller's `context={...}` (Studio, the SDK) overrides only the keys it
+    names, a whole `Context(...)` replaces the agent's.
     """
-    env = name or f"agent-{uuid.uuid4().hex[:8]}"
     tool_list = list(tools)
+    env = name or stable_name(tool_list, verifier, irreversible, compensations, intro)
     ToolEnvironment(tool_list, verifier, irreversible=irreversible, compensations=compensations)  # fail fast
     register_environment(env, lambda: ToolEnvironment(tool_list, verifier, intro=intro, irreversible=irreversible,
                                                       compensations=compensations))  # fmt: skip
     defaults = Context(model=model, critic_model=critic_model, default_env=env, **context)
     return build_graph(checkpointer=checkpointer, context=defaults, name=env)
+
+
+def stable_name(
+    tools: list[BaseTool],
+    verifier: Verifier | None,
+    irreversible: Sequence[str],
+    compensations: Mapping[str, Undo] | None,
+    intro: str,
+) -> str:
+    """An unnamed agent's environment name: the same app code gives the same name in every
+    process (a thread saved in one resumes in another), different tools a different one.
+    """
+    described = {
+        "tools": [[tool.name, tool.description, tool.args] for tool in tools],
+        "verifier": _qualified(verifier),
+        "irreversible": sorted(irreversible),
+        "compensations": {key: _qualified(undo) for key, undo in sorted((compensations or {}).items())},
+        "intro": intro,
+    }
+    digest = hashlib.sha256(json.dumps(described, sort_keys=True, default=str).encode()).hexdigest()
+    return f"agent-{digest[:12]}"
+
+
+def _qualified(function: Any) -> str | None:
+    if function is None or isinstance(function, str):
+        return function
+    return f"{getattr(function, '__module__', '')}.{getattr(function, '__qualname__', type(function).__name__)}"

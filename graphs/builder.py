@@ -26,7 +26,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime, get_runtime
 
-from pivotal.core.context import Context
+from pivotal.core.context import Context, context_schema
 from pivotal.core.errors import PivotalError
 from pivotal.core.logs import logger
 from pivotal.core.state import InputState, OutputState, State
@@ -68,8 +68,10 @@ def build_graph(checkpointer: Any = None, *, context: Context | None = None, **c
 
     `context` is what the graph runs with when a caller passes none, or passes a parent graph's
     own context (the graph embedded as a subgraph); by default Context() from PIVOTAL_* settings.
+    A caller's context dict (Studio, the SDK) overrides only the keys it names.
     """
-    builder = StateGraph(State, context_schema=Context, input_schema=InputState, output_schema=OutputState)
+    schema = context_schema(context)
+    builder = StateGraph(State, context_schema=schema, input_schema=InputState, output_schema=OutputState)
     for name, node in NODES.items():
         builder.add_node(name, _logged(name, node, context))
     step = ["recall", "actor"]
@@ -151,6 +153,17 @@ class PivotalGraph(CompiledStateGraph):
     def _ceiling(self) -> int:
         return (self.config or {}).get("recursion_limit", DIRECT_RECURSION_LIMIT)
 
+    def get_context_jsonschema(self) -> dict[str, Any] | None:
+        """The Context form Studio draws, with one change: the server keeps every key a caller sent.
+
+        `langgraph dev` silently drops context keys its schema does not list (a debug log line), so
+        a misspelt `{"modle": "sim"}` would run on the defaults; passed on, Context refuses it in one line.
+        """
+        schema = super().get_context_jsonschema()
+        if schema and "properties" in schema:
+            schema["properties"] = _EveryKey(schema["properties"])
+        return schema
+
 
 NODE_OUTPUT = ("messages", "pivotal_result")
 """What Pivotal writes back into a parent graph's state when it is one of the parent's nodes; it
@@ -187,6 +200,13 @@ def _node_output(values: Any) -> Any:
 async def _node_outputs(chunks: Any):
     async for chunk in chunks:
         yield _node_output(chunk)
+
+
+class _EveryKey(dict):
+    """Schema properties that answer yes to the server's `key in properties` filter."""
+
+    def __contains__(self, key: object) -> bool:
+        return True
 
 
 DIRECT_RECURSION_LIMIT = 100_000

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
@@ -20,18 +20,17 @@ from langgraph.types import Command
 from pydantic import BaseModel, Field
 
 from pivotal.core.checkpoints import check_file, is_postgres
-from pivotal.core.context import Context, Role
+from pivotal.core.context import Context
 from pivotal.core.environments import Idempotent, make_environment
 from pivotal.core.environments.live import release
 from pivotal.core.errors import InfrastructureFault, PivotalError, infrastructure_fault, make_folder
-from pivotal.core.models.factory import make_model, parse_spec
-from pivotal.core.models.reachability import check_reachable
+from pivotal.core.models.reachability import check_models
 from pivotal.core.secrets import redact, redact_tree
 from pivotal.core.settings import settings
 from pivotal.core.task import Task, parse_task
 from pivotal.graphs.builder import build_graph, recursion_limit
 from pivotal.graphs.postgres import open_postgres
-from pivotal.memory.store import ExperienceStore, open_store, opened_store
+from pivotal.memory.store import ExperienceStore, check_memory, opened_store
 
 OnUpdate = Callable[[str, dict[str, Any]], None]
 """Told each node's name and the state it wrote, as the node finishes."""
@@ -108,18 +107,12 @@ def preflight(task: Task | dict[str, Any] | str, context: Context) -> Task:
 
 
 def check_context(context: Context) -> None:
-    """Model specs, keys, endpoints and the store: shared by every task of a batch, so checked once."""
-    roles = get_args(Role) if context.memory else ("actor", "critic", "reflector")
-    models = [context.model_for(role) for role in roles] + [context.fallback_model]
-    for spec in sorted({model for model in models if isinstance(model, str) and model}):
-        parse_spec(spec)  # an application's model objects are its own to configure: nothing to check
-        make_model(spec, context.local_threads)
-        check_reachable(spec)
+    """Model specs, keys, endpoints, the store and its embedding model: shared by every task of a
+    batch, so checked once.
+    """
+    check_models(context)
     if context.memory:
-        open_store(context.store_path, context.store_url)
-        from pivotal.memory.quantize import cache_folder  # onnxruntime loads only where memory is on
-
-        cache_folder()  # where the store's first embedding makes its int8 model
+        check_memory(context.store_path, context.store_url)
 
 
 def check_task(task: Task | dict[str, Any] | str, default_env: str = "") -> Task:

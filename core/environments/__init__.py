@@ -66,12 +66,17 @@ def environment_names() -> list[str]:
 
 
 def make_environment(name: str) -> Environment:
+    require_environment(name)
+    return _FACTORIES[name]()
+
+
+def require_environment(name: str) -> None:
+    """One line when this process has no environment of that name (its module not imported)."""
     if name not in _FACTORIES:
         raise PivotalError(
             f"unknown environment {name!r}; choose one of {', '.join(environment_names())} "
-            "or register yours with register_environment()"
+            "or register yours with register_environment() (an agent: build it in this process first)"
         )
-    return _FACTORIES[name]()
 
 
 __all__ = [
@@ -85,5 +90,6 @@ __all__ = [
     "check_action",
     "environment_names",
     "make_environment",
+    "require_environment",
     "register_environment",
 ]
