@@ -12,6 +12,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.store.base import BaseStore
 
 from pivotal.core.context import Context
 from pivotal.core.environments import register_environment
@@ -30,6 +31,7 @@ def create_pivotal_agent(
     intro: str = "",
     name: str = "",
     checkpointer: BaseCheckpointSaver | None = None,
+    store: BaseStore | None = None,
     **context: Any,
 ) -> Any:
     """A compiled graph that works `{"messages": [...]}` or `{"task": "goal"}` with these tools.
@@ -37,7 +39,8 @@ def create_pivotal_agent(
     `name` registers the tools as an environment of that name (default: a new unique one), so
     the CLI, batches and Studio can name it too. `context` holds any other `Context` field
     (`max_steps`, `require_approval_for`, `memory`, `store_path`, ...); a caller's `context=`
-    replaces the agent's Context whole.
+    replaces the agent's Context whole. `store`: a LangGraph store the lessons then live in
+    (docs/experience-store.md, LangGraph stores).
     """
     env = name or f"agent-{uuid.uuid4().hex[:8]}"
     tool_list = list(tools)
@@ -45,4 +48,4 @@ def create_pivotal_agent(
     register_environment(env, lambda: ToolEnvironment(tool_list, verifier, intro=intro, irreversible=irreversible,
                                                       compensations=compensations))  # fmt: skip
     defaults = Context(model=model, critic_model=critic_model, default_env=env, **context)
-    return build_graph(checkpointer=checkpointer, context=defaults, name=env)
+    return build_graph(checkpointer=checkpointer, context=defaults, name=env, store=store)
