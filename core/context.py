@@ -165,7 +165,9 @@ class Context:
         _check_choice("recall", self.recall, get_args(RecallMode))
         _check_choice("lessons_backend", self.lessons_backend, get_args(LessonsBackend))
         self.lessons_namespace = tuple(self.lessons_namespace)  # Studio and JSON send a list
-        if not self.lessons_namespace or not all(isinstance(p, str) and p and "." not in p for p in self.lessons_namespace):
+        if not self.lessons_namespace or not all(
+            isinstance(p, str) and p and "." not in p for p in self.lessons_namespace
+        ):
             raise PivotalError(
                 f"lessons_namespace must be non-empty labels without dots (got {self.lessons_namespace!r})"
             )

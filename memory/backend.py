@@ -13,7 +13,7 @@ _lock = threading.Lock()
 
 
 def uses_graph_store(context: Context, store: Any) -> bool:
-    """"auto" takes the run's store when it has one; "langgraph" insists on one."""
+    """The "auto" backend takes the run's store when it has one; "langgraph" insists on one."""
     if context.lessons_backend == "langgraph" and store is None:
         raise PivotalError(
             'lessons_backend is "langgraph" but the run has no LangGraph store: compile with '

@@ -9,8 +9,8 @@ from pivotal.core.context import Context, model_label
 from pivotal.core.secrets import redact, secret_values
 from pivotal.core.state import Candidate, State
 from pivotal.core.task import Task
-from pivotal.memory.lesson import Lesson
 from pivotal.memory.backend import lesson_store
+from pivotal.memory.lesson import Lesson
 
 
 async def memory_writer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
