@@ -115,8 +115,9 @@ def check_context(context: Context) -> None:
         parse_spec(spec)  # an application's model objects are its own to configure: nothing to check
         make_model(spec, context.local_threads)
         check_reachable(spec)
-    if context.memory and context.lessons_backend != "langgraph":  # the graph's store is the app's to open
-        open_store(context.store_path, context.store_url)
+    if context.memory:
+        if context.lessons_backend != "langgraph":  # a LangGraph store is the app's to open
+            open_store(context.store_path, context.store_url)
         from pivotal.memory.quantize import cache_folder  # onnxruntime loads only where memory is on
 
         cache_folder()  # where the store's first embedding makes its int8 model
