@@ -121,8 +121,9 @@ class Context:
     `create_pivotal_agent(..., store=...)`, the server's store under `langgraph dev`), else in Chroma
     (`store_path` / `store_url`). "chroma": always Chroma. "langgraph": always the run's store; a run
     without one is refused."""
-    lessons_namespace: tuple[str, ...] = ("pivotal", "lessons")
-    """The LangGraph store namespace lessons go under, each family in its own `(*namespace, family)`."""
+    lessons_namespace: list[str] = field(default_factory=lambda: ["pivotal", "lessons"])
+    """The LangGraph store namespace lessons go under, each family in its own `(*namespace, family)`.
+    A list, as a thread saves it, so a resume finds it unchanged."""
     dedup_similarity: float = 0.9
     """A new lesson at least this similar (cosine) to a stored one of the same kind and family
     merges into it. Measured with the embedded MiniLM: paraphrases 0.91–0.94, lessons that differ
@@ -164,7 +165,7 @@ class Context:
         _check_choice("pivot", self.pivot, get_args(PivotChoice))
         _check_choice("recall", self.recall, get_args(RecallMode))
         _check_choice("lessons_backend", self.lessons_backend, get_args(LessonsBackend))
-        self.lessons_namespace = tuple(self.lessons_namespace)  # Studio and JSON send a list
+        self.lessons_namespace = list(self.lessons_namespace)  # a tuple as LangGraph spells a namespace
         if not self.lessons_namespace or not all(
             isinstance(p, str) and p and "." not in p for p in self.lessons_namespace
         ):

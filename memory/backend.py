@@ -26,14 +26,14 @@ def lesson_store(context: Context, store: Any = None) -> ExperienceStore:
     """The run's lessons, opened on first use (Chroma may read the disk: call it from a thread)."""
     if not uses_graph_store(context, store):
         return open_store(context.store_path, context.store_url)
-    return opened_lesson_store(context, store) or _open_in(store, context.lessons_namespace)
+    return opened_lesson_store(context, store) or _open_in(store, tuple(context.lessons_namespace))
 
 
 def opened_lesson_store(context: Context, store: Any = None) -> ExperienceStore | None:
     """The run's lessons when already open, without touching the disk."""
     if not uses_graph_store(context, store):
         return opened_store(context.store_path, context.store_url)
-    held = _in_stores.get((id(store), context.lessons_namespace))
+    held = _in_stores.get((id(store), tuple(context.lessons_namespace)))
     return held[1] if held is not None and held[0] is store else None
 
 

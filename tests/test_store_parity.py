@@ -172,3 +172,12 @@ def test_an_agent_compiled_with_a_store_keeps_its_lessons_there():
     store = InMemoryStore(index=langgraph_index())
     agent = create_pivotal_agent("sim", [ping], store=store)
     assert agent.store is store  # the store every node's runtime gets
+
+
+def test_a_thread_saved_with_a_namespace_resumes_with_the_same_one():
+    """A checkpoint keeps the settings as JSON: the namespace comes back equal, not contradicting the caller's."""
+    import json
+
+    saved = json.loads(json.dumps(Context(lessons_namespace=("desk", "memories")).saved()))
+    resumed = Context.resumed(saved, Context(lessons_namespace=("desk", "memories")))
+    assert resumed.lessons_namespace == ["desk", "memories"]
