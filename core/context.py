@@ -18,6 +18,7 @@ from pivotal.core.settings import settings
 RetryStrategy = Literal["pivotal", "full", "none"]
 StepBudget = Literal["new", "path"]
 RecallMode = Literal["step", "task", "off"]
+LessonsBackend = Literal["auto", "chroma", "langgraph"]
 OnCritiqueExhausted = Literal["execute_best", "fail"]
 Role = Literal["actor", "critic", "reflector", "distiller", "gate"]
 """The roles that call a model."""
@@ -115,6 +116,14 @@ class Context:
     store_path: str = _setting("store_path")
     store_url: str = _setting("store_url")
     """A Chroma server (`chroma run`) shared by several processes; when set, `store_path` is unused."""
+    lessons_backend: LessonsBackend = "auto"
+    """Where lessons live. "auto": in the run's LangGraph store when it has one (`build_graph(store=...)`,
+    `create_pivotal_agent(..., store=...)`, the server's store under `langgraph dev`), else in Chroma
+    (`store_path` / `store_url`). "chroma": always Chroma. "langgraph": always the run's store; a run
+    without one is refused."""
+    lessons_namespace: list[str] = field(default_factory=lambda: ["pivotal", "lessons"])
+    """The LangGraph store namespace lessons go under, each family in its own `(*namespace, family)`.
+    A list, as a thread saves it, so a resume finds it unchanged."""
     dedup_similarity: float = 0.9
     """A new lesson at least this similar (cosine) to a stored one of the same kind and family
     merges into it. Measured with the embedded MiniLM: paraphrases 0.91–0.94, lessons that differ
@@ -155,6 +164,14 @@ class Context:
         _check_choice("budget", self.budget, get_args(StepBudget))
         _check_choice("pivot", self.pivot, get_args(PivotChoice))
         _check_choice("recall", self.recall, get_args(RecallMode))
+        _check_choice("lessons_backend", self.lessons_backend, get_args(LessonsBackend))
+        self.lessons_namespace = list(self.lessons_namespace)  # a tuple as LangGraph spells a namespace
+        if not self.lessons_namespace or not all(
+            isinstance(p, str) and p and "." not in p for p in self.lessons_namespace
+        ):
+            raise PivotalError(
+                f"lessons_namespace must be non-empty labels without dots (got {self.lessons_namespace!r})"
+            )
         _check_choice("on_critique_exhausted", self.on_critique_exhausted, get_args(OnCritiqueExhausted))
         for name in ("recall_min_similarity", "dedup_similarity", "utility_floor"):
             if not 0.0 <= getattr(self, name) <= 1.0:

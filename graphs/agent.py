@@ -13,6 +13,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.store.base import BaseStore
 
 from pivotal.core.context import Context
 from pivotal.core.environments import register_environment
@@ -31,6 +32,7 @@ def create_pivotal_agent(
     intro: str = "",
     name: str = "",
     checkpointer: BaseCheckpointSaver | None = None,
+    store: BaseStore | None = None,
     **context: Any,
 ) -> Any:
     """A compiled graph that works `{"messages": [...]}` or `{"task": "goal"}` with these tools.
@@ -40,7 +42,8 @@ def create_pivotal_agent(
     the same in every process that builds the same agent, so a thread resumes anywhere.
     `context` holds any other `Context` field (`max_steps`, `require_approval_for`, `memory`,
     `store_path`, ...); a caller's `context={...}` (Studio, the SDK) overrides only the keys it
-    names, a whole `Context(...)` replaces the agent's.
+    names, a whole `Context(...)` replaces the agent's. `store`: a LangGraph store the lessons then
+    live in (docs/experience-store.md, LangGraph stores).
     """
     tool_list = list(tools)
     env = name or stable_name(tool_list, verifier, irreversible, compensations, intro)
@@ -48,7 +51,7 @@ def create_pivotal_agent(
     register_environment(env, lambda: ToolEnvironment(tool_list, verifier, intro=intro, irreversible=irreversible,
                                                       compensations=compensations))  # fmt: skip
     defaults = Context(model=model, critic_model=critic_model, default_env=env, **context)
-    return build_graph(checkpointer=checkpointer, context=defaults, name=env)
+    return build_graph(checkpointer=checkpointer, context=defaults, name=env, store=store)
 
 
 def stable_name(

@@ -63,8 +63,9 @@ NODES = {
 }
 
 
-def build_graph(checkpointer: Any = None, *, context: Context | None = None, **compile_kwargs: Any):
-    """Compile the graph; pass a checkpointer to keep per-step checkpoints (resume, Studio forks).
+def build_graph(checkpointer: Any = None, *, context: Context | None = None, store: Any = None, **compile_kwargs: Any):
+    """Compile the graph; pass a checkpointer to keep per-step checkpoints (resume, Studio forks),
+    a LangGraph store (`BaseStore`) to keep the lessons in (Context.lessons_backend).
 
     `context` is what the graph runs with when a caller passes none, or passes a parent graph's
     own context (the graph embedded as a subgraph); by default Context() from PIVOTAL_* settings.
@@ -91,7 +92,7 @@ def build_graph(checkpointer: Any = None, *, context: Context | None = None, **c
     builder.add_edge("gate", "memory_writer")
     builder.add_edge("memory_writer", "respond")
     builder.add_edge("respond", END)
-    graph = builder.compile(checkpointer=checkpointer, **{"name": "pivotal", **compile_kwargs})
+    graph = builder.compile(checkpointer=checkpointer, store=store, **{"name": "pivotal", **compile_kwargs})
     # invoked directly (invoke, astream, astream_events, Studio), a default node ceiling would end
     # a run after a few steps; the Context bounds are what end a run
     return PivotalGraph(**graph.__dict__).with_config(recursion_limit=DIRECT_RECURSION_LIMIT)

@@ -112,7 +112,8 @@ def check_context(context: Context) -> None:
     """
     check_models(context)
     if context.memory:
-        check_memory(context.store_path, context.store_url)
+        # a LangGraph store is the app's to open; the embedding model is needed either way
+        check_memory(context.store_path, context.store_url, chroma=context.lessons_backend != "langgraph")
 
 
 def check_task(task: Task | dict[str, Any] | str, default_env: str = "") -> Task:

@@ -232,3 +232,16 @@ def embedding(compute: Compute) -> MiniLMEmbedding:
 def default_embedding() -> MiniLMEmbedding:
     """What new collections are made with."""
     return embedding(NEW_COMPUTE)
+
+
+def langgraph_index() -> dict[str, Any]:
+    """A LangGraph store's `index` config that embeds with Pivotal's offline MiniLM:
+    `InMemoryStore(index=langgraph_index())`. Its scores are then the cosine similarities the
+    lesson thresholds (`dedup_similarity`, `recall_min_similarity`) were measured with, and an
+    app's own `store.search(namespace, query=...)` needs no API key.
+    """
+    return {"dims": DIMENSIONS, "embed": _embed_texts, "fields": ["document"]}
+
+
+def _embed_texts(texts: list[str]) -> list[list[float]]:
+    return [query_vector(text) for text in texts]

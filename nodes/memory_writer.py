@@ -9,8 +9,8 @@ from pivotal.core.context import Context, model_label
 from pivotal.core.secrets import redact, secret_values
 from pivotal.core.state import Candidate, State
 from pivotal.core.task import Task
+from pivotal.memory.backend import lesson_store
 from pivotal.memory.lesson import Lesson
-from pivotal.memory.store import open_store
 
 
 async def memory_writer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -18,7 +18,7 @@ async def memory_writer(state: State, runtime: Runtime[Context]) -> dict[str, An
     if not context.memory:
         return {}
     task = Task.model_validate(state["task"])
-    store = await asyncio.to_thread(open_store, context.store_path, context.store_url)
+    store = await asyncio.to_thread(lesson_store, context, runtime.store)
     written, scored, retired = await asyncio.to_thread(_commit, store, state, context, task.family)
     inserted = {w.id for w in written if not w.merged}
     merged = {w.id for w in written if w.merged} - inserted  # a lesson counts once per run, however often hit

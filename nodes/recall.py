@@ -9,8 +9,8 @@ from pivotal.core.context import Context
 from pivotal.core.environments.live import lookup
 from pivotal.core.state import Recalled, State
 from pivotal.core.task import Task
+from pivotal.memory.backend import lesson_store, opened_lesson_store
 from pivotal.memory.screen import MAX_LESSON_CHARS
-from pivotal.memory.store import open_store, opened_store
 from pivotal.prompts import clip
 
 
@@ -23,9 +23,9 @@ async def recall(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         query = situation(state["run_id"], state["observation"])
     else:
         query = f"{task.goal}\n{first_line(state['first_observation'])}"
-    store = opened_store(context.store_path, context.store_url)
+    store = opened_lesson_store(context, runtime.store)
     if store is None:
-        store = await asyncio.to_thread(open_store, context.store_path, context.store_url)
+        store = await asyncio.to_thread(lesson_store, context, runtime.store)
     ask: dict[str, Any] = {
         "family": task.family,
         "k": context.recall_k,

@@ -15,12 +15,13 @@ from pivotal.core.models.reachability import check_models
 from pivotal.core.secrets import redact_tree
 from pivotal.core.state import State
 from pivotal.core.task import parse_task
+from pivotal.memory.backend import uses_graph_store
 from pivotal.memory.store import check_memory
 from pivotal.prompts import SEE_MORE, clip
 
 
 async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    await asyncio.to_thread(preflight, runtime.context)
+    await preflight(runtime.context, runtime.store)
     task = parse_task(state.get("task") or _last_question(state.get("messages") or []), runtime.context.default_env)
     run_id = state.get("run_id") or uuid.uuid4().hex
     live = await in_env_thread(open_live, run_id, task, timeout=runtime.context.step_timeout, what=f"{task.env}: reset")
@@ -75,10 +76,23 @@ def _last_question(messages: list[AnyMessage]) -> str | None:
     return None
 
 
-def preflight(context: Context) -> None:
+async def preflight(context: Context, store: Any) -> None:
     """What the run needs after its actions (lesson models, the store, its embedding model), checked
     before the first one: a direct `invoke` has no runner to check it (graphs/runner.py `preflight`).
+    Checked once per process and setting: a batch's thousandth task costs no connect and no thread.
     """
+    graph_store = context.memory and uses_graph_store(context, store)
+    key = (repr(context), graph_store)
+    if key in _checked:
+        return
+    await asyncio.to_thread(_preflight, context, graph_store)
+    _checked.add(key)
+
+
+def _preflight(context: Context, graph_store: bool) -> None:
     check_models(context)
     if context.memory:
-        check_memory(context.store_path, context.store_url)
+        check_memory(context.store_path, context.store_url, chroma=not graph_store)
+
+
+_checked: set[tuple[str, bool]] = set()

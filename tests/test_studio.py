@@ -114,6 +114,24 @@ async def test_studio_runs_the_apps_own_environment(studio):
     assert kinds == ["refund", "email"]
 
 
+async def test_studio_keeps_lessons_in_the_servers_store_where_its_memory_view_shows_them(studio):
+    """Under `langgraph dev` the run has the server's store: lessons go there, not to a Chroma folder."""
+    url, folder, _ = studio
+    client = get_client(url=url)
+    [assistant] = await client.assistants.search(graph_id="pivotal")
+    thread = await client.threads.create()
+    chroma = folder / "unused-chroma"
+    context = {"model": "sim:error=0.35,seed=8", "lesson_model": "sim", "critic": False, "max_steps": 12}
+    final = await client.runs.wait(thread["thread_id"], assistant["assistant_id"],
+                                   input={"task": {"env": "gridworld", "params": {"seed": 7}}},
+                                   context={**context, "store_path": str(chroma)})  # fmt: skip
+    written = final["counters"]["lessons_written"]
+    found = await client.store.search_items(["pivotal", "lessons", "gridworld"], limit=100)
+    assert written > 0 and len(found["items"]) >= written
+    assert {item["value"]["run_id"] for item in found["items"]} >= {final["run_id"]}
+    assert not chroma.exists()
+
+
 @pytest.mark.parametrize(
     "graphs,needle",
     [
