@@ -252,7 +252,8 @@ def context_schema(defaults: Context | None) -> type[Context]:
     own = [(f.name, f.type, _default(getattr(defaults, f.name))) for f in fields(Context)]
     schema = make_dataclass("Context", own, bases=(Context,), kw_only=True)
     schema.__module__, schema.__doc__ = Context.__module__, Context.__doc__
-    schema.__init__ = _refuse_unknown_keys(schema.__init__)  # type: ignore[method-assign]
+    # setattr: a type checker cannot follow an __init__ replaced on a class made at run time
+    setattr(schema, "__init__", _refuse_unknown_keys(vars(schema)["__init__"]))  # noqa: B010
     return schema
 
 

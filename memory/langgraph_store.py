@@ -136,8 +136,9 @@ class StoreCollection:
     def _nearest(self, text: str, vector: np.ndarray, flt: dict[str, Any] | None, n: int) -> list[tuple[Item, float]]:
         if text:
             hits = self.store.search(self.namespace, query=text, filter=flt, limit=n)
-            if all(hit.score is not None for hit in hits):  # the store has an index
-                return [(hit, float(hit.score)) for hit in hits if hit.namespace == self.namespace]
+            ranked: list[tuple[Item, float]] = [(hit, hit.score) for hit in hits if hit.score is not None]
+            if len(ranked) == len(hits):  # the store has an index
+                return [(hit, score) for hit, score in ranked if hit.namespace == self.namespace]
         from pivotal.memory.embeddings import NEW_COMPUTE, query_vector
 
         items = list(_all(self.store, self.namespace, flt))

@@ -12,6 +12,7 @@ from langgraph.types import interrupt
 from pivotal.core.context import Context
 from pivotal.core.environments import require_environment
 from pivotal.core.state import Critique, Proposal, State
+from pivotal.core.task import Task
 
 QUESTION = 'Approve this action? Resume with {"decision": "approve" | "reject", "reason": "..."}.'
 
@@ -20,7 +21,7 @@ async def human_approval(state: State, runtime: Runtime[Context]) -> dict[str, A
     chosen = state["chosen"] or {}
     critiques = state.get("critiques", [])
     # before the reply is read: a resume where the action cannot run leaves the decision unspent
-    require_environment(state["task"]["env"])
+    require_environment(Task.model_validate(state["task"]).env)
     reply = interrupt(
         {
             "question": QUESTION,
