@@ -1,7 +1,8 @@
-"""Close the run: reply to a chat caller, and let go of the live environment.
+"""Close the turn: reply to a chat caller, record the turn, and let go of the live environment.
 
 The reply is the agent's final answer, or what went wrong, so a chat app (or Studio's chat view)
-reads the outcome where it reads everything else. Releasing the environment here frees it
+reads the outcome where it reads everything else; the turn's summary joins the thread's `turns`,
+which the next turn's actor and critic read. Releasing the environment here frees it
 however the graph was invoked; a later resume or fork rebuilds it from the checkpoint.
 """
 
@@ -12,7 +13,7 @@ from langgraph.runtime import Runtime
 
 from pivotal.core.context import Context
 from pivotal.core.environments.live import release
-from pivotal.core.state import State
+from pivotal.core.state import State, turn_summary
 
 
 async def respond(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -21,4 +22,5 @@ async def respond(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         text = state.get("answer") or state.get("reason", "")
     else:
         text = f"I could not complete the task: {state.get('reason', '')}"
-    return {"messages": [AIMessage(text, name="pivotal")]}
+    turns = [turn for turn in state.get("turns") or [] if turn.get("run_id") != state["run_id"]]
+    return {"messages": [AIMessage(text, name="pivotal")], "turns": [*turns, turn_summary(state)]}
