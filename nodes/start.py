@@ -96,7 +96,7 @@ def _next_task(state: State, opened: Turn, question: Question | None, default_en
     if given and not (isinstance(given, dict) and given.get("id") == opened.get("task_id")):
         return parse_task(given, default_env)
     if question is not None and question[0] != opened.get("question_id"):
-        same_world = (
+        same_world: dict[str, Any] = (
             {key: given[key] for key in ("env", "family", "params") if key in given} if isinstance(given, dict) else {}
         )
         return parse_task({**same_world, "goal": question[1]}, default_env)
