@@ -9,7 +9,7 @@ replies these shapes are built from are in `pivotal.core.schemas`.
 cannot build Studio's input and output forms from the latter.
 """
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
@@ -143,13 +143,35 @@ class Recalled(TypedDict):
     similarity: float
 
 
+class Turn(TypedDict, total=False):
+    """One turn of a thread's conversation: a new human message (or a new task) and what came of it.
+
+    A thread is a conversation: each turn has its own goal, run id, step budget and result, and the
+    turns before it are context its actor and critic read (`<earlier_turns>`).
+    """
+
+    goal: str
+    task_id: str
+    question_id: str
+    """The newest human message when the turn opened ("" when none): a later one opens the next turn."""
+    run_id: str
+    status: Status | Literal["interrupted", ""]
+    """How the turn ended; "interrupted" when a new turn began while it waited, "" when unknown (a
+    conversation handed in as messages, e.g. by a parent graph)."""
+    answer: str
+    """The final answer, or why the turn could not finish; an earlier reply, for a handed-in conversation."""
+    actions: list[list[Any]]
+    """[action, arguments] of each step the turn executed."""
+
+
 class InputState(TypedDict, total=False):
     """What a caller (or LangGraph Studio) passes in."""
 
     task: dict[str, Any] | str
     """A `Task` as a dict, or just a goal string for the default environment."""
     messages: Annotated[list[AnyMessage], add_messages]
-    """A chat instead of a task: the last human message is the goal; the run appends its reply."""
+    """A chat instead of a task: the last human message is the goal; the run appends its reply. A
+    human message that came after the last turn opened starts a new turn (see `Turn`)."""
     run_id: str
     """Set by the runners (`arun`, `run_batch`) so they can release the run's environment; new if absent."""
     run_settings: dict[str, Any]
@@ -168,6 +190,7 @@ class OutputState(TypedDict, total=False):
     answer: str
     verified: bool
     messages: Annotated[list[AnyMessage], add_messages]
+    turns: list["Turn"]
     trajectory: list["Step"]
     reflections: list["Reflection"]
     retries: int
@@ -192,6 +215,11 @@ class NodeResult(TypedDict, total=False):
 class State(InputState, total=False):
     pivotal_result: NodeResult
     """The run's outcome under a name no parent uses for its own (`status` stays the parent's)."""
+    turn: Turn
+    """The current turn as it opened; `status`, `answer`, `trajectory` and the rest are this turn's."""
+    turns: list[Turn]
+    """The thread's finished turns, oldest first (`respond` adds each), and earlier turns of a
+    conversation handed in as messages."""
     status: Status
     reason: str
     answer: str
@@ -236,3 +264,18 @@ class State(InputState, total=False):
     """executed, replayed, llm_calls, approved, revised, rejected, prechecked, fallbacks."""
     usage: Annotated[dict[str, Any], add_counts]
     """Per role: calls, input_tokens, output_tokens, seconds, fallbacks."""
+
+
+def turn_summary(state: State, status: str = "") -> Turn:
+    """The current turn as the thread keeps it once it ends: goal, outcome, the actions it executed."""
+    status = status or state.get("status", "")
+    said = state.get("answer") if status == "success" else state.get("reason")
+    return cast(
+        Turn,
+        {
+            **(state.get("turn") or {"run_id": state.get("run_id", "")}),
+            "status": status,
+            "answer": str(said or ""),
+            "actions": [[step["action"], step["arguments"]] for step in state.get("trajectory") or []],
+        },
+    )

@@ -33,6 +33,7 @@ async def actor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "actor",
         task=task.goal,
         actions=show.actions(specs),
+        earlier_turns=show.earlier_turns(state.get("turns", [])),
         history=show.history(state["trajectory"]),
         observation=state["observation"],
         lessons=lessons_block(state.get("lessons", [])),

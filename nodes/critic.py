@@ -65,6 +65,7 @@ async def _judge(
         "critic",
         task=task.goal,
         actions=show.actions(env.describe_actions()),
+        earlier_turns=show.earlier_turns(state.get("turns", [])),
         history=show.history(state["trajectory"]),
         observation=state["observation"],
         lessons=lessons_block(state.get("lessons", [])),

@@ -1,4 +1,12 @@
-"""After a failed attempt: find the pivotal step (observer's view) and decide whether to retry."""
+"""After a failed attempt: find the pivotal step (observer's view) and decide whether to retry.
+
+An attempt that failed before acting (no proposal for the current step got past the pre-check and
+critic, or the critic rejected the agent's own final answer) is put to the reflector too when no
+verifier checks the environment's outcome: there the steps that led up to it are the likely mistake,
+and the reflector's diagnosis and advice are what the retry has to go on. It may name the step that
+was turned down (numbered after the executed ones) as the pivotal one. With a verifier such an
+attempt keeps its plain reflection at the current step, as no executed step was wrong.
+"""
 
 from typing import Any
 
@@ -19,20 +27,22 @@ async def reflector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     will_retry = context.retry != "none" and state.get("retries", 0) < context.max_pivot_retries
     if not will_retry and not context.memory:
         return _give_up(state)  # a reflection would feed neither a retry nor a lesson
-    if state.get("stuck"):
-        return _stuck(state) if will_retry else {**_stuck(state), **_give_up(state)}
     task = Task.model_validate(state["task"])
     live, replayed = await attach(state["run_id"], task, state["trajectory"], runtime.context.step_timeout)
+    stuck = bool(state.get("stuck"))
+    if stuck and not _answers_itself(live.env):
+        return _stuck(state) if will_retry else {**_stuck(state), **_give_up(state)}
     trajectory = state["trajectory"]
     user = prompts.render(
         "reflector",
         task=task.goal,
         outcome=state["attempt_failed"],
         steps=show.steps(trajectory, context.max_observation_chars),
+        turned_down=show.turned_down(len(trajectory), state.get("critiques", [])) if stuck else "",
         observation=show.final_observation(trajectory, state["observation"], context.max_observation_chars),
         reflections=show.reflections(state.get("reflections", [])),
     )
-    last = max(len(trajectory) - 1, 0)
+    last = len(trajectory) if stuck else max(len(trajectory) - 1, 0)
     fallback = ReflectionReply(
         pivotal_step=last,
         no_return_step=last,
@@ -40,7 +50,7 @@ async def reflector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         diagnosis="the reflector gave no valid reflection",
         advice="try a different action",
     )
-    schema = reflection_schema(len(trajectory))
+    schema = reflection_schema(len(trajectory) + int(stuck))  # a turned-down step can be the pivotal one
     answer, updates = await ask_role(
         context,
         state,
@@ -70,10 +80,15 @@ async def reflector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     return result if will_retry else {**result, **_give_up(state)}
 
 
+def _answers_itself(env: Any) -> bool:
+    """No verifier decides the outcome: the agent ends the task with its own answer (`finish`)."""
+    return any(getattr(spec, "final", False) for spec in env.describe_actions())
+
+
 def _stuck(state: State) -> dict[str, Any]:
     """No proposal for the current step got past the pre-check and critic: that is the failure, and
-    no executed step caused it, so the pivot is this step (everything done so far is kept) and no
-    model is asked to blame a step that was fine.
+    with a verifier no executed step caused it, so the pivot is this step (everything done so far is
+    kept) and no model is asked to blame a step that was fine.
     """
     here = len(state["trajectory"])
     reflection = {

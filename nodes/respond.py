@@ -1,8 +1,9 @@
-"""Close the run: reply to a chat caller, and let go of the live environment.
+"""Close the turn: reply to a chat caller, record the turn, and let go of the live environment.
 
 The reply is the agent's final answer, or what went wrong, so a chat app (or Studio's chat view)
 reads the outcome where it reads everything else; a parent graph that embeds Pivotal reads it in
-`pivotal_result` too, never in keys of its own such as `status`. Releasing the environment here frees it
+`pivotal_result` too, never in keys of its own such as `status`; the turn's summary joins the
+thread's `turns`, which the next turn's actor and critic read. Releasing the environment here frees it
 however the graph was invoked; a later resume or fork rebuilds it from the checkpoint.
 """
 
@@ -13,7 +14,7 @@ from langgraph.runtime import Runtime
 
 from pivotal.core.context import Context
 from pivotal.core.environments.live import release
-from pivotal.core.state import NodeResult, State
+from pivotal.core.state import NodeResult, State, turn_summary
 
 
 async def respond(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -30,4 +31,9 @@ async def respond(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "run_id": state["run_id"],
         "retries": state.get("retries", 0),
     }
-    return {"messages": [AIMessage(text, name="pivotal")], "pivotal_result": result}
+    turns = [turn for turn in state.get("turns") or [] if turn.get("run_id") != state["run_id"]]
+    return {
+        "messages": [AIMessage(text, name="pivotal")],
+        "turns": [*turns, turn_summary(state)],
+        "pivotal_result": result,
+    }

@@ -1,29 +1,52 @@
-"""Open the run: read the task (or the last human message of a chat), create and reset the environment."""
+"""Open a turn: read its goal (a new task, or the newest human message), create and reset the environment.
+
+A thread is a conversation. The first run on it takes the task (or the last human message); a later
+run that brings something new (a human message that came after the last turn opened, or a task
+that is not the one already worked) opens a new turn: its goal is what came, its step budget,
+trajectory, reflections and lessons start afresh, and earlier turns become context. Each turn has
+its own run id, so its environment is a fresh instance and its idempotency keys are its own: nothing
+an earlier turn executed runs again (a reset must never act on the world, see docs/side-effects.md).
+A resume (`Command(resume=...)`, `invoke(None)`) never comes here: it continues the turn it paused.
+"""
 
 import asyncio
 import hashlib
 import uuid
 from typing import Any
 
-from langchain_core.messages import AnyMessage, HumanMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.runtime import Runtime
 
 from pivotal.core.context import Context
-from pivotal.core.environments.live import in_env_thread, open_live, state_of
+from pivotal.core.environments.live import in_env_thread, open_live, release, state_of
 from pivotal.core.errors import PivotalError
 from pivotal.core.models.reachability import check_models
 from pivotal.core.secrets import redact_tree
-from pivotal.core.state import State
-from pivotal.core.task import parse_task
+from pivotal.core.state import State, Turn, turn_summary
+from pivotal.core.task import Task, parse_task
 from pivotal.memory.backend import uses_graph_store
 from pivotal.memory.store import check_memory
 from pivotal.prompts import SEE_MORE, clip
 
+Question = tuple[str, str]
+"""A human message's (id, text)."""
+
 
 async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     await preflight(runtime.context, runtime.store)
-    task = parse_task(state.get("task") or _last_question(state.get("messages") or []), runtime.context.default_env)
-    run_id = state.get("run_id") or uuid.uuid4().hex
+    messages = state.get("messages") or []
+    question = _last_question(messages)
+    opened = state.get("turn")
+    if opened is None:
+        task = parse_task(state.get("task") or (question[1] if question else None), runtime.context.default_env)
+        turns = _handed_in(messages, question if not state.get("task") else None)
+        run_id = state.get("run_id") or uuid.uuid4().hex
+    else:
+        task = _next_task(state, opened, question, runtime.context.default_env)
+        turns = _closed(state, opened)
+        release(opened.get("run_id", ""))  # a turn left waiting: its world is not this turn's
+        given = state.get("run_id")
+        run_id = given if given and given != opened.get("run_id") else uuid.uuid4().hex
     live = await in_env_thread(open_live, run_id, task, timeout=runtime.context.step_timeout, what=f"{task.env}: reset")
     if not task.goal:
         task.goal = getattr(live.env, "default_goal", "")
@@ -32,10 +55,18 @@ async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     observation = clip(
         live.first_observation, runtime.context.max_observation_chars, hint=SEE_MORE
     )  # open_live redacted it
+    turn: Turn = {
+        "goal": task.goal,
+        "task_id": task.id,
+        "question_id": question[0] if question else "",
+        "run_id": run_id,
+    }
     return {
         "task": task.model_dump(),
         "run_id": run_id,
         "run_settings": state.get("run_settings") or runtime.context.saved(),  # a resume anywhere keeps them
+        "turn": turn,
+        "turns": turns,
         "status": "running",
         "reason": "",
         "observation": observation,
@@ -53,6 +84,7 @@ async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "written": [],
         "retired": [],
         "attempt_failed": "",
+        "stuck": False,
         "proposal": None,
         "chosen": None,
         "attempt_start": 0,
@@ -62,17 +94,61 @@ async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     }
 
 
+def _next_task(state: State, opened: Turn, question: Question | None, default_env: str) -> Task:
+    """The new turn's task: a task that is not the one already worked, else the new human message
+    (in the same environment as the turn before); anything else would run a finished task again.
+    """
+    given = state.get("task")
+    if given and not (isinstance(given, dict) and given.get("id") == opened.get("task_id")):
+        return parse_task(given, default_env)
+    if question is not None and question[0] != opened.get("question_id"):
+        same_world: dict[str, Any] = (
+            {key: given[key] for key in ("env", "family", "params") if key in given} if isinstance(given, dict) else {}
+        )
+        return parse_task({**same_world, "goal": question[1]}, default_env)
+    raise PivotalError(
+        f"nothing new on this thread: its task {opened.get('goal', '')[:80]!r} was already started; "
+        "send a new message or a new task for another turn, or resume the paused one"
+    )
+
+
+def _closed(state: State, opened: Turn) -> list[Turn]:
+    """The thread's turns with the one being left: `respond` recorded it if it finished, else it
+    was left waiting (for a person, or after a fault) and is recorded as interrupted.
+    """
+    turns = list(state.get("turns") or [])
+    if any(turn.get("run_id") == opened.get("run_id") for turn in turns):
+        return turns
+    return [*turns, turn_summary(state, "interrupted")]
+
+
+def _handed_in(messages: list[AnyMessage], question: Question | None) -> list[Turn]:
+    """Earlier turns of a conversation handed in whole (a parent graph's chat, a chat history):
+    each human message before the goal's, with the replies that followed it.
+    """
+    turns: list[Turn] = []
+    for message in messages:
+        if question is not None and message.id == question[0]:
+            break
+        if isinstance(message, HumanMessage):
+            turns.append({"goal": str(message.text), "question_id": message.id or "", "status": "", "answer": ""})
+        elif isinstance(message, AIMessage) and turns and message.text:
+            turns[-1]["answer"] = f"{turns[-1]['answer']}\n{message.text}".strip()
+    return turns
+
+
 def _instance(env: Any) -> str:
     """A short id of the world the environment's `instance()` describes ("" when it has none)."""
     describe = getattr(env, "instance", None)
     return hashlib.sha256(str(describe()).encode()).hexdigest()[:16] if callable(describe) else ""
 
 
-def _last_question(messages: list[AnyMessage]) -> str | None:
-    """A chat caller's goal: the last human message."""
-    for message in reversed(messages):
+def _last_question(messages: list[AnyMessage]) -> Question | None:
+    """A chat caller's goal: the last human message, with its id (`add_messages` gives every message one)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
         if isinstance(message, HumanMessage):
-            return str(message.text)
+            return message.id or f"#{index}", str(message.text)
     return None
 
 

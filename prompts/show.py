@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from pivotal.core.state import Critique, Reflection, Step
+from pivotal.core.state import Critique, Reflection, Step, Turn
 from pivotal.prompts import SEE_MORE, clip
 
 
@@ -27,6 +27,10 @@ class Action(Protocol):
 
 
 HISTORY_STEPS = 8
+EARLIER_TURNS = 6
+"""Earlier turns of a conversation shown in full; older ones are counted, not shown."""
+TURN_CHARS = 600
+"""The most of an earlier turn's goal or answer that is shown."""
 PAST = {"approve": "approved", "revise": "sent back for revision", "reject": "rejected"}
 
 
@@ -77,6 +81,13 @@ def steps(trajectory: list[Step], limit: int) -> str:
         (last, _as_step(last["observation"], limit))
     ]
     return "\n".join(f"step {s['index']}: {call(s['action'], s['arguments'])} -> {seen}" for s, seen in shown)
+
+
+def turned_down(index: int, items: list[Critique]) -> str:
+    """The step an attempt could not take: what was proposed for it and why each was turned down."""
+    if not items:
+        return ""
+    return f"step {index} (not executed):\n{critiques(items)}"
 
 
 def _first_line(observation: str, limit: int) -> str:
@@ -139,3 +150,28 @@ def critiques(items: list[Critique]) -> str:
         f"{c['source']}: {'; '.join(part for part in (c['diagnosis'].strip(), c['revision'].strip()) if part)}"
         for c in items
     )
+
+
+def earlier_turns(turns: list[Turn]) -> str:
+    """The conversation before the current turn: what each turn asked, did and answered.
+
+    Only what the turns said and did, kept short: the current turn's own goal and progress are in
+    their own blocks, and an earlier turn's actions are done (they are never run again).
+    """
+    if not turns:
+        return ""
+    recent = turns[-EARLIER_TURNS:]
+    first = len(turns) - len(recent)
+    lines = [f"({first} earlier turns omitted)"] if first else []
+    for number, turn in enumerate(recent, start=first + 1):
+        line = f"- turn {number}: asked: {clip(turn.get('goal', ''), TURN_CHARS)}"
+        if turn.get("actions"):
+            done = ", ".join(call(action, arguments) for action, arguments in turn["actions"][-HISTORY_STEPS:])
+            line += f"\n  did: {clip(done, TURN_CHARS)}"
+        outcome = {"success": "answered", "failure": "failed", "interrupted": "left waiting"}.get(
+            turn.get("status", ""), "replied"
+        )
+        if turn.get("answer"):
+            line += f"\n  {outcome}: {clip(turn['answer'], TURN_CHARS)}"
+        lines.append(line)
+    return "\n".join(lines)

@@ -271,6 +271,7 @@ def test_a_prompt_with_a_1_mb_recalled_lesson_stays_under_the_cap():
     fields = dict(
         task="reach G",
         actions="- up\n- down",
+        earlier_turns="- turn 1: asked: reach H",
         history="No steps taken yet.",
         observation="a maze",
         lessons=lessons_block([lesson, {**lesson, "text": "go around walls"}]),
