@@ -56,3 +56,18 @@ def unpacked(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(folder)
     return folder
+
+
+@pytest.fixture
+def desk(tmp_path, monkeypatch):
+    """The support desk's world: a ledger of its side effects, and a scripted OpenAI-compatible
+    server on 127.0.0.1 behind a real `ChatOpenAI` (set `server.responder` to script it).
+    """
+    from langchain_openai import ChatOpenAI
+
+    from pivotal.testing.loopback_provider import loopback
+
+    monkeypatch.setenv("SUPPORT_LEDGER", str(tmp_path / "ledger.jsonl"))
+    with loopback() as server:
+        model = ChatOpenAI(model="clerk", base_url=server.base_url_openai, api_key="local", max_retries=0)
+        yield server, model, tmp_path / "ledger.jsonl"

@@ -14,13 +14,12 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
-from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.types import Command
 
-from pivotal.testing.loopback_provider import generic_responder, loopback
+from pivotal.testing.loopback_provider import generic_responder
 
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("support_desk", ROOT / "examples" / "support_desk.py")
@@ -53,14 +52,6 @@ def clerk(reject_first_answer: bool = False):
         return generic_responder(schema_name, schema, messages)
 
     return respond
-
-
-@pytest.fixture
-def desk(tmp_path, monkeypatch):
-    monkeypatch.setenv("SUPPORT_LEDGER", str(tmp_path / "ledger.jsonl"))
-    with loopback() as server:
-        model = ChatOpenAI(model="clerk", base_url=server.base_url_openai, api_key="local", max_retries=0)
-        yield server, model, tmp_path / "ledger.jsonl"
 
 
 def entries(ledger: Path, kind: str) -> list[dict]:

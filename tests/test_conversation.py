@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
-from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.types import Command
@@ -64,14 +63,6 @@ def clerk(prompts: list[str] | None = None):
         return {"action": "finish", "arguments": {"answer": f"Refunded {order_id}."}, "thought": "done"}
 
     return respond
-
-
-@pytest.fixture
-def desk(tmp_path, monkeypatch):
-    monkeypatch.setenv("SUPPORT_LEDGER", str(tmp_path / "ledger.jsonl"))
-    with loopback() as server:
-        model = ChatOpenAI(model="clerk", base_url=server.base_url_openai, api_key="local", max_retries=0)
-        yield server, model, tmp_path / "ledger.jsonl"
 
 
 def refunds(ledger: Path) -> list[str]:
