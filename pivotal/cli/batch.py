@@ -61,6 +61,15 @@ def _batch(args: argparse.Namespace) -> int:
         return _locked_batch(args, out, marker)
 
 
+def _quiet_about_stops(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """A stop (SIGTERM, Ctrl-C) that lands while the loop winds the batch's task down leaves that
+    task's exception unread; the one line the command prints says all there is, so asyncio's
+    "exception was never retrieved" traceback is not printed after it.
+    """
+    if not isinstance(context.get("exception"), KeyboardInterrupt):
+        loop.default_exception_handler(context)
+
+
 def _locked_batch(args: argparse.Namespace, out: Path, marker: Path) -> int:
     from pivotal.graphs.runner import check_context
 
@@ -90,7 +99,9 @@ def _locked_batch(args: argparse.Namespace, out: Path, marker: Path) -> int:
                 )
         pending = [(number, task) for number, task in lines if number not in done]
         try:
-            asyncio.run(_run(pending, context, args.concurrency, state, results, args))
+            with asyncio.Runner() as runner:
+                runner.get_loop().set_exception_handler(_quiet_about_stops)
+                runner.run(_run(pending, context, args.concurrency, state, results, args))
         except InfrastructureFault as fault:
             raise InfrastructureFault(f"{fault}: pivotal batch {args.tasks} --out {args.out} --resume") from None
     summary = batch_summary(_read_results(out), time.perf_counter() - started, resumed=len(done))
