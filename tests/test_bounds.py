@@ -18,16 +18,7 @@ def worst_step(context: Context) -> int:
     def propose(critiques: list, nodes: int) -> None:
         nonlocal longest
         for source, decision in VERDICTS:
-            critique = {
-                "action": "a",
-                "arguments": {},
-                "thought": "",
-                "decision": decision,
-                "confidence": 1.0,
-                "diagnosis": "",
-                "revision": "",
-                "source": source,
-            }
+            critique = _critique(source, decision)
             judged, spent = [*critiques, critique], nodes + 2  # actor + critic
             chosen, failed = _decide(judged, context)
             if failed:
