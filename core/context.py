@@ -194,8 +194,9 @@ class Context:
         return own if isinstance(own, BaseChatModel) or own else self.model
 
     @classmethod
-    def field_names(cls) -> set[str]:
-        return {f.name for f in fields(cls)}
+    def field_names(cls) -> frozenset[str]:
+        """The same for every Context schema (a `context_schema` only changes defaults), so made once."""
+        return _FIELD_NAMES
 
     def saved(self) -> dict[str, Any]:
         """The settings a run keeps with its thread, so it resumes anywhere exactly as it started.
@@ -203,7 +204,7 @@ class Context:
         A model object cannot be saved: its place holds `{"model_object": label}`, and a resume
         must be given the object again.
         """
-        return {f.name: _saved(getattr(self, f.name)) for f in fields(self)}
+        return {name: _saved(getattr(self, name)) for name in _FIELD_ORDER}
 
     @classmethod
     def resumed(
@@ -279,6 +280,8 @@ def _refuse_unknown_keys(init: Callable[..., None]) -> Callable[..., None]:
 
 
 Context.__init__ = _refuse_unknown_keys(Context.__init__)  # type: ignore[method-assign]
+_FIELD_ORDER = tuple(f.name for f in fields(Context))
+_FIELD_NAMES = frozenset(_FIELD_ORDER)
 
 
 def model_label(model: str | BaseChatModel) -> str:

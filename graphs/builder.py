@@ -240,9 +240,35 @@ def recursion_limit(context: Context) -> int:
     return (context.max_pivot_retries + 1) * per_attempt + 6 + 1
 
 
-def _context(runtime: Runtime[Any], default: Context | None) -> Context:
-    """The run's Context; the graph's own when the caller gave none, or a parent graph's own context."""
-    return runtime.context if isinstance(runtime.context, Context) else default or Context()
+def _context(runtime: Runtime[Any], default: Context | None, state: State | None = None) -> Context:
+    """The run's Context: the caller's, else the graph's own (a caller that gave none, or a parent
+    graph's own context); for a turn already under way, its saved settings (`run_settings`), so a
+    `Command(resume=...)` or `invoke(None)` from any process goes on as the turn started.
+
+    What a caller names is what its context sets apart from the graph's own defaults (Studio and the
+    SDK always send a whole form of them): a name that repeats the saved value is fine, one that
+    contradicts it is refused in one line before the node runs, so a paused decision stays unspent.
+    A model object cannot be saved: the caller's (or the graph's) object of the same place is used.
+    """
+    given = runtime.context if isinstance(runtime.context, Context) else None
+    saved = (state or {}).get("run_settings")
+    if not saved:
+        return given or default or Context()
+    if given is not None and given.saved() == saved:
+        return given  # the runners' path: the context they resumed with
+    own = default or Context()
+    named = _set_apart(given, own)
+    for slot, value in saved.items():  # a saved model object: given back by the caller or the graph
+        if isinstance(value, dict) and "model_object" in value and slot not in named:
+            named[slot] = getattr(given or own, slot, None)
+    return Context.resumed(saved, named)
+
+
+def _set_apart(given: Context | None, own: Context) -> dict[str, Any]:
+    """The fields a caller's context sets apart from the graph's own defaults: what it named."""
+    if given is None:
+        return {}
+    return {name: value for name in Context.field_names() if (value := getattr(given, name)) != getattr(own, name)}
 
 
 def _routed(route, default: Context | None) -> RunnableCallable:
@@ -258,7 +284,7 @@ def _routed(route, default: Context | None) -> RunnableCallable:
             runtime = get_runtime(Context)
         except RuntimeError:  # no runnable context at all
             runtime = None
-        return route(state, _context(runtime, default) if runtime is not None else None)
+        return route(state, _context(runtime, default, state) if runtime is not None else None)
 
     async def apath(state: State) -> str:
         return path(state)
@@ -271,8 +297,9 @@ def _logged(name: str, node, default: Context | None) -> RunnableCallable:
 
     @functools.wraps(node)
     async def run(state: State, runtime):
-        if not isinstance(runtime.context, Context):
-            runtime = runtime.override(context=_context(runtime, default))
+        context = _context(runtime, default, None if name == "start" else state)  # start opens a turn: the caller's
+        if context is not runtime.context:
+            runtime = runtime.override(context=context)
         started = time.perf_counter()
         update = await node(state, runtime)
         usage = (update.get("usage") or {}).values()

@@ -64,7 +64,7 @@ async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     return {
         "task": task.model_dump(),
         "run_id": run_id,
-        "run_settings": state.get("run_settings") or runtime.context.saved(),  # a resume anywhere keeps them
+        "run_settings": runtime.context.saved(),  # the turn's own: a resume anywhere goes on with them
         "turn": turn,
         "turns": turns,
         "status": "running",

@@ -142,3 +142,48 @@ def test_a_resume_where_the_tools_are_missing_is_refused_and_the_decision_stays_
     rejected = process_b(paused, RESUME.format(decision="reject"))
     assert "error" not in rejected, rejected
     assert rejected["approved"] == 0 and refunds(paused) == 0
+
+
+COMMAND = """
+    import desk_app
+    from pivotal import build_graph
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    async def go():
+        async with AsyncSqliteSaver.from_conn_string(CHECKPOINTS) as saver:
+            desk_app.agent()  # its tools registered in this process too
+            graph = {graph}
+            config = {{"configurable": {{"thread_id": THREAD}}}}
+            values = await graph.ainvoke(Command(resume="{decision}"), config{context})
+            approved = values["counters"].get("human_approved", 0)
+            return {{"status": values["status"], "reason": values["reason"], "approved": approved}}
+    out = asyncio.run(go())
+"""
+
+
+def test_command_resume_with_no_context_goes_on_with_the_threads_saved_settings(paused):
+    """A bare `build_graph` in a process whose default model is NOWHERE and memory on: the turn goes
+    on as it started (sim, memory off), not on the process's defaults.
+    """
+    out = process_b(paused, COMMAND.format(graph="build_graph(saver)", decision="approve", context=""))
+    assert "error" not in out, out
+    assert out["status"] == "success" and out["approved"] == 1, out  # NOWHERE: "failure", a connection error
+    assert refunds(paused) == 1
+
+
+def test_command_resume_may_repeat_a_saved_setting(paused):
+    context = ', context={"max_steps": 2, "memory": False}'
+    out = process_b(paused, COMMAND.format(graph="desk_app.agent(saver)", decision="approve", context=context))
+    assert "error" not in out, out
+    assert refunds(paused) == 1
+
+
+@pytest.mark.parametrize("graph", ["desk_app.agent(saver)", "build_graph(saver)"])
+def test_command_resume_that_contradicts_the_saved_settings_is_refused_and_the_decision_stays_unspent(paused, graph):
+    contradiction = ', context={"max_steps": 7}'
+    refused = process_b(paused, COMMAND.format(graph=graph, decision="approve", context=contradiction))
+    assert "max_steps 7 contradicts this run's saved max_steps 2" in refused.get("error", ""), refused
+    assert len(refused["error"].splitlines()) == 1 and refunds(paused) == 0
+    rejected = process_b(paused, COMMAND.format(graph=graph, decision="reject", context=""))
+    assert "error" not in rejected, rejected
+    assert rejected["approved"] == 0 and refunds(paused) == 0
