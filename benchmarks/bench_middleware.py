@@ -181,17 +181,17 @@ async def main(tickets: int, errors: list[float]) -> None:
                     else:
                         row = await _agent_run(setup, fresh, error, index, str(folder / f"lessons-{error}"))
                     rows.setdefault((error, setup), []).append(row)
-    print(
-        f"| error | setup | success | harmful/wrong calls run | calls run | LLM calls | tokens | wall s |  ({tickets} tickets each)"
-    )
+    print(f"{tickets} support-desk tickets per row; harmful: calls run that the oracle judged not the next good step")
+    print("| error | setup | success | harmful/wrong calls run | calls run | LLM calls | tokens | wall s |")
     print("|---|---|---|---|---|---|---|---|")
     for (error, setup), runs in rows.items():
         n = len(runs)
         total = {
             key: sum(float(r[key]) for r in runs) for key in ("harmful", "executed", "llm_calls", "tokens", "wall_s")
         }
-        print(f"| {error} | {setup} | {sum(r['success'] for r in runs)}/{n} | {total['harmful']:.0f} | {total['executed']:.0f} | "
-              f"{total['llm_calls'] / n:.1f} | {total['tokens'] / n:.0f} | {total['wall_s'] / n:.3f} |")  # fmt: skip
+        cells = [str(error), setup, f"{sum(r['success'] for r in runs)}/{n}", f"{total['harmful']:.0f}"]
+        cells += [f"{total['executed']:.0f}", f"{total['llm_calls'] / n:.1f}", f"{total['tokens'] / n:.0f}"]
+        print("| " + " | ".join([*cells, f"{total['wall_s'] / n:.3f}"]) + " |")
 
 
 if __name__ == "__main__":

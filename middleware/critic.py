@@ -221,8 +221,14 @@ class PivotalCritic(AgentMiddleware):
             return request, {**entry, "arguments": arguments, "source": "human", "diagnosis": "human: edited"}
         decision, reason = read_reply(reply)
         counters = add_counts(entry["counters"], {"human_approved" if decision == "approve" else "human_rejected": 1})
-        return request, {**entry, "decision": decision, "source": "human", "diagnosis": f"human: {reason}" if reason else "human",
-                         "revision": "" if decision == "approve" else (reason or "a person rejected this call"), "counters": counters}  # fmt: skip
+        return request, {
+            **entry,
+            "decision": decision,
+            "source": "human",
+            "diagnosis": f"human: {reason}" if reason else "human",
+            "revision": "" if decision == "approve" else (reason or "a person rejected this call"),
+            "counters": counters,
+        }
 
     def _env(self, request: ToolCallRequest) -> Any:
         if self.environment is not None:
@@ -301,8 +307,14 @@ def _pending(reviews: list[Review]) -> list[Review]:
 
 
 def _critique(entry: Review) -> Critique:
-    return {"action": entry["action"], "arguments": entry["arguments"], "decision": entry["decision"],  # type: ignore[typeddict-item]
-            "diagnosis": entry["diagnosis"], "revision": entry.get("revision", ""), "source": entry["source"]}  # fmt: skip
+    return {
+        "action": entry["action"],
+        "arguments": entry["arguments"],
+        "decision": entry["decision"],  # type: ignore[typeddict-item]
+        "diagnosis": entry["diagnosis"],
+        "revision": entry.get("revision", ""),
+        "source": entry["source"],  # type: ignore[typeddict-item]
+    }
 
 
 def _steps(reviews: list[Review]) -> list[Step]:
