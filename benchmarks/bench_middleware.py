@@ -35,6 +35,7 @@ from langgraph.errors import GraphRecursionError
 
 from pivotal import Context, PivotalCritic, PivotalMemory, Task, arun, register_environment
 from pivotal.middleware import critic_counts
+from pivotal.middleware.critic import STOP
 from pivotal.testing.ledger_env import SupportDesk
 from pivotal.testing.scripted import stepping_tools
 
@@ -103,7 +104,7 @@ class DeskAgentModel(BaseChatModel):
 
 def _ended(messages: list[BaseMessage]) -> bool:
     last = messages[-1] if messages else None
-    return isinstance(last, ToolMessage) and "stop and tell the user" in str(last.content)
+    return isinstance(last, ToolMessage) and STOP in str(last.content)
 
 
 def _wrong(desk: SupportDesk, rng: random.Random) -> tuple[str, dict[str, Any]]:

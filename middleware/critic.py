@@ -135,12 +135,8 @@ class PivotalCritic(AgentMiddleware):
         pending = _pending(reviews)
         if reason := repeat_reason(env, call["name"], call["args"], done):
             found = _refusal(reason), "precheck", {}
-        elif sum(r["source"] != "precheck" for r in pending) >= self.context.max_critique_rounds + 1:
-            found = (
-                _refusal(f"{len(pending)} proposals were turned down at this step; stop and tell the user"),
-                "none",
-                {},
-            )
+        elif _exhausted(pending, self.context):
+            found = _refusal(f"{len(pending)} proposals were turned down at this step; {STOP}"), "none", {}
         else:
             proposal: Proposal = {"action": call["name"], "arguments": call["args"], "thought": _thought(state, call)}
             world = _World(env, done, _goal(state))
@@ -178,7 +174,12 @@ class PivotalCritic(AgentMiddleware):
             "usage": updates.get("usage") or {},
         }
         if verdict.decision != "approve":
-            return _sent_back(request, entry)
+            pending = _pending(request.state.get("pivotal_reviews") or [])
+            if not _exhausted(pending, self.context, source):
+                return _sent_back(request, entry)
+            if not self._best_effort(request, verdict, source):
+                return _sent_back(request, {**entry, "revision": f"{entry['revision']} (last round: {STOP})"})
+            entry = {**entry, "diagnosis": f"run as the best revised proposal: {entry['diagnosis']}"}
         if needs_human(self.context, self._env(request), {"action": call["name"], "arguments": call["args"]}):
             request, entry = self._ask_person(request, entry, verdict)
             if entry["decision"] != "approve":
@@ -188,6 +189,18 @@ class PivotalCritic(AgentMiddleware):
         if asyncio.iscoroutine(result):
             return _after_async(result, request, entry)
         return _ran(result, request, entry)
+
+    def _best_effort(self, request: ToolCallRequest, verdict: Verdict, source: str) -> bool:
+        """After the last round a call the critic asked to revise runs, as in the graph
+        (`on_critique_exhausted="execute_best"`); a rejected one never, nor an irreversible one.
+        """
+        irreversible = {s.name for s in self._env(request).describe_actions() if s.irreversible}
+        return (
+            self.context.on_critique_exhausted == "execute_best"
+            and verdict.decision == "revise"
+            and source in ("critic", "critic-advisory")
+            and request.tool_call["name"] not in irreversible
+        )
 
     def _ask_person(self, request: ToolCallRequest, entry: Review, verdict: Verdict) -> tuple[ToolCallRequest, Review]:
         """`interrupt` with the call and the critic's view; HumanInTheLoopMiddleware's decisions read too."""
@@ -281,7 +294,7 @@ def _sent_back(request: ToolCallRequest, entry: Review) -> Command:
     who = "a person" if entry["source"] == "human" else "the reviewer"
     text = f"Not run: {who} {word} {entry['action']}: {entry['diagnosis']}"
     if entry.get("revision"):
-        text += f" What to do: {entry['revision']}"
+        text = f"{text.rstrip('.')}. What to do: {entry['revision']}"
     message = ToolMessage(text, name=entry["action"], tool_call_id=request.tool_call["id"] or "", status="error")
     return Command(update={"messages": [message], "pivotal_reviews": [entry]})
 
@@ -296,6 +309,20 @@ def _ran(result: Any, request: ToolCallRequest, entry: Review) -> Any:
         ran: Review = {**entry, "executed": result.status != "error", "observation": str(result.content)[:4000]}
         return Command(update={"messages": [result], "pivotal_reviews": [ran]})
     return result  # a tool that returned its own Command: its update stands (the review is not recorded)
+
+
+STOP = "stop calling tools for this and tell the user what is left undone"
+
+
+def _exhausted(pending: list[Review], context: Context, current: str = "") -> bool:
+    """The graph's bounds on one step, counting the `current` verdict's source too: more than
+    `max_critique_rounds` send-backs by the critic, or more pre-check bounces than allowed (cheap
+    and certain, so they do not use up the critic's rounds).
+    """
+    sources = [r["source"] for r in pending] + ([current] if current else [])
+    prechecked = sources.count("precheck")
+    reviewed = sum(source not in ("precheck", "none") for source in sources)
+    return reviewed > context.max_critique_rounds or prechecked > context.precheck_bounces_allowed()
 
 
 def _pending(reviews: list[Review]) -> list[Review]:

@@ -102,6 +102,26 @@ async def test_reject_and_the_irreversible_rules_async_with_a_sim_spec(tmp_path)
     assert counts["llm_calls"] == 4  # lookup, refund, the other refund, the email: the repeat cost no call
 
 
+@pytest.mark.parametrize(("name", "runs"), [("lookup_order", True), ("refund", False)])
+def test_send_backs_are_bounded_per_step_like_the_graphs(tools, paid, name, runs):
+    """max_critique_rounds=1: the second revise is the last round; a reversible call then runs as the
+    best revised proposal (on_critique_exhausted), an irreversible one does not and the agent is told to stop.
+    """
+    arguments = {"order_id": "A1", "amount": 20.0} if name == "refund" else {"order_id": "A1"}
+    calls = [tool_call(name, **arguments) for _ in range(3)]
+    agent_model = ScriptedChatModel(script={"agent": calls})
+    critic = ScriptedChatModel(script={"Verdict": [verdict("revise", 0.8, "not sure", "check the ticket first")]})
+    middleware = PivotalCritic(critic, irreversible=["refund"], max_critique_rounds=1)
+    result = create_agent(agent_model, tools, middleware=[middleware]).invoke({"messages": [("user", "Refund A1.")]})
+    first, second, third = _ran(result, name)
+    assert first.status == "error" and "check the ticket first" in first.content
+    if runs:  # the third call opens a new step: the critic judges it afresh
+        assert second.content == "order A1: total 20.00" and len(critic.prompts["Verdict"]) == 3
+    else:  # the third call costs no critic call
+        assert paid == [] and "stop calling tools" in second.content and "turned down" in third.content
+        assert len(critic.prompts["Verdict"]) == 2
+
+
 def test_an_irreversible_call_runs_only_on_a_confident_approval(tools, paid):
     agent_model = ScriptedChatModel(script={"agent": [tool_call("refund", order_id="A1", amount=20.0)]})
     critic = ScriptedChatModel(script={"Verdict": [verdict("approve", 0.6, "probably fine")]})
