@@ -131,7 +131,7 @@ class PivotalCritic(AgentMiddleware):
         env = self._env(request)
         state = request.state
         reviews = state.get("pivotal_reviews") or []
-        done = [(r["action"], r["arguments"]) for r in reviews if r.get("executed")]
+        done = _uncompensated(env, [(r["action"], r["arguments"]) for r in reviews if r.get("executed")])
         pending = _pending(reviews)
         if reason := repeat_reason(env, call["name"], call["args"], done):
             found = _refusal(reason), "precheck", {}
@@ -323,6 +323,23 @@ def _exhausted(pending: list[Review], context: Context, current: str = "") -> bo
     prechecked = sources.count("precheck")
     reviewed = sum(source not in ("precheck", "none") for source in sources)
     return reviewed > context.max_critique_rounds or prechecked > context.precheck_bounces_allowed()
+
+
+def _uncompensated(env: Any, executed: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
+    """The calls that ran and still stand: a later call that is an earlier one's declared compensation
+    (`Compensating`, e.g. reverse_refund for refund) takes that one back, so it may run again.
+    """
+    undo = getattr(env, "compensation", None)
+    standing: list[tuple[str, dict[str, Any]]] = []
+    for call in executed:
+        undone = next(
+            (i for i in reversed(range(len(standing))) if callable(undo) and undo(*standing[i]) == call), None
+        )
+        if undone is None:
+            standing.append(call)
+        else:
+            standing.pop(undone)
+    return standing
 
 
 def _pending(reviews: list[Review]) -> list[Review]:

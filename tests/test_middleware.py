@@ -122,6 +122,23 @@ def test_send_backs_are_bounded_per_step_like_the_graphs(tools, paid, name, runs
         assert len(critic.prompts["Verdict"]) == 2
 
 
+def test_a_compensated_irreversible_call_may_run_again_and_only_once_more(tmp_path):
+    desk = SupportDesk(compensate=True)  # refund names reverse_refund as its compensation
+    desk.reset(Task(env="support-desk-saga", params={"ledger": str(tmp_path / "ledger.jsonl")}))
+    refund = {"order_id": "A1", "amount": 20.0}
+    steps = [tool_call("refund", **refund), tool_call("reverse_refund", **refund)]
+    steps += [tool_call("refund", **refund), tool_call("refund", **refund)]
+    critic = ScriptedChatModel(script={"Verdict": [verdict("approve")]})
+    agent = create_agent(
+        ScriptedChatModel(script={"agent": steps}),
+        stepping_tools(desk),
+        middleware=[PivotalCritic(critic, environment=desk)],
+    )
+    result = agent.invoke({"messages": [("user", desk.default_goal)]})
+    assert [e["kind"] for e in desk.entries()] == ["refund", "reversal", "refund"]
+    assert "already ran" in _ran(result, "refund")[-1].content
+
+
 def test_an_irreversible_call_runs_only_on_a_confident_approval(tools, paid):
     agent_model = ScriptedChatModel(script={"agent": [tool_call("refund", order_id="A1", amount=20.0)]})
     critic = ScriptedChatModel(script={"Verdict": [verdict("approve", 0.6, "probably fine")]})
