@@ -133,16 +133,17 @@ class PivotalCritic(AgentMiddleware):
         reviews = state.get("pivotal_reviews") or []
         done = _uncompensated(env, [(r["action"], r["arguments"]) for r in reviews if r.get("executed")])
         pending = _pending(reviews)
+        found: tuple[Verdict, str, dict[str, Any]]
         if reason := repeat_reason(env, call["name"], call["args"], done):
             found = _refusal(reason), "precheck", {}
         elif _exhausted(pending, self.context):
             found = _refusal(f"{len(pending)} proposals were turned down at this step; {STOP}"), "none", {}
         else:
-            proposal: Proposal = {"action": call["name"], "arguments": call["args"], "thought": _thought(state, call)}
+            proposal: Proposal = {"action": call["name"], "arguments": call["args"], "thought": _thought(state)}
             world = _World(env, done, _goal(state))
             verdict, source, updates = await review(
                 self.context,
-                {"run_id": _thread(request)},  # type: ignore[typeddict-item]
+                {"run_id": _thread(request)},
                 env,
                 proposal,
                 prompt=lambda: self._prompt(state, env, proposal, pending),
@@ -379,7 +380,7 @@ def _observation(state: dict[str, Any]) -> str:
     return str(result.content) if result else "No tool has been called yet."
 
 
-def _thought(state: dict[str, Any], call: dict[str, Any]) -> str:
+def _thought(state: dict[str, Any]) -> str:
     asked = next((m for m in reversed(state.get("messages") or []) if isinstance(m, AIMessage)), None)
     return clip(asked.text, 400) if asked and asked.text else ""
 

@@ -62,17 +62,17 @@ class PivotalMemory(AgentMiddleware):
         self.outcome = outcome
 
     # --- start: a run id for provenance and per-run utility --------------------------------
-    def before_agent(self, state: MemoryState, runtime: Runtime) -> dict[str, Any] | None:
+    def before_agent(self, state: Any, runtime: Runtime) -> dict[str, Any] | None:
         return {"pivotal_run": uuid.uuid4().hex, "pivotal_recalled": [], "pivotal_lessons": []}
 
-    async def abefore_agent(self, state: MemoryState, runtime: Runtime) -> dict[str, Any] | None:
+    async def abefore_agent(self, state: Any, runtime: Runtime) -> dict[str, Any] | None:
         return self.before_agent(state, runtime)
 
     # --- before each model call: recall ------------------------------------------------------
-    def before_model(self, state: MemoryState, runtime: Runtime) -> dict[str, Any] | None:
+    def before_model(self, state: Any, runtime: Runtime) -> dict[str, Any] | None:
         return run_blocking(self.abefore_model, state, runtime)
 
-    async def abefore_model(self, state: MemoryState, runtime: Runtime) -> dict[str, Any] | None:
+    async def abefore_model(self, state: Any, runtime: Runtime) -> dict[str, Any] | None:
         found = await recall(self._state(state), Runtime(context=self.context, store=runtime.store))  # type: ignore[arg-type]
         if not found:
             return None
@@ -90,7 +90,8 @@ class PivotalMemory(AgentMiddleware):
         """The recalled lessons at the end of the system message, for this call only: the
         conversation and its checkpoints never keep them.
         """
-        lessons = lessons_block(request.state.get("pivotal_lessons") or [])
+        recalled: list[Recalled] = request.state.get("pivotal_lessons") or []  # type: ignore[assignment]
+        lessons = lessons_block(recalled)
         if not lessons:
             return request
         block = prompts.render("agent_lessons", lessons=lessons)
@@ -98,10 +99,10 @@ class PivotalMemory(AgentMiddleware):
         return request.override(system_message=SystemMessage(f"{system}\n\n{block}".strip()))
 
     # --- at the end: distill, dedup, gate, write -----------------------------------------------
-    def after_agent(self, state: MemoryState, runtime: Runtime) -> dict[str, Any] | None:
+    def after_agent(self, state: Any, runtime: Runtime) -> dict[str, Any] | None:
         return run_blocking(self.aafter_agent, state, runtime)
 
-    async def aafter_agent(self, state: MemoryState, runtime: Runtime) -> dict[str, Any] | None:
+    async def aafter_agent(self, state: Any, runtime: Runtime) -> dict[str, Any] | None:
         judged = self.outcome(dict(state)) if self.outcome else _answered(state)
         if judged is None:
             return None
@@ -115,7 +116,7 @@ class PivotalMemory(AgentMiddleware):
             run.update(update)
         return {"pivotal_memory": {"written": run.get("written", []), "retired": run.get("retired", []), **totals}}
 
-    def _state(self, state: MemoryState) -> dict[str, Any]:
+    def _state(self, state: Any) -> dict[str, Any]:
         """The graph's state for this run, as the nodes read it."""
         messages = state.get("messages") or []
         goal = next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), "")
@@ -135,7 +136,7 @@ class PivotalMemory(AgentMiddleware):
         }
 
 
-def _answered(state: MemoryState) -> bool | None:
+def _answered(state: Any) -> bool | None:
     """Without the application's check: an answer at the end is an (unverified) success."""
     last = (state.get("messages") or [None])[-1]
     if isinstance(last, AIMessage) and not last.tool_calls and last.text:
@@ -158,7 +159,7 @@ def _trajectory(messages: list[Any], recalled: list[str]) -> list[Step]:
                     "action": call["name"],
                     "arguments": call["args"],
                     "observation": str(result.content)[:4000] if result is not None else "",
-                    "verdicts": [{"decision": "approve" if ok else "reject"}],  # type: ignore[typeddict-item]
+                    "verdicts": [{"decision": "approve" if ok else "reject"}],
                     "lessons": recalled,
                     "error": not ok,
                 }
