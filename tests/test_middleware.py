@@ -193,6 +193,32 @@ def test_a_person_decides_after_the_critic_approves(tools, paid, reply, expected
         assert "Not run: a person rejected refund" in _ran(result, "refund")[0].content
 
 
+async def test_an_approval_resumes_from_disk_in_a_fresh_agent_async(tools, paid, tmp_path):
+    """Paused and resumed through SQLite checkpoints, the resume by a newly built agent (as another
+    process would): the refund runs once; the critic is asked again there (its verdict memo is per process).
+    """
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    critic = ScriptedChatModel(script={"Verdict": [verdict("approve", 0.95, "the order's total")]})
+    config = {"configurable": {"thread_id": "ticket-2"}}
+
+    def agent(saver, *steps):
+        model = ScriptedChatModel(script={"agent": list(steps)})
+        middleware = PivotalCritic(critic, irreversible=["refund"], require_approval_for=["refund"])
+        return create_agent(model, tools, middleware=[middleware], checkpointer=saver)
+
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "checkpoints.sqlite")) as saver:
+        paused = await agent(saver, tool_call("refund", order_id="A1", amount=20.0)).ainvoke(
+            {"messages": [("user", "Refund order A1.")]}, config
+        )
+        assert paused["__interrupt__"] and paid == []
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "checkpoints.sqlite")) as saver:
+        result = await agent(saver).ainvoke(Command(resume={"type": "approve"}), config)
+    assert paid == [("A1", 20.0)]
+    assert _ran(result, "refund")[0].content == "refunded 20.00 of A1"
+    assert critic_counts(result)["counters"]["human_approved"] == 1
+
+
 _WRITE_THEN_RECALL = textwrap.dedent(
     """
     import sys
