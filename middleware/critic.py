@@ -9,6 +9,7 @@ an irreversible call runs at most once per thread, and counts add up like the gr
 """
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired
@@ -99,6 +100,10 @@ class PivotalCritic(AgentMiddleware):
         self._tools: dict[str, BaseTool] = {}
         self._verdicts: dict[str, tuple[Verdict, str, dict[str, Any]]] = {}
         """Verdicts by tool call id: a resumed interrupt re-enters the tool call, and must not pay the critic again."""
+        self._claims: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {}
+        """Calls let through per thread, by tool call id: the calls of one model reply run side by side,
+        each seeing the state from before any of them, so the once guard also asks this."""
+        self._lock = threading.Lock()
 
     # --- the agent's tools, as the model sees them ------------------------------------------
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
@@ -186,10 +191,30 @@ class PivotalCritic(AgentMiddleware):
             if entry["decision"] != "approve":
                 return _sent_back(request, entry)
         self._verdicts.pop(call["id"] or "", None)
+        if reason := self._claim(request):
+            return _sent_back(request, {**entry, "decision": "reject", "source": "precheck", "diagnosis": reason,
+                                        "revision": "choose a different action"})  # fmt: skip
         result = handler(request)
         if asyncio.iscoroutine(result):
             return _after_async(result, request, entry)
         return _ran(result, request, entry)
+
+    def _claim(self, request: ToolCallRequest) -> str | None:
+        """The once guard at the moment of running, over what ran before this step and what this step
+        already let through; None claims the call for this thread.
+        """
+        call, env = request.tool_call, self._env(request)
+        reviews = request.state.get("pivotal_reviews") or []
+        recorded = {r.get("tool_call_id") for r in reviews}
+        with self._lock:
+            claims = self._claims.setdefault(_thread(request), {})
+            for known in [key for key in claims if key in recorded]:
+                del claims[known]  # in the state now: counted from there
+            ran = [(r["action"], r["arguments"]) for r in reviews if r.get("executed")]
+            reason = repeat_reason(env, call["name"], call["args"], _uncompensated(env, [*ran, *claims.values()]))
+            if reason is None:
+                claims[call["id"] or ""] = (call["name"], dict(call["args"]))
+            return reason
 
     def _best_effort(self, request: ToolCallRequest, verdict: Verdict, source: str) -> bool:
         """After the last round a call the critic asked to revise runs, as in the graph

@@ -139,6 +139,22 @@ def test_a_compensated_irreversible_call_may_run_again_and_only_once_more(tmp_pa
     assert "already ran" in _ran(result, "refund")[-1].content
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_the_same_refund_twice_in_one_reply_runs_once(tools, paid, mode):
+    """The calls of one model reply run side by side, each seeing the state from before either ran."""
+    twice = tool_call("refund", order_id="A1", amount=20.0)
+    again = tool_call("refund", order_id="A1", amount=20.0)
+    twice.tool_calls.append(again.tool_calls[0])
+    critic = ScriptedChatModel(script={"Verdict": [verdict("approve")]})
+    agent = create_agent(
+        ScriptedChatModel(script={"agent": [twice]}), tools, middleware=[PivotalCritic(critic, irreversible=["refund"])]
+    )
+    question = {"messages": [("user", "Refund order A1.")]}
+    result = agent.invoke(question) if mode == "sync" else await agent.ainvoke(question)
+    assert paid == [("A1", 20.0)]
+    assert sorted("already ran" in m.content for m in _ran(result, "refund")) == [False, True]
+
+
 def test_an_irreversible_call_runs_only_on_a_confident_approval(tools, paid):
     agent_model = ScriptedChatModel(script={"agent": [tool_call("refund", order_id="A1", amount=20.0)]})
     critic = ScriptedChatModel(script={"Verdict": [verdict("approve", 0.6, "probably fine")]})
