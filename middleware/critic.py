@@ -9,6 +9,7 @@ an irreversible call runs at most once per thread, and counts add up like the gr
 """
 
 import asyncio
+import json
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -99,7 +100,7 @@ class PivotalCritic(AgentMiddleware):
         self.environment = environment
         self._tools: dict[str, BaseTool] = {}
         self._verdicts: dict[str, tuple[Verdict, str, dict[str, Any]]] = {}
-        """Verdicts by tool call id: a resumed interrupt re-enters the tool call, and must not pay the critic again."""
+        """Verdicts by thread and call: a resumed interrupt re-enters the call and must not pay the critic again."""
         self._claims: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {}
         """Calls let through per thread, by tool call id: the calls of one model reply run side by side,
         each seeing the state from before any of them, so the once guard also asks this."""
@@ -131,33 +132,31 @@ class PivotalCritic(AgentMiddleware):
 
     async def _verdict(self, request: ToolCallRequest) -> tuple[Verdict, str, dict[str, Any]]:
         call = request.tool_call
-        if (known := self._verdicts.get(call["id"] or "")) is not None:
-            return known
         env = self._env(request)
         state = request.state
         reviews = state.get("pivotal_reviews") or []
         done = _uncompensated(env, [(r["action"], r["arguments"]) for r in reviews if r.get("executed")])
         pending = _pending(reviews)
-        found: tuple[Verdict, str, dict[str, Any]]
         if reason := repeat_reason(env, call["name"], call["args"], done):
-            found = _refusal(reason), "precheck", {}
-        elif _exhausted(pending, self.context):
-            found = _refusal(f"{len(pending)} proposals were turned down at this step; {STOP}"), "none", {}
-        else:
-            proposal: Proposal = {"action": call["name"], "arguments": call["args"], "thought": _thought(state)}
-            world = _World(env, done, _goal(state))
-            verdict, source, updates = await review(
-                self.context,
-                {"run_id": _thread(request)},
-                env,
-                proposal,
-                prompt=lambda: self._prompt(state, env, proposal, pending),
-                world=world,
-            )
-            found = verdict, source, updates
+            return _refusal(reason), "precheck", {}
+        if _exhausted(pending, self.context):
+            return _refusal(f"{len(pending)} proposals were turned down at this step; {STOP}"), "none", {}
+        # the same call of the same reply in the same thread: the one a person is answering about
+        memo = json.dumps([_thread(request), call["id"], call["name"], call["args"]], sort_keys=True, default=str)
+        if (known := self._verdicts.get(memo)) is not None:
+            return known
+        proposal: Proposal = {"action": call["name"], "arguments": call["args"], "thought": _thought(state)}
+        found = await review(
+            self.context,
+            {"run_id": _thread(request)},
+            env,
+            proposal,
+            prompt=lambda: self._prompt(state, env, proposal, pending),
+            world=_World(env, done, _goal(state)),
+        )
         if len(self._verdicts) > 4096:
             self._verdicts.clear()
-        self._verdicts[call["id"] or ""] = found
+        self._verdicts[memo] = found
         return found
 
     def _act(
@@ -190,7 +189,6 @@ class PivotalCritic(AgentMiddleware):
             request, entry = self._ask_person(request, entry, verdict)
             if entry["decision"] != "approve":
                 return _sent_back(request, entry)
-        self._verdicts.pop(call["id"] or "", None)
         if reason := self._claim(request):
             return _sent_back(request, {**entry, "decision": "reject", "source": "precheck", "diagnosis": reason,
                                         "revision": "choose a different action"})  # fmt: skip
