@@ -300,3 +300,26 @@ async def test_both_together_async_the_critic_sees_the_recalled_lessons(tools, p
     await agent(tool_call("refund", order_id="A1", amount=20.0)).ainvoke({"messages": [("user", "Refund order A1.")]})
     assert "Never refund more than the order's total" in critic.prompts["Verdict"][-1][-1].content
     assert paid == [("A1", 20.0)]
+
+
+def test_lessons_in_the_agents_langgraph_store(tools):
+    """`create_agent(store=...)`: the lessons live in the agent's own store, as a Pivotal graph's do."""
+    from langgraph.store.memory import InMemoryStore
+
+    store = InMemoryStore()
+    lesson = {"kind": "skill", "situation": "Look up order A1.", "text": "lookup_order takes the order id as written."}
+    roles = ScriptedChatModel(
+        script={"LessonDrafts": [{"lessons": [lesson]}], "LessonVerdict": [{"decision": "approve"}]}
+    )
+
+    def ask(*steps):
+        model = ScriptedChatModel(script={"agent": list(steps)})
+        memory = PivotalMemory(roles, family="desk", outcome=lambda state: True)
+        agent = create_agent(model, tools, middleware=[memory], store=store)
+        return model, agent.invoke({"messages": [("user", "Look up order A1.")]})
+
+    ask(tool_call("lookup_order", order_id="A1"))
+    assert store.search(("pivotal", "lessons"), limit=10)
+    model, result = ask()
+    assert "takes the order id as written" in model.prompts["agent"][0][0].content
+    assert result["pivotal_recalled"]
