@@ -323,3 +323,12 @@ def test_lessons_in_the_agents_langgraph_store(tools):
     model, result = ask()
     assert "takes the order id as written" in model.prompts["agent"][0][0].content
     assert result["pivotal_recalled"]
+
+
+def test_the_graphs_approval_reader_takes_human_in_the_loop_decisions_and_never_fails_open():
+    from pivotal.nodes.human_approval import read_reply
+
+    assert read_reply({"type": "approve"}) == ("approve", "")
+    assert read_reply({"decisions": [{"type": "reject", "message": "keep it"}]}) == ("reject", "keep it")
+    assert read_reply({"type": "edit", "edited_action": {"name": "refund", "args": {}}})[0] == "reject"
+    assert read_reply({"decisions": [{"type": "approve"}, {"type": "approve"}]})[0] == "reject"
