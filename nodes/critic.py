@@ -1,5 +1,6 @@
 """Review the proposed action before it can run: deterministic pre-check first, then the LLM critic."""
 
+from collections.abc import Callable
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -7,9 +8,10 @@ from langgraph.runtime import Runtime
 from pivotal import prompts
 from pivotal.core.context import Context
 from pivotal.core.environments import check_action
-from pivotal.core.environments.live import Live, attach
+from pivotal.core.environments.live import attach
 from pivotal.core.errors import describe_model_error
 from pivotal.core.models.roles import ask_role
+from pivotal.core.models.world import World
 from pivotal.core.schemas import Decision, Verdict
 from pivotal.core.state import Critique, Proposal, State, VerdictSource
 from pivotal.core.task import Task
@@ -26,8 +28,9 @@ async def critic(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     task = Task.model_validate(state["task"])
     live, replayed = await attach(state["run_id"], task, state["trajectory"], runtime.context.step_timeout)
     proposal = state["proposal"] or {}
-    verdict, source, updates = await _judge(state, context, task, live, proposal)
-    verdict = _stricter_if_irreversible(verdict, live.env, proposal)
+    verdict, source, updates = await review(
+        context, state, live.env, proposal, prompt=lambda: _prompt(state, task, live.env, proposal), world=live
+    )
     critique: Critique = {
         **proposal,
         "decision": verdict.decision,
@@ -42,16 +45,33 @@ async def critic(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         chosen, reason = None, f"the critic rejected the final answer: {verdict.diagnosis}"
         updates["verified"] = False  # judged by a model, not checked by the environment
     if chosen is not None:
-        chosen["needs_approval"] = _needs_human(context, live.env, chosen)
+        chosen["needs_approval"] = needs_human(context, live.env, chosen)
     counters = updates.setdefault("counters", {})
     counters.update({COUNTER[verdict.decision]: 1, "replayed": replayed, "prechecked": int(source == "precheck")})
     return {"critiques": critiques, "chosen": chosen, "attempt_failed": reason, "stuck": bool(reason), **updates}
 
 
-async def _judge(
-    state: State, context: Context, task: Task, live: Live, proposal: Proposal
+async def review(
+    context: Context,
+    state: State,
+    env: Any,
+    proposal: Proposal,
+    *,
+    prompt: Callable[[], str],
+    world: World | None,
 ) -> tuple[Verdict, VerdictSource, dict[str, Any]]:
-    env = live.env
+    """The verdict on one proposal: the pre-check, then the critic model, then the irreversible rule.
+
+    Shared by this node and the LangChain middleware (pivotal.middleware.critic), which render the
+    same critic prompt from their own state (`prompt`, called only when the model is asked).
+    """
+    verdict, source, updates = await _judge(context, state, env, proposal, prompt, world)
+    return _stricter_if_irreversible(verdict, env, proposal), source, updates
+
+
+async def _judge(
+    context: Context, state: State, env: Any, proposal: Proposal, prompt: Callable[[], str], world: World | None
+) -> tuple[Verdict, VerdictSource, dict[str, Any]]:
     if not proposal.get("action"):
         why = describe_model_error(proposal.get("error") or "empty action")
         return _reject(f"the actor gave no valid proposal ({why})"), "actor", {}
@@ -61,7 +81,28 @@ async def _judge(
             return _reject(problem), "precheck", {}
     if not context.critic:
         return Verdict(decision="approve", confidence=1.0, diagnosis="critic disabled"), "none", {}
-    user = prompts.render(
+    answer, updates = await ask_role(
+        context,
+        state,
+        "critic",
+        Verdict,
+        user=prompt(),
+        # The actor's system prompt, and its data blocks in the same order: a prefix-caching
+        # backend (llama.cpp's slots, a provider's prompt cache) has read all that for the actor.
+        system=prompts.system("step_system"),
+        fallback=_reject("the critic gave no valid verdict; not executing an unreviewed action"),
+        metadata={"pivotal_proposal": {"action": proposal["action"], "arguments": proposal.get("arguments") or {}}},
+        world=world,
+    )
+    if answer.fallback:
+        return answer.value, "critic-fallback", updates
+    if answer.value.decision == "reject" and not context.critic_has_veto() and not _irreversible(env, proposal):
+        return _advisory(answer.value), "critic-advisory", updates
+    return answer.value, "critic", updates
+
+
+def _prompt(state: State, task: Task, env: Any, proposal: Proposal) -> str:
+    return prompts.render(
         "critic",
         task=task.goal,
         actions=show.actions(env.describe_actions()),
@@ -74,24 +115,6 @@ async def _judge(
         proposal=show.call(proposal["action"], proposal.get("arguments") or {})
         + (f"\nreason given: {proposal['thought']}" if proposal.get("thought") else ""),
     )
-    answer, updates = await ask_role(
-        context,
-        state,
-        "critic",
-        Verdict,
-        user=user,
-        # The actor's system prompt, and its data blocks in the same order: a prefix-caching
-        # backend (llama.cpp's slots, a provider's prompt cache) has read all that for the actor.
-        system=prompts.system("step_system"),
-        fallback=_reject("the critic gave no valid verdict; not executing an unreviewed action"),
-        metadata={"pivotal_proposal": {"action": proposal["action"], "arguments": proposal.get("arguments") or {}}},
-        world=live,
-    )
-    if answer.fallback:
-        return answer.value, "critic-fallback", updates
-    if answer.value.decision == "reject" and not context.critic_has_veto() and not _irreversible(env, proposal):
-        return _advisory(answer.value), "critic-advisory", updates
-    return answer.value, "critic", updates
 
 
 def _advisory(verdict: Verdict) -> Verdict:
@@ -143,7 +166,7 @@ def _marked(env: Any, proposal: Proposal, flag: str) -> bool:
     return proposal.get("action") in {s.name for s in env.describe_actions() if getattr(s, flag)}
 
 
-def _needs_human(context: Context, env: Any, chosen: Proposal) -> bool:
+def needs_human(context: Context, env: Any, chosen: Proposal) -> bool:
     wanted = set(context.require_approval_for)
     return bool(wanted) and (
         "*" in wanted or chosen.get("action") in wanted or ("irreversible" in wanted and _irreversible(env, chosen))

@@ -69,13 +69,20 @@ def after_person(chosen: Proposal, critiques: list[Critique], verdict: Critique,
 
 
 def read_reply(reply: Any) -> tuple[Literal["approve", "reject"], str]:
-    """Anything but a clear approval is a rejection: a pause must never fail open."""
+    """Anything but a clear approval is a rejection: a pause must never fail open.
+
+    Also reads LangChain's HumanInTheLoopMiddleware decisions (`{"type": "approve"}`, `{"type":
+    "reject", "message": ...}`, or one of them in `{"decisions": [...]}`), so one reviewing UI
+    answers both; an `edit` is not an approval here (the middleware reads it, pivotal.middleware).
+    """
     if isinstance(reply, str):
         reply = {"decision": reply}
+    if isinstance(reply, dict) and isinstance(reply.get("decisions"), list) and len(reply["decisions"]) == 1:
+        reply = reply["decisions"][0]
     if not isinstance(reply, dict):
         return "reject", f"unreadable reply {reply!r}"
-    decision = str(reply.get("decision", "")).strip().lower()
-    reason = str(reply.get("reason", "")).strip()
+    decision = str(reply.get("decision", reply.get("type", ""))).strip().lower()
+    reason = str(reply.get("reason", reply.get("message", ""))).strip()
     if decision in ("approve", "approved", "yes", "y"):
         return "approve", reason
     return "reject", reason if decision in ("reject", "rejected", "no", "n") else f"unreadable decision {decision!r}"

@@ -40,6 +40,9 @@ _HOMES = {
     "Idempotent": "pivotal.core.environments",
     "Compensating": "pivotal.core.environments.base",
     "Oracle": "pivotal.core.environments",
+    # the critic and the lessons as middleware for LangChain's create_agent
+    "PivotalCritic": "pivotal.middleware",
+    "PivotalMemory": "pivotal.middleware",
     # models by spec string
     "make_model": "pivotal.core.models",
     # what a caller may catch
@@ -57,7 +60,9 @@ __all__ = [
     "Idempotent",
     "InfrastructureFault",
     "Oracle",
+    "PivotalCritic",
     "PivotalError",
+    "PivotalMemory",
     "Restorable",
     "RunResult",
     "State",
@@ -123,3 +128,4 @@ if TYPE_CHECKING:
         run_batch,
         run_batch_on_ray,
     )
+    from pivotal.middleware import PivotalCritic, PivotalMemory
