@@ -9,10 +9,14 @@ password in a database URL) is caught too.
 import os
 import re
 from collections.abc import MutableMapping
+from functools import lru_cache
 from typing import Any
 
 MARK = "[redacted]"
-_SECRET_NAME = re.compile(r"(API_KEY|_TOKEN|_SECRET|PASSWORD)$")
+_SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSW|PASSPHRASE|CREDENTIAL|PRIVATE|COOKIE", re.IGNORECASE)
+"""A variable is a secret when its name holds one of these anywhere (`AWS_SECRET_ACCESS_KEY`,
+`MY_SERVICE_KEY`, `GITHUB_TOKEN_RO`, `DB_PASSWD`), not only as a suffix: a name that merely
+contains one (`KEYBOARD`) costs nothing but a blanked value."""
 MIN_SECRET_CHARS = 8
 """Shorter values (e.g. "test") would blank out ordinary words."""
 
@@ -40,12 +44,26 @@ _SHAPES = re.compile(
 
 
 def secret_values() -> list[str]:
-    """Values of every variable named like a secret; read each time, so a key set later is covered."""
+    """Values of every variable named like a secret; read each time, so a key set later is covered.
+    A number or a boolean is no secret (`TOKENIZERS_PARALLELISM=false`, `MAX_TOKENS=100000000`).
+    """
     return sorted(
-        {value for name, value in os.environ.items() if _SECRET_NAME.search(name) and len(value) >= MIN_SECRET_CHARS},
+        {
+            value
+            for name, value in os.environ.items()
+            if len(value) >= MIN_SECRET_CHARS and not value.isdigit() and _SECRET_NAME.search(name)
+        },
         key=len,
         reverse=True,
     )
+
+
+@lru_cache(maxsize=16)
+def _values_pattern(values: tuple[str, ...]) -> re.Pattern[str]:
+    """One compiled pattern for the secret values, longest first (so a value holding another is
+    blanked whole), built once per set of values: every text entering the state passes it.
+    """
+    return re.compile("|".join(re.escape(value) for value in values))
 
 
 _LITERALS = (
@@ -59,9 +77,10 @@ is left as it is without the regex, which reads ~3 MB/s (a run's results, every 
 
 
 def redact(text: str, values: list[str] | None = None) -> str:
-    for value in secret_values() if values is None else values:
-        if value in text:
-            text = text.replace(value, MARK)
+    """`text` with secrets blanked: the values of this process's secret variables, then the shapes."""
+    values = secret_values() if values is None else values
+    if values:
+        text = _values_pattern(tuple(values)).sub(MARK, text)
     return _SHAPES.sub(_blank, text) if _may_hold_shape(text) else text
 
 
