@@ -12,6 +12,8 @@ from collections.abc import MutableMapping
 from functools import lru_cache
 from typing import Any
 
+from pydantic import BaseModel
+
 MARK = "[redacted]"
 _SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSW|PASSPHRASE|CREDENTIAL|PRIVATE|COOKIE", re.IGNORECASE)
 """A variable is a secret when its name holds one of these anywhere (`AWS_SECRET_ACCESS_KEY`,
@@ -103,14 +105,26 @@ def _blank(match: re.Match[str]) -> str:
 
 
 def redact_tree(value: Any, values: list[str] | None = None) -> Any:
-    """Every string inside dicts and lists, redacted; other values unchanged."""
+    """Every string inside dicts, lists, tuples and pydantic models, redacted; other values unchanged.
+
+    What holds no secret comes back as the same object (most of what passes holds none): nothing
+    is copied then, and a caller can tell by `is`. A model is copied, not validated again:
+    "[redacted]" may be longer than a field allows.
+    """
     values = secret_values() if values is None else values
     if isinstance(value, str):
-        return redact(value, values)
+        clean = redact(value, values)
+        return value if clean == value else clean
     if isinstance(value, dict):
-        return {key: redact_tree(item, values) for key, item in value.items()}
-    if isinstance(value, list):
-        return [redact_tree(item, values) for item in value]
+        pairs = {key: redact_tree(item, values) for key, item in value.items()}
+        return value if all(pairs[key] is item for key, item in value.items()) else pairs
+    if type(value) in (list, tuple):
+        items = [redact_tree(item, values) for item in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else type(value)(items)
+    if isinstance(value, BaseModel):
+        changed = {name: redact_tree(getattr(value, name), values) for name in type(value).model_fields}
+        changed = {name: item for name, item in changed.items() if item is not getattr(value, name)}
+        return value.model_copy(update=changed) if changed else value
     return value
 
 
