@@ -29,10 +29,16 @@ MAX_LESSON_CHARS = 600
 
 _SECRET_WORDS = (
     r"api[\s_.-]*keys?|apikeys?|access[\s_.-]*keys?|secret[\s_.-]*(?:access[\s_.-]*)?keys?|private[\s_.-]*keys?"
-    r"|ssh[\s_.-]*keys?|signing[\s_.-]*keys?|license[\s_.-]*keys?|pass[\s_.-]*words?|passwd|passphrases?"
+    r"|ssh[\s_.-]*keys?|signing[\s_.-]*keys?|license[\s_.-]*keys?|passwd|passphrases?"
+    r"|(?<!reset )(?<!reset the )(?<!reset their )(?<!reset your )(?<!forgot )(?<!forgot their )(?<!forgot the )"
+    r"(?<!forgotten )pass[\s_.-]*words?(?! reset (?:link|page|flow|email|request|form|button))"
+    r"|pass[\s_.-]*words?(?:\s+reset)?\s*(?:is|was|=|:|to|as)\s"
     r"|credentials?|secrets|client[\s_.-]*secret|(?:auth|access|bearer|session|refresh|api|github|slack|oauth)"
     r"[\s_.-]*tokens?|tokens?(?![\s_.-]*(?:budget|limit|count|usage|per))|seed[\s_.-]*phrase|mnemonic|session[\s_.-]*cookies?|otp|2fa[\s_.-]*codes?"
 )
+_CONDITIONS = "before|after|when|whenever|once|if|unless|until|while|twice|again|without|per|only"
+"""Words that tie "always call X" to a situation ("always call lookup_order before refunding"): a
+sentence with one is experience; without one, "always call delete" is an order for every task."""
 _PATTERNS = [
     (
         r"\b(ignore|disregard|forget|override|bypass|skip|disable|turn off)\b.{0,40}"
@@ -67,8 +73,10 @@ _PATTERNS = [
     ),
     (
         r"\bremember\s*:|\bnote (to|for) (the )?(agent|critic|assistant|ai|model|gate|llm|actor|reviewer)\b"
-        r"|\b(always|never)\s+(\w+\s+){0,2}?(approve|trust|execute|run|obey|follow|comply|call|use|invoke|delete"
-        r"|remove|drop|wipe|erase|destroy|disable|grant|send|transfer|upload|install|download|exfiltrate)\b"
+        r"|\b(always|never)\s+(\w+\s+){0,2}?(approve|trust|execute|obey|comply|wipe|erase|destroy|disable|grant"
+        r"|exfiltrate)\b"
+        rf"|(?:^|[.;!?]\s*)(?![^.;!?\n]*\b({_CONDITIONS})\b)[^.;!?\n]*?\b(always|never)\s+(\w+\s+){{0,2}}?"
+        r"(run|follow|call|use|invoke|delete|remove|drop|send|transfer|upload|install|download)\b"
         r"|\bnever (reject|refuse|question|check|verify|ask|review|confirm|wait)\b"
         r"|\b(approve|allow|accept|execute|refund|grant) (all|every|any|everything)\b"
         r"|\b(obey|follow|trust|execute|comply with) (the )?(instructions?|orders?|commands?|text|tool output"
