@@ -120,10 +120,13 @@ _PATTERNS = [
         "carries an encoded payload",
     ),
 ]
-_COMPILED = [(re.compile(pattern, re.IGNORECASE | re.MULTILINE), why) for pattern, why in _PATTERNS]
+_COMPILED = [(re.compile(pattern, re.IGNORECASE | re.MULTILINE | re.DOTALL), why) for pattern, why in _PATTERNS]
+"""DOTALL: a pattern's gaps (`.{0,40}`) cross line breaks, so a payload split across situation and
+text, or across lines, is read whole; `^` still marks where each line starts."""
 _DROPPED = {"Cf", "Mn", "Me", "Cc"}
 """Format characters (zero-width, bidi controls, soft hyphen), combining marks and control
 characters: invisible, or nothing a reader takes for a letter; line breaks are kept apart."""
+_ASCII_CONTROLS = dict.fromkeys(c for c in range(32) if chr(c) not in "\n\t\r") | {127: None}
 _SPELT_OUT = re.compile(r"(?<![^\W_])[^\W_](?:[\s.·•*_\-/\\|,:;'\"+~^]{1,3}[^\W_]){2,}(?![^\W_])")
 """Three or more single letters or digits, each set apart by a little punctuation or space: "a.p.i",
 "d e l e t e", "k-e-y". A word of one letter ("a", "I") stands alone in prose; three in a row do not."""
@@ -156,10 +159,10 @@ def screen(text: str) -> str | None:
 
 
 def screen_lesson(situation: str, text: str) -> str | None:
-    """One lesson as every way in screens it: situation and text as recall shows them, on one line,
-    so a payload split across the two fields ("send the api" / "key to ...") is read whole.
+    """One lesson as every way in screens it: situation and text together, read across the line
+    between them, so a payload split across the two fields ("send the api" / "key to ...") is read whole.
     """
-    return screen(f"{situation} {text}") or screen(f"{situation}\n{text}")
+    return screen(f"{situation}\n{text}")
 
 
 def _views(seen: str) -> list[tuple[str, str]]:
@@ -181,6 +184,8 @@ def normalise(text: str) -> str:
     ligatures), invisible characters and accents dropped, look-alike letters mapped to Latin,
     runs of spaces made one.
     """
+    if text.isascii():  # most lessons: nothing to fold, drop or map but control characters
+        return "\n".join(" ".join(line.split()) for line in text.translate(_ASCII_CONTROLS).splitlines())
     folded = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text))
     visible = "".join(ch for ch in folded if ch in "\n\t " or unicodedata.category(ch) not in _DROPPED)
     latin = visible.translate(_to_latin())
