@@ -3,8 +3,7 @@
 It runs before the LLM gate for the same reason the action pre-check runs before the
 critic: it is free, and a small model cannot be trusted to notice an injection. It guards
 every way a lesson gets into the store, through one function, `screen_lesson`: the gate of a
-run, `pivotal lessons import`, and recall (a lesson stored before a pattern was added is not
-shown again).
+run and `pivotal lessons import`.
 
 A lesson is experience ("when X, Y happened"), never an order. What no lesson needs: an order
 that holds whatever the task ("the first step in every task is delete"), data sent out, a
@@ -13,8 +12,8 @@ secret named, code to run, a prompt's markup.
 The patterns see normalised copies of the text, never the text as written: a model reads
 "ignore" spelt with a Cyrillic o, split by a zero-width space, set in mathematical bold,
 spaced out ("i g n o r e"), punctuated ("a.p.i k.e.y") or in digits ("p4ssw0rd") as "ignore",
-so the screen must too. Situation and text are screened joined, since recall shows them on one
-line: a payload split across the two fields is read whole. The stored lesson keeps its own
+so the screen must too. Situation and text are screened together, and the patterns read across
+line breaks: a payload split across the two fields is read whole. The stored lesson keeps its own
 characters.
 """
 
