@@ -9,10 +9,16 @@ password in a database URL) is caught too.
 import os
 import re
 from collections.abc import MutableMapping
+from functools import lru_cache
 from typing import Any
 
+from pydantic import BaseModel
+
 MARK = "[redacted]"
-_SECRET_NAME = re.compile(r"(API_KEY|_TOKEN|_SECRET|PASSWORD)$")
+_SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSW|PASSPHRASE|CREDENTIAL|PRIVATE|COOKIE", re.IGNORECASE)
+"""A variable is a secret when its name holds one of these anywhere (`AWS_SECRET_ACCESS_KEY`,
+`MY_SERVICE_KEY`, `GITHUB_TOKEN_RO`, `DB_PASSWD`), not only as a suffix: a name that merely
+contains one (`KEYBOARD`) costs nothing but a blanked value."""
 MIN_SECRET_CHARS = 8
 """Shorter values (e.g. "test") would blank out ordinary words."""
 
@@ -40,12 +46,36 @@ _SHAPES = re.compile(
 
 
 def secret_values() -> list[str]:
-    """Values of every variable named like a secret; read each time, so a key set later is covered."""
+    """Values of every variable named like a secret; read each time, so a key set later is covered.
+    A number or a boolean is no secret (`TOKENIZERS_PARALLELISM=false`, `MAX_TOKENS=100000000`).
+
+    Every text entering the state asks, so the answer is kept per environment: the key is the
+    environment's raw items as a tuple (a C-level copy, ~1 µs), the scan of names runs only when
+    a variable was set, changed or removed.
+    """
+    raw = getattr(os.environ, "_data", None)  # POSIX: the bytes behind os.environ, no decoding
+    return list(_secret_values(tuple(raw.items()) if isinstance(raw, dict) else tuple(os.environ.items())))
+
+
+@lru_cache(maxsize=4)
+def _secret_values(_environment: tuple[tuple[Any, Any], ...]) -> list[str]:
     return sorted(
-        {value for name, value in os.environ.items() if _SECRET_NAME.search(name) and len(value) >= MIN_SECRET_CHARS},
+        {
+            value
+            for name, value in os.environ.items()
+            if len(value) >= MIN_SECRET_CHARS and not value.isdigit() and _SECRET_NAME.search(name)
+        },
         key=len,
         reverse=True,
     )
+
+
+@lru_cache(maxsize=16)
+def _values_pattern(values: tuple[str, ...]) -> re.Pattern[str]:
+    """One compiled pattern for the secret values, longest first (so a value holding another is
+    blanked whole), built once per set of values: every text entering the state passes it.
+    """
+    return re.compile("|".join(re.escape(value) for value in values))
 
 
 _LITERALS = (
@@ -59,9 +89,10 @@ is left as it is without the regex, which reads ~3 MB/s (a run's results, every 
 
 
 def redact(text: str, values: list[str] | None = None) -> str:
-    for value in secret_values() if values is None else values:
-        if value in text:
-            text = text.replace(value, MARK)
+    """`text` with secrets blanked: the values of this process's secret variables, then the shapes."""
+    values = secret_values() if values is None else values
+    if any(value in text for value in values):  # substring search in C: most texts hold none
+        text = _values_pattern(tuple(values)).sub(MARK, text)
     return _SHAPES.sub(_blank, text) if _may_hold_shape(text) else text
 
 
@@ -84,14 +115,26 @@ def _blank(match: re.Match[str]) -> str:
 
 
 def redact_tree(value: Any, values: list[str] | None = None) -> Any:
-    """Every string inside dicts and lists, redacted; other values unchanged."""
+    """Every string inside dicts, lists, tuples and pydantic models, redacted; other values unchanged.
+
+    What holds no secret comes back as the same object (most of what passes holds none): nothing
+    is copied then, and a caller can tell by `is`. A model is copied, not validated again:
+    "[redacted]" may be longer than a field allows.
+    """
     values = secret_values() if values is None else values
     if isinstance(value, str):
-        return redact(value, values)
+        clean = redact(value, values)
+        return value if clean == value else clean
     if isinstance(value, dict):
-        return {key: redact_tree(item, values) for key, item in value.items()}
-    if isinstance(value, list):
-        return [redact_tree(item, values) for item in value]
+        pairs = {key: redact_tree(item, values) for key, item in value.items()}
+        return value if all(pairs[key] is item for key, item in value.items()) else pairs
+    if type(value) in (list, tuple):
+        items = [redact_tree(item, values) for item in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else type(value)(items)
+    if isinstance(value, BaseModel):
+        changed = {name: redact_tree(getattr(value, name), values) for name in type(value).model_fields}
+        changed = {name: item for name, item in changed.items() if item is not getattr(value, name)}
+        return value.model_copy(update=changed) if changed else value
     return value
 
 

@@ -80,7 +80,7 @@ class RunResult(BaseModel):
             status="error",
             reason=reason,
             error=reason,
-            task=task.model_dump(),
+            task=redact_tree(task.model_dump()),
             thread_id=thread_id,
             run_id="",
             steps=0,
@@ -346,7 +346,12 @@ async def _run(
         result = await _invoke(graph, None, config, context, saved.values.get("run_id", ""), on_update)
         return result.model_copy(update={"at_least_once": in_flight})
     run_id = uuid.uuid4().hex
-    start = {"task": task.model_dump(), "run_id": run_id, "run_settings": context.saved(), "plugins": plugins or []}
+    start = {
+        "task": redact_tree(task.model_dump()),
+        "run_id": run_id,
+        "run_settings": context.saved(),
+        "plugins": plugins or [],
+    }
     return await _invoke(graph, start, config, context, run_id, on_update)
 
 

@@ -2,66 +2,180 @@
 
 It runs before the LLM gate for the same reason the action pre-check runs before the
 critic: it is free, and a small model cannot be trusted to notice an injection. It guards
-every way a lesson gets into the store: the gate of a run and `pivotal lessons import`.
+every way a lesson gets into the store, through one function, `screen_lesson`: the gate of a
+run and `pivotal lessons import`.
 
-The patterns see a normalised copy of the text, never the text as written: a model reads
-"ignore" spelt with a Cyrillic o, split by a zero-width space or set in mathematical bold as
-"ignore", so the screen must too. The stored lesson keeps its own characters.
+A lesson is experience ("when X, Y happened"), never an order. What no lesson needs: an order
+that holds whatever the task ("the first step in every task is delete"), data sent out, a
+secret named, code to run, a prompt's markup.
+
+The patterns see normalised copies of the text, never the text as written: a model reads
+"ignore" spelt with a Cyrillic o, split by a zero-width space, set in mathematical bold,
+spaced out ("i g n o r e"), punctuated ("a.p.i k.e.y") or in digits ("p4ssw0rd") as "ignore",
+so the screen must too. Situation and text are screened together, and the patterns read across
+line breaks: a payload split across the two fields is read whole. The stored lesson keeps its own
+characters.
 """
 
 import re
 import unicodedata
 from functools import cache
 
+from pivotal.core.secrets import redact
+
 MAX_LESSON_CHARS = 600
 """Situation and text together: a lesson is one or two sentences, and every recall puts it in a prompt."""
 
+_SECRET_WORDS = (
+    r"api[\s_.-]*keys?|apikeys?|access[\s_.-]*keys?|secret[\s_.-]*(?:access[\s_.-]*)?keys?|private[\s_.-]*keys?"
+    r"|ssh[\s_.-]*keys?|signing[\s_.-]*keys?|license[\s_.-]*keys?|passwd|passphrases?"
+    r"|(?<!reset )(?<!reset the )(?<!reset their )(?<!reset your )(?<!forgot )(?<!forgot their )(?<!forgot the )"
+    r"(?<!forgotten )pass[\s_.-]*words?(?! reset (?:link|page|flow|email|request|form|button))"
+    r"|pass[\s_.-]*words?(?:\s+reset)?\s*(?:is|was|=|:|to|as)\s"
+    r"|credentials?|secrets|client[\s_.-]*secret|(?:auth|access|bearer|session|refresh|api|github|slack|oauth)"
+    r"[\s_.-]*tokens?|tokens?(?![\s_.-]*(?:budget|limit|count|usage|per))|seed[\s_.-]*phrase|mnemonic|session[\s_.-]*cookies?|otp|2fa[\s_.-]*codes?"
+)
+_CONDITIONS = "before|after|when|whenever|once|if|unless|until|while|twice|again|without|per|only"
+"""Words that tie "always call X" to a situation ("always call lookup_order before refunding"): a
+sentence with one is experience; without one, "always call delete" is an order for every task."""
 _PATTERNS = [
     (
-        r"\b(ignore|disregard|forget|override|bypass)\b.{0,40}"
-        r"\b(instructions?|rules?|prompts?|guardrails?|critic|reviewers?|checks?)\b",
+        r"\b(ignore|disregard|forget|override|bypass|skip|disable|turn off)\b.{0,40}"
+        r"\b(instructions?|rules?|prompts?|guardrails?|critic|reviewers?|checks?|approvals?|screen|gate|safety)\b",
         "tells the agent to drop its instructions",
     ),
-    (r"\bsystem\s*(prompt|message)\b|^\s*system\s*:|<\s*/?\s*system\s*>|\[\s*system\s*\]", "poses as a system prompt"),
     (
-        r"\byou are now\b|\bnew (instructions|rules|role)\b|\bfrom now on\b|\b(act|behave) as (an? )?(admin|root)\b",
+        r"\bsystem\s*(prompt|message)\b|^\s*(system|assistant|developer)\s*:|<\s*/?\s*system\s*>|\[\s*system\s*\]",
+        "poses as a system prompt",
+    ),
+    (
+        r"\byou are now\b|\bnew (instructions|rules|role|persona)\b|\bfrom now on\b"
+        r"|\b(act|behave) as (an? )?(admin|root|developer|superuser)\b|\b(developer|admin|god|dan|jailbreak) mode\b"
+        r"|\bjailbreak",
         "tries to change the agent's role",
     ),
     (
-        r"\bremember\s*:|\bnote to (the )?(agent|critic|assistant|ai|model|gate)\b"
-        r"|\b(always|never)\s+(\w+\s+){0,2}?(approve|trust|execute|run|obey|follow|comply|call|use|invoke|delete"
-        r"|remove|drop|wipe|erase|destroy|disable|grant|send|transfer)\b"
-        r"|\bnever (reject|refuse|question|check|verify|ask|review)\b"
-        r"|\b(approve|allow|accept|execute) (all|every|any)\b",
+        r"\b(regardless of|no matter)\b|\bwhatever the (task|goal|user|customer|request|observation|situation)"
+        r"|\b(in|for|on|at the start of|at the beginning of|before|with|during)\s+(every|each|all|any)\s+(single\s+)?"
+        r"(tasks?|runs?|episodes?|requests?|conversations?|sessions?|jobs?|tickets?|prompts?|turns?|queries)\b"
+        r"|\b(every|each|all|any)\s+(single\s+)?(tasks?|runs?|episodes?|requests?|conversations?|sessions?|jobs?)\b"
+        r"\s+(must|should|starts?|begins?|needs?)\b"
+        r"|\b(correct|right|only|required|mandatory|real|true)\s+first\s+(step|action|move|thing)\b"
+        r"|\b(first|very first)\s+thing\s+(to do|you do)\b|\bbefore (doing )?anything else\b"
+        r"|\b(in all|under all|in any) (cases|circumstances|situations|tasks)\b"
+        r"|\bunconditionally\b|\bwithout exception\b"
+        r"|\b(important|critical|mandatory|urgent|required|official|priority|binding)\s*(lesson|rule|instruction|notice"
+        r"|update|directive|order|policy)\b|\b(top|highest|first) priority\b|\bstanding (policy|order|rule|instruction)"
+        r"|\b(note|message|instruction|priority|reminder|memo|order)s? (for|to) (the )?"
+        r"(agent|assistant|ai|model|actor|llm)\b",
+        "orders an action regardless of the task",
+    ),
+    (
+        r"\bremember\s*:|\bnote (to|for) (the )?(agent|critic|assistant|ai|model|gate|llm|actor|reviewer)\b"
+        r"|\b(always|never)\s+(\w+\s+){0,2}?(approve|trust|execute|obey|comply|wipe|erase|destroy|disable|grant"
+        r"|exfiltrate)\b"
+        rf"|(?:^|[.;!?]\s*)(?![^.;!?\n]*\b({_CONDITIONS})\b)[^.;!?\n]*?\b(always|never)\s+(\w+\s+){{0,2}}?"
+        r"(run|follow|call|use|invoke|delete|remove|drop|send|transfer|upload|install|download)\b"
+        r"|\bnever (reject|refuse|question|check|verify|ask|review|confirm|wait)\b"
+        r"|\b(approve|allow|accept|execute|refund|grant) (all|every|any|everything)\b"
+        r"|\b(obey|follow|trust|execute|comply with) (the )?(instructions?|orders?|commands?|text|tool output"
+        r"|page|email|ticket|document|message)s?\b"
+        r"|\b(rm\s+-\w*[rf]|drop\s+(table|database)|truncate\s+table|mkfs|format\s+(the\s+)?(disk|drive))"
+        r"|\bwithout (the |a |any )?(approval|review|critic|gate|confirmation|person)s?\b"
+        r"|\bdo (whatever|what|as) (it|the (page|text|file|site|message|output)) (says|tells)"
+        r"|\b(delete|wipe|erase|destroy|remove)\s+"
+        r"(all|every|everything|the (whole|entire)|the (disk|database|backups?))\b",
         "tries to plant a standing order",
     ),
-    (r"\b(api[_ -]?key|password|secret|token|credential)s?\b", "mentions secrets"),
-    (r"\b(exfiltrate|send .{0,30} to http|curl |wget )", "asks to send data out"),
     (
-        r"```|<\s*/?\s*(instructions?|prompt)\s*>|<\|[a-z_]+\|>|\[/?inst\]|^\s*#+\s*(instruction|system)",
+        rf"\b({_SECRET_WORDS})\b|\b[a-z0-9_]*_(key|secret|token|password|passwd)s?\b|\bsk-[a-z0-9]"
+        r"|\benv(ironment)?\s*var(iable)?s?\b|\bos\s*\.\s*(environ|getenv)|\bgetenv\b|\bprintenv\b|\$\{?[a-z_]*(key|token"
+        r"|secret|pass)|\.env\b|\bid_(rsa|ed25519|ecdsa)\b|\.ssh\b|/etc/(passwd|shadow)|\.aws\b|\.netrc\b|\bkeychain\b",
+        "names secrets",
+    ),
+    (
+        r"\bexfiltrat|\b(send|post|upload|forward|email|mail|transmit|leak|share|copy|paste|report|submit|push|sync"
+        r"|beacon|publish)\b.{0,60}(\bto\b|\binto\b|\bat\b|\bon\b).{0,20}(https?:|ftp:|wss?:|\bwww\.|[\w.-]+@[\w-]+\.\w"
+        r"|\b\w+\.(com|net|org|io|ru|cn|xyz|sh|me|site|top)\b|\bwebhook|\bpastebin|\bngrok|\bdiscord|\btelegram|\bs3\b"
+        r"|\bexternal|\boutside|\bremote|\bserver|\bendpoint|\bthird.party|\bmy\b|\bthis address)"
+        r"|\b(fetch|download|open|visit|load|get|read|follow)\s+(https?:|ftp:|www\.)"
+        r"|\b(curl|wget|nc|ncat|netcat|scp|rsync|ftp|telnet)\s+\S|\brequests\s*\.\s*(get|post|put)"
+        r"|\burllib|\bsocket\s*\.|\bfetch\s*\(|\bwebhook|\bpastebin|\bngrok|\bbase64\b.{0,40}\b(send|post|upload|url)",
+        "asks to send data out",
+    ),
+    (
+        r"\b(python3?|node|perl|ruby|bash|sh|zsh|powershell|pwsh|cmd)\s+(-c|-e|/c)\b|\b(eval|exec|__import__|compile)\s*\("
+        r"|\bsubprocess\b|\bos\s*\.\s*(system|popen)|\bimport\s+(os|sys|subprocess|socket|requests)\b|\$\("
+        r"|\|\s*(sh|bash|python3?)\b|\bchmod\s+\+x|\bsudo\s",
+        "carries code to run",
+    ),
+    (
+        r"```|<\s*/?\s*(instructions?|prompt|tool|function_call|assistant|user)\s*>|<\|[a-z_]+\|>|\[/?inst\]"
+        r"|^\s*#+\s*(instruction|system)|\{\s*\"role\"",
         "carries markup meant for a prompt",
     ),
+    (
+        r"(?-i:(?<![A-Za-z0-9+/])(?=[A-Za-z0-9+/]*[0-9])(?=[A-Za-z0-9+/]*[a-z])(?=[A-Za-z0-9+/]*[A-Z])[A-Za-z0-9+/]{24,}={0,2})",
+        "carries an encoded payload",
+    ),
 ]
-_COMPILED = [(re.compile(pattern, re.IGNORECASE | re.MULTILINE), why) for pattern, why in _PATTERNS]
+_COMPILED = [(re.compile(pattern, re.IGNORECASE | re.MULTILINE | re.DOTALL), why) for pattern, why in _PATTERNS]
+"""DOTALL: a pattern's gaps (`.{0,40}`) cross line breaks, so a payload split across situation and
+text, or across lines, is read whole; `^` still marks where each line starts."""
 _DROPPED = {"Cf", "Mn", "Me", "Cc"}
 """Format characters (zero-width, bidi controls, soft hyphen), combining marks and control
 characters: invisible, or nothing a reader takes for a letter; line breaks are kept apart."""
+_ASCII_CONTROLS = dict.fromkeys(c for c in range(32) if chr(c) not in "\n\t\r") | {127: None}
+_SPELT_OUT = re.compile(r"(?<![^\W_])[^\W_](?:[\s.·•*_\-/\\|,:;'\"+~^]{1,3}[^\W_]){2,}(?![^\W_])")
+"""Three or more single letters or digits, each set apart by a little punctuation or space: "a.p.i",
+"d e l e t e", "k-e-y". A word of one letter ("a", "I") stands alone in prose; three in a row do not."""
+_STEMS = re.compile(
+    r"api|key|passw|credential|token|secret|environ|getenv|exfil|http|curl|wget|ignore|instruction|system|delete"
+    r"|wipe|erase|rmrf|sudo|send|upload|approve|always|never|override|bypass|admin|exec|eval"
+)
+"""Words no lesson spells out a letter at a time: a sentence set out so ("s e n d t h e k e y")
+joins into one run where word boundaries are lost, so the run is searched for these inside it."""
+_SEPARATORS = re.compile(r"[\s.·•*_\-/\\|,:;'\"+~^]+")
+_LEET = re.compile(r"\b(?=\w*[a-z])(?=\w*[0-9@$])[\w@$]+\b", re.IGNORECASE)
+_DIGIT_LETTERS = str.maketrans("013457@$", "oieastas")
 
 
 def screen(text: str) -> str | None:
     """Why this lesson text must not be stored, or None when nothing suspicious was found."""
     if len(text) > MAX_LESSON_CHARS:
         return f"longer than {MAX_LESSON_CHARS} characters"
+    if redact(text, []) != text:
+        return "holds a credential"
     seen = normalise(text)
-    for pattern, why in _COMPILED:
-        if pattern.search(seen):
-            return why
+    for view, how in _views(seen):
+        for pattern, why in _COMPILED:
+            if pattern.search(view):
+                return f"{why}{how}"
+    for run in _SPELT_OUT.finditer(seen):
+        if stem := _STEMS.search(_SEPARATORS.sub("", run.group(0)).lower()):
+            return f"spells out {stem.group(0)!r} letter by letter"
     return None
 
 
 def screen_lesson(situation: str, text: str) -> str | None:
-    """One lesson as every way in screens it: situation and text together, as recall shows them."""
+    """One lesson as every way in screens it: situation and text together, read across the line
+    between them, so a payload split across the two fields ("send the api" / "key to ...") is read whole.
+    """
     return screen(f"{situation}\n{text}")
+
+
+def _views(seen: str) -> list[tuple[str, str]]:
+    """The normalised text, then the forms an obfuscated payload takes once read as a model reads
+    it, each with the words the refusal adds so a person sees why an innocent-looking line failed.
+    """
+    views = [(seen, "")]
+    joined = _SPELT_OUT.sub(lambda m: _SEPARATORS.sub("", m.group(0)), seen)
+    if joined != seen:
+        views.append((joined, " (spelt out letter by letter)"))
+    plain = _LEET.sub(lambda m: m.group(0).translate(_DIGIT_LETTERS), joined)
+    if plain != joined:
+        views.append((plain, " (letters written as digits)"))
+    return views
 
 
 def normalise(text: str) -> str:
@@ -69,6 +183,8 @@ def normalise(text: str) -> str:
     ligatures), invisible characters and accents dropped, look-alike letters mapped to Latin,
     runs of spaces made one.
     """
+    if text.isascii():  # most lessons: nothing to fold, drop or map but control characters
+        return "\n".join(" ".join(line.split()) for line in text.translate(_ASCII_CONTROLS).splitlines())
     folded = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text))
     visible = "".join(ch for ch in folded if ch in "\n\t " or unicodedata.category(ch) not in _DROPPED)
     latin = visible.translate(_to_latin())

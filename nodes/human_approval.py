@@ -11,6 +11,7 @@ from langgraph.types import interrupt
 
 from pivotal.core.context import Context
 from pivotal.core.environments import require_environment
+from pivotal.core.secrets import redact
 from pivotal.core.state import Critique, Proposal, State
 from pivotal.core.task import Task
 
@@ -80,9 +81,9 @@ def read_reply(reply: Any) -> tuple[Literal["approve", "reject"], str]:
     if isinstance(reply, dict) and isinstance(reply.get("decisions"), list) and len(reply["decisions"]) == 1:
         reply = reply["decisions"][0]
     if not isinstance(reply, dict):
-        return "reject", f"unreadable reply {reply!r}"
+        return "reject", redact(f"unreadable reply {reply!r}"[:300])
     decision = str(reply.get("decision", reply.get("type", ""))).strip().lower()
-    reason = str(reply.get("reason", reply.get("message", ""))).strip()
+    reason = redact(str(reply.get("reason", reply.get("message", ""))).strip())  # a person's words enter the state here
     if decision in ("approve", "approved", "yes", "y"):
         return "approve", reason
     return "reject", reason if decision in ("reject", "rejected", "no", "n") else f"unreadable decision {decision!r}"

@@ -35,6 +35,8 @@ Question = tuple[str, str]
 async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     await preflight(runtime.context, runtime.store)
     messages = state.get("messages") or []
+    blanked = _redacted_messages(messages)
+    messages = [blanked.get(id(message), message) for message in messages]
     question = _last_question(messages)
     opened = state.get("turn")
     if opened is None:
@@ -47,6 +49,7 @@ async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         release(opened.get("run_id", ""))  # a turn left waiting: its world is not this turn's
         given = state.get("run_id")
         run_id = given if given and given != opened.get("run_id") else uuid.uuid4().hex
+    task = Task.model_validate(redact_tree(task.model_dump()))  # a goal or a param can carry a key
     live = await in_env_thread(open_live, run_id, task, timeout=runtime.context.step_timeout, what=f"{task.env}: reset")
     if not task.goal:
         task.goal = getattr(live.env, "default_goal", "")
@@ -62,6 +65,7 @@ async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "run_id": run_id,
     }
     return {
+        **({"messages": list(blanked.values())} if blanked else {}),  # same ids: the caller's copies are replaced
         "task": task.model_dump(),
         "run_id": run_id,
         "run_settings": runtime.context.saved(),  # the turn's own: a resume anywhere goes on with them
@@ -120,6 +124,19 @@ def _closed(state: State, opened: Turn) -> list[Turn]:
     if any(turn.get("run_id") == opened.get("run_id") for turn in turns):
         return turns
     return [*turns, turn_summary(state, "interrupted")]
+
+
+def _redacted_messages(messages: list[AnyMessage]) -> dict[int, AnyMessage]:
+    """Each caller's message that held a secret, blanked, keyed by the original's `id()`: a chat's
+    text enters the state (goal, earlier turns) from here. Returned to `add_messages` with their own
+    ids, they replace the caller's copies in every later checkpoint.
+    """
+    blanked = {}
+    for message in messages:
+        content = redact_tree(message.content)
+        if content != message.content:
+            blanked[id(message)] = message.model_copy(update={"content": content})
+    return blanked
 
 
 def _handed_in(messages: list[AnyMessage], question: Question | None) -> list[Turn]:

@@ -3,6 +3,7 @@ role call shares.
 """
 
 import asyncio
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
@@ -13,6 +14,7 @@ from pivotal.core.context import Context, Role, model_label
 from pivotal.core.models.factory import make_model
 from pivotal.core.models.structured import Answer, ask
 from pivotal.core.models.world import World, given
+from pivotal.core.secrets import redact, redact_tree, secret_values
 from pivotal.core.state import State
 
 T = TypeVar("T", bound=BaseModel)
@@ -50,7 +52,15 @@ async def ask_role(
         )
     usage = answer.usage
     updates = {"counters": {"llm_calls": usage["calls"], "fallbacks": usage["fallbacks"]}, "usage": {role: usage}}
-    return answer, updates
+    return redacted(answer), updates
+
+
+def redacted(answer: Answer[T]) -> Answer[T]:
+    """The reply with secrets blanked: every role's reply enters the state here (thoughts, actions,
+    critiques, reflections, lesson drafts), and a model echoes keys it read or was sent.
+    """
+    values = secret_values()
+    return replace(answer, value=redact_tree(answer.value, values), error=redact(answer.error, values))
 
 
 async def _chat_model(spec: str | BaseChatModel, context: Context) -> BaseChatModel:
