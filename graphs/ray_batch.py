@@ -25,7 +25,8 @@ from pivotal.core.errors import InfrastructureFault, PivotalError
 from pivotal.core.settings import settings
 from pivotal.core.task import Task
 from pivotal.graphs.builder import build_graph
-from pivotal.graphs.runner import RunResult, batch_threads, check_task, open_checkpointer, run_or_report
+from pivotal.graphs.lease import Busy
+from pivotal.graphs.runner import RunResult, batch_threads, check_task, open_checkpointer, run_leased
 
 INSTALL = "Ray batches need Ray: pip install 'pivotal[ray]'"
 MAX_WORKER_DEATHS = 3
@@ -44,14 +45,15 @@ class Worker:
         self.graph: Any = None
         self.opening: asyncio.Lock | None = None
 
-    async def run(self, task: dict[str, Any], thread_id: str) -> dict[str, Any]:
+    async def run(self, task: dict[str, Any], thread_id: str, busy: Busy = "skip") -> dict[str, Any]:
         """{"result": RunResult fields}, or {"fault": why} when the shared storage (or this
-        worker's setup) failed, which stops the whole batch on the driver.
+        worker's setup) failed, which stops the whole batch on the driver. The thread's lease is the
+        one every process takes (graphs/lease.py), so another batch's process leaves it alone.
         """
         try:
             graph = await self._graph()
             parsed = check_task(task, self.context.default_env)
-            result = await run_or_report(graph, parsed, self.context, thread_id, self.plugins)
+            result = await run_leased(graph, parsed, self.context, thread_id, self.plugins, busy)
         except PivotalError as exc:
             return {"fault": str(exc)}
         return {"result": result.model_dump()}
@@ -102,6 +104,7 @@ async def run_batch_on_ray(
     thread_keys: list[str] | None = None,
     on_result: Callable[[int, RunResult], Any] | None = None,
     plugins: Iterable[str] = (),
+    on_start: Callable[[int], Any] | None = None,
 ) -> list[RunResult]:
     """`run_batch` over Ray workers: `concurrency` tasks in flight on each worker; results keep input order.
 
@@ -109,7 +112,9 @@ async def run_batch_on_ray(
     a Ray instance already running in this process, Ray starts on this machine and `workers`
     defaults to its cores. Checkpoints must be a `postgresql://` URL every worker reaches, and
     memory, when on, a Chroma server (`Context.store_url`). `on_result(i, result)` is called
-    exactly once per task, on the driver, as results stream back.
+    exactly once per task, on the driver, as results stream back; `on_start(i)` as task i is first
+    sent to a worker. A thread another process holds is skipped, as in `run_batch`; a task handed
+    on after its worker died waits for that worker's lease (at once when its process is gone).
     """
     context = context or Context()
     checkpoints = checkpoints or settings().checkpoint_path
@@ -123,7 +128,7 @@ async def run_batch_on_ray(
         _start(ray, address)
     try:
         slots = _workers(ray, workers, concurrency, (checkpoints, list(plugins), context))
-        return await _drive(ray, slots, parsed, concurrency, threads, on_result)
+        return await _drive(ray, slots, parsed, concurrency, threads, on_result, on_start)
     finally:
         if started:
             ray.shutdown()
@@ -188,10 +193,12 @@ async def _drive(
     concurrency: int,
     threads: list[str],
     on_result: Callable[[int, RunResult], Any] | None,
+    on_start: Callable[[int], Any] | None = None,
 ) -> list[RunResult]:
     if not tasks:
         return []
     driver = _Driver(ray, tasks, threads, on_result, feeders=len(slots) * concurrency)
+    driver.on_start = on_start
     try:
         async with asyncio.TaskGroup() as group:  # a storage fault cancels the rest, which stay resumable
             for slot in slots:
@@ -226,12 +233,16 @@ class _Driver:
         self.results: dict[int, RunResult] = {}
         self.deaths = [0] * len(tasks)
         self.reviving: set[asyncio.Task[None]] = set()  # held, so a pending revive is never collected
+        self.on_start: Callable[[int], Any] | None = None
 
     async def feed(self, slot: _Slot) -> None:
         while (index := await self.queue.get()) is not None:
             await slot.ready.wait()
+            if self.on_start is not None and not self.deaths[index] and inspect.isawaitable(done := self.on_start(index)):
+                await done
+            busy = "wait" if self.deaths[index] else "skip"  # a dead worker's lease: its successor waits it out
             try:
-                answer = await slot.actor.run.remote(self.tasks[index].model_dump(), self.threads[index])
+                answer = await slot.actor.run.remote(self.tasks[index].model_dump(), self.threads[index], busy)
             except self.ray.exceptions.RayActorError as exc:
                 await self.lost(slot, index, exc)
                 continue
