@@ -13,13 +13,16 @@ over goes on from the thread's checkpoint with the run id and attempt saved ther
 idempotency keys are the ones its first owner used.
 
 An owner that could not renew in time (its loop or its database stalled past the lease) may
-already have a successor: its run is cancelled and ends with `LeaseLost`, so two processes never
-go on acting on one thread. The clock is the database's, so machines need not agree on the time.
+already have a successor: its run is cancelled and ends with `LeaseLost`, and until a renewal has
+gone through again it writes no checkpoint (the saver's writes are fenced), so a process that wakes
+from a freeze cannot put its stale step on top of its successor's. The clock is the database's, so
+machines need not agree on the time.
 Savers other than LangGraph's SQLite and Postgres ones (in memory, an application's own) hold no
 lease: they are not shared between processes.
 """
 
 import asyncio
+import contextvars
 import os
 import socket
 import time
@@ -86,6 +89,10 @@ class Lease:
                 return
             self.renewed = time.monotonic()
 
+    def current(self) -> bool:
+        """Renewed within the lease: nobody else can have taken the thread since."""
+        return not self.lost and time.monotonic() - self.renewed < self.ttl
+
     async def release(self) -> None:
         if self.db is not None and not self.lost:
             try:
@@ -107,6 +114,7 @@ async def thread_lease(saver: Any, thread_id: str, busy: Busy = "wait") -> Async
     holder = asyncio.current_task()
     assert holder is not None
     keeper = asyncio.create_task(lease.keep(holder))
+    token = _holding.set(lease)
     try:
         yield lease
     except asyncio.CancelledError:
@@ -117,6 +125,7 @@ async def thread_lease(saver: Any, thread_id: str, busy: Busy = "wait") -> Async
             ) from None
         raise
     finally:
+        _holding.reset(token)
         keeper.cancel()
         with suppress(asyncio.CancelledError):
             await keeper
@@ -129,6 +138,7 @@ async def _take(db: "_Database", lease: Lease, busy: Busy) -> None:
         row = await db.row(READ, (lease.thread_id,))
         if row is None:
             if await db.change(INSERT, (lease.thread_id, lease.owner, lease.ttl)) == 1:
+                lease.renewed = time.monotonic()
                 return
             continue  # another process inserted it first: look again
         owner, left, released, done = row[0], float(row[1]), float(row[2]) == 0, bool(row[3])
@@ -136,6 +146,7 @@ async def _take(db: "_Database", lease: Lease, busy: Busy) -> None:
             raise ThreadBusy(f"thread {lease.thread_id!r} was finished and reported by {_who(owner)}")
         if left <= 0 or _gone(owner):
             if await db.change(TAKE, (lease.owner, lease.ttl, lease.thread_id, owner)) == 1:
+                lease.renewed = time.monotonic()
                 if not released:
                     logger().warning("lease_taken_over", thread_id=lease.thread_id, previous=owner)
                 return
@@ -243,6 +254,8 @@ class _Database:
 
 
 SQLITE_NOW = "((julianday('now') - 2440587.5) * 86400.0)"
+_holding: contextvars.ContextVar[Lease | None] = contextvars.ContextVar("pivotal_lease", default=None)
+"""The lease of the run in this task: LangGraph's writes, made from the run's own tasks, see it."""
 _ready: dict[int, _Database] = {}
 """Savers whose database has the table, by id: created once per saver, not once per run."""
 
@@ -257,6 +270,7 @@ async def _database(saver: Any) -> _Database | None:
     if (known := _ready.get(id(saver))) is not None and known.saver is saver:
         return known
     db = _Database(saver, postgres=kind == "AsyncPostgresSaver")
+    _fence(saver)
     if db.postgres:
         await _create_postgres(db)
     else:
@@ -266,6 +280,23 @@ async def _database(saver: Any) -> _Database | None:
             await saver.conn.commit()
     _ready[id(saver)] = db
     return db
+
+
+def _fence(saver: Any) -> None:
+    """Every checkpoint write of a leased run first asks whether its lease is still current."""
+    for name in ("aput", "aput_writes"):
+        write = getattr(saver, name)
+
+        async def fenced(*args: Any, _write: Any = write, **kwargs: Any) -> Any:
+            lease = _holding.get()
+            if lease is not None and not lease.current():
+                raise LeaseLost(
+                    f"thread {lease.thread_id!r}: this process went {lease.ttl:g} s (PIVOTAL_LEASE_S) without "
+                    "renewing its lease, so another may have taken it over; its checkpoint was not written"
+                )
+            return await _write(*args, **kwargs)
+
+        setattr(saver, name, fenced)
 
 
 async def _create_postgres(db: _Database) -> None:
