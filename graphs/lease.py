@@ -27,7 +27,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +69,8 @@ class Lease:
     """Set by the holder once the run ended and its result was reported: released with the row."""
     lost: bool = False
     renewed: float = field(default_factory=time.monotonic)
+    first_write: Callable[[], Awaitable[None]] | None = None
+    """Awaited once, after the run's first checkpoint is written and before any node of it runs."""
 
     async def keep(self, holder: asyncio.Task[Any]) -> None:
         """Renew until cancelled; when the row is gone to another owner, or renewing failed for a
@@ -102,13 +104,19 @@ class Lease:
 
 
 @asynccontextmanager
-async def thread_lease(saver: Any, thread_id: str, busy: Busy = "wait") -> AsyncIterator[Lease]:
+async def thread_lease(
+    saver: Any,
+    thread_id: str,
+    busy: Busy = "wait",
+    first_write: Callable[[], Awaitable[None]] | None = None,
+) -> AsyncIterator[Lease]:
     """Hold the thread's lease for the body: taken (or waited for, or refused with `ThreadBusy`),
     renewed in the background, released at the end. Raises `LeaseLost` when the lease went to
-    another process while the body ran.
+    another process while the body ran. `first_write` is awaited after the body's first
+    checkpoint is written (a batch records there that the task started).
     """
     db = await _database(saver)
-    lease = Lease(thread_id, _new_owner(), settings().lease_s, db)
+    lease = Lease(thread_id, _new_owner(), settings().lease_s, db, first_write=first_write)
     if db is not None:
         await _take(db, lease, busy)
     holder = asyncio.current_task()
@@ -287,14 +295,18 @@ def _fence(saver: Any) -> None:
     for name in ("aput", "aput_writes"):
         write = getattr(saver, name)
 
-        async def fenced(*args: Any, _write: Any = write, **kwargs: Any) -> Any:
+        async def fenced(*args: Any, _write: Any = write, _name: str = name, **kwargs: Any) -> Any:
             lease = _holding.get()
             if lease is not None and not lease.current():
                 raise LeaseLost(
                     f"thread {lease.thread_id!r}: this process went {lease.ttl:g} s (PIVOTAL_LEASE_S) without "
                     "renewing its lease, so another may have taken it over; its checkpoint was not written"
                 )
-            return await _write(*args, **kwargs)
+            written = await _write(*args, **kwargs)
+            if lease is not None and _name == "aput" and (told := lease.first_write) is not None:
+                lease.first_write = None
+                await told()
+            return written
 
         setattr(saver, name, fenced)
 

@@ -104,7 +104,6 @@ async def run_batch_on_ray(
     thread_keys: list[str] | None = None,
     on_result: Callable[[int, RunResult], Any] | None = None,
     plugins: Iterable[str] = (),
-    on_start: Callable[[int], Any] | None = None,
 ) -> list[RunResult]:
     """`run_batch` over Ray workers: `concurrency` tasks in flight on each worker; results keep input order.
 
@@ -112,9 +111,9 @@ async def run_batch_on_ray(
     a Ray instance already running in this process, Ray starts on this machine and `workers`
     defaults to its cores. Checkpoints must be a `postgresql://` URL every worker reaches, and
     memory, when on, a Chroma server (`Context.store_url`). `on_result(i, result)` is called
-    exactly once per task, on the driver, as results stream back; `on_start(i)` as task i is first
-    sent to a worker. A thread another process holds is skipped, as in `run_batch`; a task handed
-    on after its worker died waits for that worker's lease (at once when its process is gone).
+    exactly once per task, on the driver, as results stream back. A thread another process holds is
+    skipped, as in `run_batch`; a task handed on after its worker died waits for that worker's lease
+    (taken at once when its process is gone).
     """
     context = context or Context()
     checkpoints = checkpoints or settings().checkpoint_path
@@ -128,7 +127,7 @@ async def run_batch_on_ray(
         _start(ray, address)
     try:
         slots = _workers(ray, workers, concurrency, (checkpoints, list(plugins), context))
-        return await _drive(ray, slots, parsed, concurrency, threads, on_result, on_start)
+        return await _drive(ray, slots, parsed, concurrency, threads, on_result)
     finally:
         if started:
             ray.shutdown()
@@ -193,12 +192,10 @@ async def _drive(
     concurrency: int,
     threads: list[str],
     on_result: Callable[[int, RunResult], Any] | None,
-    on_start: Callable[[int], Any] | None = None,
 ) -> list[RunResult]:
     if not tasks:
         return []
     driver = _Driver(ray, tasks, threads, on_result, feeders=len(slots) * concurrency)
-    driver.on_start = on_start
     try:
         async with asyncio.TaskGroup() as group:  # a storage fault cancels the rest, which stay resumable
             for slot in slots:
@@ -233,13 +230,10 @@ class _Driver:
         self.results: dict[int, RunResult] = {}
         self.deaths = [0] * len(tasks)
         self.reviving: set[asyncio.Task[None]] = set()  # held, so a pending revive is never collected
-        self.on_start: Callable[[int], Any] | None = None
 
     async def feed(self, slot: _Slot) -> None:
         while (index := await self.queue.get()) is not None:
             await slot.ready.wait()
-            if self.on_start is not None and not self.deaths[index] and inspect.isawaitable(done := self.on_start(index)):
-                await done
             busy = "wait" if self.deaths[index] else "skip"  # a dead worker's lease: its successor waits it out
             try:
                 answer = await slot.actor.run.remote(self.tasks[index].model_dump(), self.threads[index], busy)

@@ -9,7 +9,7 @@ import asyncio
 import inspect
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -279,7 +279,8 @@ async def run_batch(
     Each task holds its thread's lease (graphs/lease.py) from before it reads the thread until its
     `on_result` has returned. A thread another process owns, or finished and reported, is left to
     it: its result has status "skipped" (`busy="skip"`), or the task waits for it (`busy="wait"`).
-    `on_start(i)` is called once task i holds its lease, before its run reads or writes anything.
+    `on_start(i)` is called once task i's first checkpoint is written in this call, before any of
+    its nodes runs (with the SQLite and Postgres savers, which hold leases).
     """
     if concurrency <= 0:
         raise PivotalError(f"concurrency must be > 0 (got {concurrency})")
@@ -347,7 +348,7 @@ async def run_leased(
     plugins: list[str],
     busy: Busy,
     report: Callable[[RunResult], Any] | None = None,
-    start: Callable[[], Any] | None = None,
+    start: Callable[[], Awaitable[None]] | None = None,
 ) -> RunResult:
     """`run_or_report` holding the thread's lease, with `report(result)` awaited before it is
     released: a process that takes the thread after it knows the result was reported (without
@@ -356,9 +357,7 @@ async def run_leased(
     """
     started, reported = time.time(), False
     try:
-        async with thread_lease(graph.checkpointer, thread_id, busy) as lease:
-            if start is not None:
-                await start()
+        async with thread_lease(graph.checkpointer, thread_id, busy, start) as lease:
             result = await run_or_report(graph, task, context, thread_id, plugins)
             reported = True
             if report is not None:

@@ -196,7 +196,7 @@ async def _run(
             _write(results, {"line": pending[index][0], **result.model_dump()})
         progress.update(1)
 
-    def started(index: int) -> None:
+    def started(index: int) -> None:  # Ray workers' starts are not the driver's to see: Postgres keeps them
         _mark_started(state, pending[index][0], Path(f"{args.out}.batch"))
 
     common = {
@@ -205,11 +205,12 @@ async def _run(
         "on_result": record,
         "thread_keys": [str(number) for number, _ in pending],
         "plugins": state.get("plugins", []),
-        "on_start": started,
     }
     try:
         if args.ray is None:
-            await run_batch([task for _, task in pending], context, checkpoint_path=state["checkpoints"], **common)
+            await run_batch(
+                [task for _, task in pending], context, checkpoint_path=state["checkpoints"], on_start=started, **common
+            )
         else:
             from pivotal.graphs.ray_batch import run_batch_on_ray
 
@@ -226,8 +227,9 @@ async def _run(
 
 
 def _mark_started(state: dict[str, Any], line: int, marker: Path) -> None:
-    """The marker names every task that started, before its first checkpoint is written: a resume
-    then knows which threads the checkpoints must hold. Replaced whole, so a kill leaves the old one.
+    """The marker names every task that started, once its first checkpoint is written and before
+    any of its nodes runs: a resume then knows which threads the checkpoints must hold (a task killed
+    before that has done nothing to repeat). Replaced whole, so a kill leaves the old one.
     """
     if line in state.setdefault("started", []):
         return
