@@ -250,9 +250,12 @@ class _Database:
         from psycopg_pool import AsyncConnectionPool
 
         async def on(connection: Any) -> Any:
-            async with connection.transaction(), connection.cursor(row_factory=tuple_row) as cursor:
+            async with connection.cursor(row_factory=tuple_row) as cursor:
                 await cursor.execute(sql, params)
-                return await cursor.fetchone() if fetch else cursor.rowcount
+                found = await cursor.fetchone() if fetch else cursor.rowcount
+            if not connection.autocommit:  # an application's connection: each statement stands alone
+                await connection.commit()
+            return found
 
         if isinstance(self.saver.conn, AsyncConnectionPool):
             async with self.saver.conn.connection() as connection:
@@ -264,8 +267,8 @@ class _Database:
 SQLITE_NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 _holding: contextvars.ContextVar[Lease | None] = contextvars.ContextVar("pivotal_lease", default=None)
 """The lease of the run in this task: LangGraph's writes, made from the run's own tasks, see it."""
-_ready: dict[int, _Database] = {}
-"""Savers whose database has the table, by id: created once per saver, not once per run."""
+READY = "_pivotal_leases"
+"""The saver's attribute holding its `_Database` once the table is there: set up once per saver."""
 
 
 async def _database(saver: Any) -> _Database | None:
@@ -275,7 +278,7 @@ async def _database(saver: Any) -> _Database | None:
     kind = type(saver).__name__
     if kind not in ("AsyncSqliteSaver", "AsyncPostgresSaver"):
         return None
-    if (known := _ready.get(id(saver))) is not None and known.saver is saver:
+    if (known := getattr(saver, READY, None)) is not None:
         return known
     db = _Database(saver, postgres=kind == "AsyncPostgresSaver")
     _fence(saver)
@@ -286,7 +289,7 @@ async def _database(saver: Any) -> _Database | None:
         async with saver.lock:
             await saver.conn.execute(TABLE)
             await saver.conn.commit()
-    _ready[id(saver)] = db
+    setattr(saver, READY, db)
     return db
 
 
