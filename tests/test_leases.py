@@ -159,3 +159,40 @@ def test_a_batch_whose_checkpoints_were_emptied_is_refused_instead_of_restarting
     assert str(checkpoints) in err and "started" in err and "step 0" in err
     assert len(lines(journal)) == moves  # no move ran again, from step 0 or anywhere
     assert out.read_text() == results
+
+
+async def test_a_second_holder_waits_for_the_first_and_a_gone_process_is_taken_over_at_once(tmp_path):
+    import asyncio
+    import subprocess
+    import sys
+
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    from pivotal.graphs.lease import ThreadBusy, _machine, thread_lease
+
+    order: list[str] = []
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "cp.sqlite")) as saver:
+
+        async def hold(name: str, seconds: float) -> None:
+            async with thread_lease(saver, "t"):
+                order.append(f"{name} in")
+                await asyncio.sleep(seconds)
+                order.append(f"{name} out")
+
+        await asyncio.gather(hold("first", 0.3), hold("second", 0))
+        assert order == ["first in", "first out", "second in", "second out"]
+
+        gone = subprocess.Popen([sys.executable, "-c", "pass"])
+        gone.wait()  # its process id now names no process on this machine
+        for owner, taken in ((f"{_machine()}|{gone.pid}|x", True), (f"elsewhere/boot|{gone.pid}|y", False)):
+            await saver.conn.execute(
+                "UPDATE pivotal_leases SET owner = ?, expires_at = 1e12 WHERE thread_id = 't'", (owner,)
+            )
+            await saver.conn.commit()
+            try:
+                async with thread_lease(saver, "t", busy="skip"):
+                    pass
+            except ThreadBusy as busy:
+                assert not taken and "is being run by process" in str(busy)
+            else:
+                assert taken  # a lease another machine's process holds is only taken once it runs out
