@@ -75,6 +75,9 @@ class Settings(BaseSettings):
     call_deadline: float = Field(300.0, gt=0)
     """Seconds one model call may take in all (connect, first byte, a reply trickled byte by byte, the
     SDK's own retries); past it the role treats the provider as down."""
+    lease_s: float = Field(30.0, gt=0)
+    """Seconds a process owns a thread it stopped renewing (graphs/lease.py): it renews every third of
+    it while it runs, so another process takes over a run whose machine was lost after this long."""
     log_level: LogLevel = "WARNING"
     cache_dir: str = Field(default_factory=lambda: _user_cache("pivotal"), min_length=1)
     """Files Pivotal makes once per machine and reuses: the int8 embedding model (~23 MB)."""

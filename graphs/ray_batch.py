@@ -25,7 +25,8 @@ from pivotal.core.errors import InfrastructureFault, PivotalError
 from pivotal.core.settings import settings
 from pivotal.core.task import Task
 from pivotal.graphs.builder import build_graph
-from pivotal.graphs.runner import RunResult, batch_threads, check_task, open_checkpointer, run_or_report
+from pivotal.graphs.lease import Busy
+from pivotal.graphs.runner import RunResult, batch_threads, check_task, open_checkpointer, run_leased
 
 INSTALL = "Ray batches need Ray: pip install 'pivotal[ray]'"
 MAX_WORKER_DEATHS = 3
@@ -44,14 +45,15 @@ class Worker:
         self.graph: Any = None
         self.opening: asyncio.Lock | None = None
 
-    async def run(self, task: dict[str, Any], thread_id: str) -> dict[str, Any]:
+    async def run(self, task: dict[str, Any], thread_id: str, busy: Busy = "skip") -> dict[str, Any]:
         """{"result": RunResult fields}, or {"fault": why} when the shared storage (or this
-        worker's setup) failed, which stops the whole batch on the driver.
+        worker's setup) failed, which stops the whole batch on the driver. The thread's lease is the
+        one every process takes (graphs/lease.py), so another batch's process leaves it alone.
         """
         try:
             graph = await self._graph()
             parsed = check_task(task, self.context.default_env)
-            result = await run_or_report(graph, parsed, self.context, thread_id, self.plugins)
+            result = await run_leased(graph, parsed, self.context, thread_id, self.plugins, busy)
         except PivotalError as exc:
             return {"fault": str(exc)}
         return {"result": result.model_dump()}
@@ -109,7 +111,9 @@ async def run_batch_on_ray(
     a Ray instance already running in this process, Ray starts on this machine and `workers`
     defaults to its cores. Checkpoints must be a `postgresql://` URL every worker reaches, and
     memory, when on, a Chroma server (`Context.store_url`). `on_result(i, result)` is called
-    exactly once per task, on the driver, as results stream back.
+    exactly once per task, on the driver, as results stream back. A thread another process holds is
+    skipped, as in `run_batch`; a task handed on after its worker died waits for that worker's lease
+    (taken at once when its process is gone).
     """
     context = context or Context()
     checkpoints = checkpoints or settings().checkpoint_path
@@ -230,8 +234,9 @@ class _Driver:
     async def feed(self, slot: _Slot) -> None:
         while (index := await self.queue.get()) is not None:
             await slot.ready.wait()
+            busy = "wait" if self.deaths[index] else "skip"  # a dead worker's lease: its successor waits it out
             try:
-                answer = await slot.actor.run.remote(self.tasks[index].model_dump(), self.threads[index])
+                answer = await slot.actor.run.remote(self.tasks[index].model_dump(), self.threads[index], busy)
             except self.ray.exceptions.RayActorError as exc:
                 await self.lost(slot, index, exc)
                 continue

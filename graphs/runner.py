@@ -9,7 +9,7 @@ import asyncio
 import inspect
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -29,11 +29,14 @@ from pivotal.core.secrets import redact, redact_tree
 from pivotal.core.settings import settings
 from pivotal.core.task import Task, parse_task
 from pivotal.graphs.builder import build_graph, recursion_limit
+from pivotal.graphs.lease import Busy, ThreadBusy, thread_lease
 from pivotal.graphs.postgres import open_postgres
 from pivotal.memory.store import ExperienceStore, check_memory, opened_store
 
 OnUpdate = Callable[[str, dict[str, Any]], None]
 """Told each node's name and the state it wrote, as the node finishes."""
+ENDED = ("success", "failure")
+"""Statuses of a run that is over: nothing of it is left to run."""
 
 
 class RunResult(BaseModel):
@@ -97,6 +100,13 @@ class RunResult(BaseModel):
             wall_s=round(time.time() - started_at, 3),
             started_at=started_at,
             finished_at=time.time(),
+        )
+
+    @classmethod
+    def skipped(cls, task: Task, thread_id: str, why: str) -> "RunResult":
+        """Another process owns the thread, or finished and reported it: this one ran nothing."""
+        return cls.from_error(task, thread_id, ThreadBusy(why), time.time()).model_copy(
+            update={"status": "skipped", "reason": why, "error": ""}
         )
 
 
@@ -169,7 +179,8 @@ async def arun(
     """
     context = context or Context()
     parsed = preflight(task, context)
-    async with _graph(checkpointer, checkpoint_path) as graph:
+    thread_id = thread_id or uuid.uuid4().hex
+    async with _graph(checkpointer, checkpoint_path) as graph, thread_lease(graph.checkpointer, thread_id):
         return await _run(graph, parsed, context, thread_id, list(plugins), on_update)
 
 
@@ -189,8 +200,8 @@ async def aresume(
     rest of the run needs is checked before the reply is written, so a failed resume leaves
     the thread exactly as it was, still waiting.
     """
-    async with _graph(checkpointer, checkpoint_path) as graph:
-        saved = await paused_run(graph, thread_id)
+    async with _graph(checkpointer, checkpoint_path) as graph, thread_lease(graph.checkpointer, thread_id):
+        saved = await paused_run(graph, thread_id)  # read under the lease: a second resume waits, then finds none
         context = Context.resumed(saved.get("run_settings") or {}, context)
         check_context(context)
         check_task(saved["task"])
@@ -213,6 +224,13 @@ async def saved_values(thread_id: str, checkpoint_path: str | None = None) -> di
     async with _graph(None, checkpoint_path) as graph:
         saved = await graph.aget_state({"configurable": {"thread_id": thread_id}})
     return dict(saved.values or {})
+
+
+async def held_threads(checkpoint_path: str | None, thread_ids: list[str]) -> set[str]:
+    """Which of these threads the checkpoints hold at least one checkpoint of."""
+    async with open_checkpointer(checkpoint_path) as saver:
+        found = [await saver.aget_tuple({"configurable": {"thread_id": thread}}) for thread in thread_ids]
+    return {thread for thread, saved in zip(thread_ids, found, strict=True) if saved is not None}
 
 
 @asynccontextmanager
@@ -246,6 +264,8 @@ async def run_batch(
     on_result: Callable[[int, RunResult], Any] | None = None,
     thread_keys: list[str] | None = None,
     plugins: Iterable[str] = (),
+    busy: Busy = "skip",
+    on_start: Callable[[int], Any] | None = None,
 ) -> list[RunResult]:
     """Run many tasks, at most `concurrency` at once, over one checkpointer; results keep input order.
 
@@ -255,6 +275,12 @@ async def run_batch(
     the others go on. `on_result(i, result)` (sync or async) is called as each task finishes.
     Pass `checkpointer` (any LangGraph saver, left open) to use the application's own instead of
     opening `checkpoint_path`.
+
+    Each task holds its thread's lease (graphs/lease.py) from before it reads the thread until its
+    `on_result` has returned. A thread another process owns, or finished and reported, is left to
+    it: its result has status "skipped" (`busy="skip"`), or the task waits for it (`busy="wait"`).
+    `on_start(i)` is called once task i's first checkpoint is written in this call, before any of
+    its nodes runs (with the SQLite and Postgres savers, which hold leases).
     """
     if concurrency <= 0:
         raise PivotalError(f"concurrency must be > 0 (got {concurrency})")
@@ -263,11 +289,16 @@ async def run_batch(
     limit = asyncio.Semaphore(concurrency)
 
     async def one(index: int, task: Task, graph: Any) -> RunResult:
+        async def report(result: RunResult) -> None:
+            if on_result is not None and inspect.isawaitable(done := on_result(index, result)):
+                await done
+
+        async def start() -> None:
+            if on_start is not None and inspect.isawaitable(done := on_start(index)):
+                await done
+
         async with limit:
-            result = await run_or_report(graph, task, context, threads[index], list(plugins))
-        if on_result is not None and inspect.isawaitable(done := on_result(index, result)):
-            await done
-        return result
+            return await run_leased(graph, task, context, threads[index], list(plugins), busy, report, start)
 
     async with _graph(checkpointer, checkpoint_path) as graph:  # compiled once for the whole batch
         try:
@@ -307,6 +338,45 @@ def batch_threads(
     if len(keys) != len(parsed):
         raise PivotalError(f"thread_keys has {len(keys)} keys for {len(parsed)} tasks")
     return parsed, [f"{prefix}:{key}" for key in keys]
+
+
+async def run_leased(
+    graph: Any,
+    task: Task,
+    context: Context,
+    thread_id: str,
+    plugins: list[str],
+    busy: Busy,
+    report: Callable[[RunResult], Any] | None = None,
+    start: Callable[[], Awaitable[None]] | None = None,
+) -> RunResult:
+    """`run_or_report` holding the thread's lease, with `report(result)` awaited before it is
+    released: a process that takes the thread after it knows the result was reported (without
+    `report`, e.g. on a Ray worker whose driver reports, the lease says nothing of it). What
+    `report` raises (the results disk) is raised; a lease refused is a "skipped" result.
+    """
+    started, reported = time.time(), False
+    try:
+        async with thread_lease(graph.checkpointer, thread_id, busy, start) as lease:
+            result = await run_or_report(graph, task, context, thread_id, plugins)
+            reported = True
+            if report is not None:
+                await report(result)
+                lease.done = result.status in ENDED
+            return result
+    except ThreadBusy as exc:
+        result = RunResult.skipped(task, thread_id, str(exc))
+    except InfrastructureFault:
+        raise
+    except Exception as exc:  # the lease's own database, or the lease lost: recorded like a run's failure
+        if reported:
+            raise
+        if fault := infrastructure_fault(exc):
+            raise InfrastructureFault(f"{fault}; the batch stopped: fix it, then resume the batch") from exc
+        result = RunResult.from_error(task, thread_id, exc, started)
+    if report is not None:
+        await report(result)
+    return result
 
 
 async def run_or_report(

@@ -2,8 +2,13 @@
 
 RESULTS.jsonl gets one line per task as it finishes (the fields of `pivotal run --json` plus
 `line`, the task's line in TASKS.jsonl). RESULTS.jsonl.batch remembers the batch's LangGraph
-thread prefix and checkpoint file, so `--resume` after a crash skips the finished tasks and
-continues the others from their last checkpoint.
+thread prefix and checkpoint file, and the tasks it started, so `--resume` after a crash skips the
+finished tasks and continues the others from their last checkpoint, and refuses to start one of
+them again from nothing when the checkpoints no longer hold it.
+
+A task whose thread another process holds (the same batch resumed on two machines) is left to it
+with one line on stderr, as is one that process finished and reported: each task runs once, and
+its result is in the results file of the process that ran it.
 """
 
 import argparse
@@ -83,6 +88,8 @@ def _locked_batch(args: argparse.Namespace, out: Path, marker: Path) -> int:
     _check_ray(args, context, args.checkpoints or saved.get("checkpoints"))
     state = _batch_state(args, out, marker, saved, context)
     done = load_done(out) if args.resume else set()
+    if args.resume:
+        _check_started(state, {number for number, _ in lines}, done, args.tasks)
     started = time.perf_counter()
     with out.open("a", encoding="utf-8") as results:
         for number, why in bad:
@@ -183,8 +190,14 @@ async def _run(
     progress = _progress(len(pending))
 
     def record(index: int, result: Any) -> None:
-        _write(results, {"line": pending[index][0], **result.model_dump()})
+        if result.status == "skipped":  # another process runs it, or ran it: its results file has it
+            print(f"{args.tasks}:{pending[index][0]}: skipped: {result.reason}", file=sys.stderr)
+        else:
+            _write(results, {"line": pending[index][0], **result.model_dump()})
         progress.update(1)
+
+    def started(index: int) -> None:  # Ray workers' starts are not the driver's to see: Postgres keeps them
+        _mark_started(state, pending[index][0], Path(f"{args.out}.batch"))
 
     common = {
         "concurrency": concurrency,
@@ -195,7 +208,9 @@ async def _run(
     }
     try:
         if args.ray is None:
-            await run_batch([task for _, task in pending], context, checkpoint_path=state["checkpoints"], **common)
+            await run_batch(
+                [task for _, task in pending], context, checkpoint_path=state["checkpoints"], on_start=started, **common
+            )
         else:
             from pivotal.graphs.ray_batch import run_batch_on_ray
 
@@ -209,6 +224,42 @@ async def _run(
             )
     finally:
         progress.close()
+
+
+def _mark_started(state: dict[str, Any], line: int, marker: Path) -> None:
+    """The marker names every task that started, once its first checkpoint is written and before
+    any of its nodes runs: a resume then knows which threads the checkpoints must hold (a task killed
+    before that has done nothing to repeat). Replaced whole, so a kill leaves the old one.
+    """
+    if line in state.setdefault("started", []):
+        return
+    state["started"].append(line)
+    temporary = marker.with_name(marker.name + ".tmp")
+    temporary.write_text(json.dumps(state), encoding="utf-8")
+    os.replace(temporary, marker)
+
+
+def _check_started(state: dict[str, Any], good: set[int], done: set[int], tasks: str) -> None:
+    """What the marker and the results say started must still be in the checkpoints: an emptied or
+    replaced checkpoint file would otherwise start those tasks again from step 0, repeating every
+    action they took. Refused in one line before anything runs.
+    """
+    from pivotal.graphs.runner import held_threads
+
+    started = sorted((set(state.get("started", [])) | done) & good)
+    if not started:
+        return
+    prefix, where = state["thread_prefix"], state["checkpoints"]
+    held = asyncio.run(held_threads(where, [f"{prefix}:{line}" for line in started]))
+    missing = [line for line in started if f"{prefix}:{line}" not in held]
+    if missing:
+        shown = ", ".join(map(str, missing[:10])) + (", ..." if len(missing) > 10 else "")
+        raise PivotalError(
+            f"{where} holds no checkpoints for {len(missing)} task(s) this batch started (line(s) {shown} of "
+            f"{tasks}): the file was emptied or replaced, so resuming would start them again from step 0; "
+            "restore it (or pass --checkpoints with the one the batch used), or start afresh with --overwrite; "
+            "nothing was run"
+        )
 
 
 def read_tasks(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, str]]]:
