@@ -147,7 +147,9 @@ class Lesson(BaseModel):
         """One more piece of evidence from `other`'s run; the more specific text wins."""
         if other.run_id and other.run_id in self.source_runs.split():
             return self  # the same run written twice (e.g. after a resume): no new evidence
-        confirmed = self.status == "pending" and other.origin == "run"  # a run's gated lesson confirms an import: its text is the gated one
+        confirmed = (
+            self.status == "pending" and other.origin == "run"
+        )  # a run's gated lesson confirms an import: its text is the gated one
         replace = confirmed or (not keep_text and better_text(other.text, self.text))
         text, situation = (other.text, other.situation) if replace else (self.text, self.situation)
         return self.model_copy(
@@ -198,7 +200,8 @@ def lessons_block(recalled: list[Recalled]) -> str:
 
 def owner_of(namespace: list[str] | tuple[str, ...]) -> str:
     """A run's owner, from its Context's `lessons_namespace`: the same label a LangGraph store
-    keeps its lessons under, so one app's lessons have one owner on either backend."""
+    keeps its lessons under, so one app's lessons have one owner on either backend.
+    """
     return "/".join(namespace)
 
 

@@ -18,9 +18,9 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +31,7 @@ from pivotal.core.errors import PivotalError
 from pivotal.core.stats import wilson
 from pivotal.memory.connection import connect_folder, connect_server, one_line, usable_directory
 from pivotal.memory.ledger import ChromaLedger, Record, carried, evidence, family_runs, fold
-from pivotal.memory.lesson import DEFAULT_OWNER, SHARED, Lesson
+from pivotal.memory.lesson import DEFAULT_OWNER, SHARED, Lesson, better_text
 from pivotal.memory.neighbours import NeighbourCache, Neighbours
 
 if TYPE_CHECKING:
@@ -71,6 +71,17 @@ class Match:
 
     lesson: Lesson
     similarity: float
+
+
+@dataclass
+class Revoked:
+    """What a revocation takes back: lessons removed (with all their records), lessons kept with
+    the revoked records taken out of them, and family run records removed.
+    """
+
+    removed: list[tuple[Lesson, list[Record]]] = field(default_factory=list)
+    reduced: list[tuple[Lesson, list[Record]]] = field(default_factory=list)
+    runs: int = 0
 
 
 @dataclass
@@ -278,7 +289,8 @@ class ExperienceStore:
                     written.append(Written(match.lesson.id, merged=match.lesson.run_id != lesson.run_id))
                 else:
                     self._put([self._note(lesson, [evidence(lesson, lesson.id)])])
-                    self._approved = None if self._approved is None else self._approved + 1
+                    if self._approved is not None and lesson.owner == DEFAULT_OWNER:
+                        self._approved += 1
                     written.append(Written(lesson.id, merged=False))
             self._update(list(counted.values()))  # evidence: written with the run, never deferred
             if self._pending is None:
@@ -286,10 +298,20 @@ class ExperienceStore:
         return written
 
     def put(self, lessons: list[Lesson]) -> None:
-        """Store lessons exactly as given (import, retire): no dedup, ids and counts kept."""
+        """Store lessons exactly as given (import, share): no dedup, ids and counts kept. An
+        imported one (origin "import") is also its evidence record, and never replaces a stored
+        lesson of its id: a file cannot rewrite what runs built (nor another owner's lesson).
+        """
         with self._lock:
+            imported = [lesson.id for lesson in lessons if lesson.origin == "import"]
+            stored = set(self.get(imported)) if imported else set()
+            lessons = [lesson for lesson in lessons if lesson.origin != "import" or lesson.id not in stored]
+            for lesson in lessons:
+                if lesson.origin == "import":
+                    self._note(lesson, [evidence(lesson, lesson.id)])
             for start in range(0, len(lessons), BATCH):
                 self._put(lessons[start : start + BATCH], embedded=False)
+            self._write_records()
             self._approved = None  # replaced lessons may change status either way: count again
 
     # ---- read path --------------------------------------------------------------------------
@@ -477,11 +499,18 @@ class ExperienceStore:
         )
 
     def enforce_limits(
-        self, *, floor: float, min_retrievals: int, cap: int, scored: list[Lesson] | None = None
+        self,
+        *,
+        floor: float,
+        min_retrievals: int,
+        cap: int,
+        scored: list[Lesson] | None = None,
+        owner: str = DEFAULT_OWNER,
     ) -> list[str]:
         """Retire lessons whose utility fell below `floor` after enough recalls, or that hurt (see
         `_hurts`), then the lowest utility (oldest first on ties) until at most `cap` stay
-        approved. Retired ones are kept.
+        approved. Retired ones are kept. The cap counts `owner`'s own lessons: one tenant's
+        lessons never push out another's.
 
         `scored`: the lessons whose utility just changed; only they can newly fall below the
         floor. The whole store is scanned for the cap only when it may be over it: the number of
@@ -489,7 +518,7 @@ class ExperienceStore:
         (retired lessons stay stored, so the total count says nothing once any was retired).
         """
         with self._lock:
-            candidates = scored if scored is not None else list(self.lessons())
+            candidates = scored if scored is not None else [c for c in self.lessons() if c.owner == owner]
             weak = []
             for lesson in (c for c in candidates if c.status == "approved"):
                 low = lesson.retrievals >= min_retrievals and lesson.utility < floor
@@ -498,8 +527,11 @@ class ExperienceStore:
                 if reason:
                     weak.append(lesson.model_copy(update={"status": "retired", "retired_reason": reason}))
             self._update(weak)
-            self._approved = None if self._approved is None else self._approved - len(weak)
-            over = self._over_cap(cap) if self._may_exceed(cap) else []
+            if owner != DEFAULT_OWNER:  # `_approved` counts the default owner's
+                over = self._over_cap(cap, owner)
+            else:
+                self._approved = None if self._approved is None else self._approved - len(weak)
+                over = self._over_cap(cap, owner) if self._may_exceed(cap) else []
             self._update(over)
         return [lesson.id for lesson in [*weak, *over]]
 
@@ -508,13 +540,14 @@ class ExperienceStore:
             return self._approved > cap
         return self._pending is not None or self.count() > cap  # Chroma's count misses a batch's inserts
 
-    def _over_cap(self, cap: int) -> list[Lesson]:
+    def _over_cap(self, cap: int, owner: str) -> list[Lesson]:
         approved = sorted(
-            (lesson for lesson in self.lessons() if lesson.status == "approved"),
+            (lesson for lesson in self.lessons() if lesson.status == "approved" and lesson.owner == owner),
             key=lambda lesson: (lesson.utility, lesson.created_at),
         )
         reason = f"store over its cap of {cap} approved lessons (lowest utility)"
-        self._approved = min(len(approved), cap)
+        if owner == DEFAULT_OWNER:
+            self._approved = min(len(approved), cap)
         return [
             lesson.model_copy(update={"status": "retired", "retired_reason": reason})
             for lesson in approved[: max(0, len(approved) - cap)]
@@ -528,6 +561,75 @@ class ExperienceStore:
             )
             self._approved = None
         return list(found)
+
+    # ---- lineage and revocation -------------------------------------------------------------
+    def lineage(self, lesson: Lesson) -> list[Record]:
+        """What the lesson was built from and what happened to it, oldest first."""
+        with self._lock:
+            self.flush()
+            records = self._ledger.read(lesson.family, [lesson.id])
+        return sorted(records, key=lambda r: (r.at, r.id))
+
+    def revoke(self, revoked: Callable[[Record], bool], *, owner: str, dry_run: bool = False) -> Revoked:
+        """Take back what the records `revoked` picks gave: a lesson built only from them goes
+        (with its records), one that has other sources loses their evidence, recall scores and
+        text. Only `owner`'s own lessons are touched; those stored before the ledger have no
+        known sources and count as built from something else.
+        """
+        report = Revoked()
+        with self._lock:
+            self.flush()
+            for family in self.families():
+                records = self._ledger.read(family)
+                runs = [r.id for r in records if r.kind == "run" and revoked(r)]
+                by_lesson: dict[str, list[Record]] = {}
+                for record in records:
+                    by_lesson.setdefault(record.lesson, []).append(record)
+                for lesson in self.lessons(family=family, owner=owner):
+                    if lesson.owner == owner:
+                        self._revoke_one(lesson, by_lesson.get(lesson.id, []), revoked, report)
+                report.runs += len(runs)
+                if not dry_run:
+                    self._apply(family, report, runs)
+            if not dry_run:
+                self.forget_recall()
+                self._approved = None
+        return report
+
+    def _revoke_one(
+        self, lesson: Lesson, records: list[Record], revoked: Callable[[Record], bool], report: "Revoked"
+    ) -> None:
+        gone = [r for r in records if revoked(r)]
+        if not gone:
+            return
+        sources = [r for r in records if r.kind in ("evidence", "carried")]
+        left = [r for r in records if r not in gone]
+        if not [r for r in sources if r not in gone]:
+            report.removed.append((lesson, records))
+            return
+        counts = fold(left).get(lesson.id)
+        update = counts.fields() if counts is not None else {}
+        texts = sorted((r for r in left if r.kind in ("evidence", "carried")), key=lambda r: (r.at, r.id))
+        if lesson.text in {r.text for r in gone} - {r.text for r in texts}:  # the revoked source wrote it
+            best = texts[0]
+            for record in texts[1:]:
+                best = record if better_text(record.text, best.text) else best
+            update.update(text=best.text, situation=best.situation)
+        report.reduced.append((lesson.model_copy(update=update), gone))
+
+    def _apply(self, family: str, report: "Revoked", runs: list[str]) -> None:
+        removed = [(lesson, records) for lesson, records in report.removed if lesson.family == family]
+        reduced = [(lesson, gone) for lesson, gone in report.reduced if lesson.family == family]
+        collection = self._collection(family, create=False)
+        if removed:
+            collection.delete(ids=[lesson.id for lesson, _ in removed])
+        self._ledger.delete(family, [r.id for _, records in [*removed, *reduced] for r in records] + runs)
+        changed = [lesson for lesson, _ in reduced]
+        self._put([lesson for lesson in changed], embedded=False)
+        for lesson, _ in removed:
+            self._known.pop(lesson.id, None)
+            self._deferred.pop(lesson.id, None)
+        self._runs.pop(family, None)
 
     def close(self) -> None:
         try:
