@@ -191,15 +191,18 @@ class ExperienceStore:
             self._ledger.append(list(self._records.values()))
             self._records = {}
 
-    def _note(self, lesson: Lesson, records: list[Record]) -> Lesson:
-        """Keep what happened to `lesson` in the ledger; a lesson stored before the ledger first
-        gets one record carrying the counts it had then, so none of them is lost.
-        """
-        if not lesson.ledgered:
-            self._records.setdefault(carried(lesson).id, carried(lesson))
-            lesson = lesson.model_copy(update={"ledgered": True})
+    def _note(self, records: list[Record]) -> None:
+        """Keep what happened to a lesson in the ledger (written with the lesson, see `_write_records`)."""
         self._records.update((record.id, record) for record in records)
-        return lesson
+
+    def _carried(self, stored: Lesson) -> Lesson:
+        """A lesson stored before the ledger, as the ledger will count it: one record carrying
+        the counts it had, before anything is added to them, so none is lost or counted twice.
+        """
+        if stored.ledgered:
+            return stored
+        self._records.setdefault(carried(stored).id, carried(stored))
+        return stored.model_copy(update={"ledgered": True})
 
     def fault_reported(self) -> None:
         """A storage fault already stopped the work and was reported (a batch says it in one line):
@@ -277,8 +280,9 @@ class ExperienceStore:
             for lesson in lessons:
                 match = self.duplicate(lesson, dedup_similarity)
                 if match is not None:
-                    stored = counted.get(match.lesson.id, match.lesson)
-                    merged = self._note(stored.merged_with(lesson, keep_text=keep_text), [evidence(lesson, stored.id)])
+                    stored = self._carried(counted.get(match.lesson.id, match.lesson))
+                    self._note([evidence(lesson, stored.id)])
+                    merged = stored.merged_with(lesson, keep_text=keep_text)
                     if merged != stored:  # the same run again (a resume) changes nothing
                         if merged.document == stored.document:
                             counted[merged.id] = merged
@@ -288,7 +292,8 @@ class ExperienceStore:
                     # ...but is reported as before: inserted if this run created the lesson, else merged
                     written.append(Written(match.lesson.id, merged=match.lesson.run_id != lesson.run_id))
                 else:
-                    self._put([self._note(lesson, [evidence(lesson, lesson.id)])])
+                    self._note([evidence(lesson, lesson.id)])
+                    self._put([lesson])
                     if self._approved is not None and lesson.owner == DEFAULT_OWNER:
                         self._approved += 1
                     written.append(Written(lesson.id, merged=False))
@@ -306,9 +311,7 @@ class ExperienceStore:
             imported = [lesson.id for lesson in lessons if lesson.origin == "import"]
             stored = set(self.get(imported)) if imported else set()
             lessons = [lesson for lesson in lessons if lesson.origin != "import" or lesson.id not in stored]
-            for lesson in lessons:
-                if lesson.origin == "import":
-                    self._note(lesson, [evidence(lesson, lesson.id)])
+            self._note([evidence(lesson, lesson.id) for lesson in lessons if lesson.origin == "import"])
             for start in range(0, len(lessons), BATCH):
                 self._put(lessons[start : start + BATCH], embedded=False)
             self._write_records()
@@ -426,7 +429,8 @@ class ExperienceStore:
             self._count_run(family, run_id, success)
             current = self.get(list(usage), family=family) if usage else {}
             scored = []
-            for i, lesson in current.items():
+            for i, stored in current.items():
+                lesson = self._carried(stored)
                 shown, approved = usage[i]
                 record = Record(
                     kind="recall",
@@ -439,9 +443,8 @@ class ExperienceStore:
                     steps=shown,
                     approved=approved,
                 )
-                scored.append(
-                    self._note(lesson.scored(run_id, success=success, steps=shown, approved_steps=approved), [record])
-                )
+                self._note([record])
+                scored.append(lesson.scored(run_id, success=success, steps=shown, approved_steps=approved))
             self._update(scored, counts_only=True)
             if not self._private and self._pending is None:
                 self._write_records()
