@@ -79,7 +79,7 @@ def evidence(lesson: Lesson, into: str) -> Record:
         origin=lesson.origin,
         source=lesson.source,
         digest=lesson.digest,
-        at=lesson.created_at if into == lesson.id else time.time(),
+        at=time.time(),
         weight=lesson.evidence,
         situation=lesson.situation,
         text=lesson.text,

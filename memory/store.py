@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,11 +28,12 @@ import numpy as np
 from pydantic import ValidationError
 
 from pivotal.core.errors import PivotalError
-from pivotal.core.stats import wilson
+from pivotal.memory import policy
 from pivotal.memory.connection import connect_folder, connect_server, one_line, usable_directory
 from pivotal.memory.ledger import ChromaLedger, Record, carried, evidence, family_runs, fold
-from pivotal.memory.lesson import DEFAULT_OWNER, SHARED, Lesson, better_text
+from pivotal.memory.lesson import DEFAULT_OWNER, SHARED, Lesson
 from pivotal.memory.neighbours import NeighbourCache, Neighbours
+from pivotal.memory.revocation import Revoked, take_back
 
 if TYPE_CHECKING:
     from pivotal.memory.embeddings import Compute  # onnxruntime loads only once a store embeds
@@ -71,17 +72,6 @@ class Match:
 
     lesson: Lesson
     similarity: float
-
-
-@dataclass
-class Revoked:
-    """What a revocation takes back: lessons removed (with all their records), lessons kept with
-    the revoked records taken out of them, and family run records removed.
-    """
-
-    removed: list[tuple[Lesson, list[Record]]] = field(default_factory=list)
-    reduced: list[tuple[Lesson, list[Record]]] = field(default_factory=list)
-    runs: int = 0
 
 
 @dataclass
@@ -484,23 +474,6 @@ class ExperienceStore:
             runs = family_runs([*self._ledger.read(family, kind="run"), *self._records.values()])
         return int(before.get("runs", 0)) + runs[0], int(before.get("run_successes", 0)) + runs[1]
 
-    def _hurts(self, lesson: Lesson, min_retrievals: int) -> str:
-        """Why a lesson hurts, or "": the runs that recalled it succeeded clearly less often (the
-        top of its 95% interval below) than the family's runs without it.
-        """
-        runs, successes = self.family_runs(lesson.family)
-        others = runs - lesson.retrievals
-        if lesson.retrievals < min_retrievals or others < min_retrievals:
-            return ""
-        baseline = (successes - lesson.successes) / others
-        upper = wilson(lesson.successes, lesson.retrievals)[1]
-        if upper >= baseline:
-            return ""
-        return (
-            f"runs that recalled it succeeded {lesson.successes}/{lesson.retrievals} (at most {upper:.0%}) "
-            f"against {baseline:.0%} of the family's {others} other runs"
-        )
-
     def enforce_limits(
         self,
         *,
@@ -511,7 +484,7 @@ class ExperienceStore:
         owner: str = DEFAULT_OWNER,
     ) -> list[str]:
         """Retire lessons whose utility fell below `floor` after enough recalls, or that hurt (see
-        `_hurts`), then the lowest utility (oldest first on ties) until at most `cap` stay
+        memory/policy.py), then the lowest utility (oldest first on ties) until at most `cap` stay
         approved. Retired ones are kept. The cap counts `owner`'s own lessons: one tenant's
         lessons never push out another's.
 
@@ -523,12 +496,15 @@ class ExperienceStore:
         with self._lock:
             candidates = scored if scored is not None else [c for c in self.lessons() if c.owner == owner]
             weak = []
+            runs: dict[str, tuple[int, int]] = {}
             for lesson in (c for c in candidates if c.status == "approved"):
-                low = lesson.retrievals >= min_retrievals and lesson.utility < floor
-                reason = f"utility {lesson.utility:.2f} below floor {floor:.2f}" if low else ""
-                reason = reason or self._hurts(lesson, min_retrievals)
+                if lesson.family not in runs:
+                    runs[lesson.family] = self.family_runs(lesson.family)
+                reason = policy.weak(
+                    lesson, floor=floor, min_retrievals=min_retrievals, family_runs=runs[lesson.family]
+                )
                 if reason:
-                    weak.append(lesson.model_copy(update={"status": "retired", "retired_reason": reason}))
+                    weak.append(policy.retired(lesson, reason))
             self._update(weak)
             if owner != DEFAULT_OWNER:  # `_approved` counts the default owner's
                 over = self._over_cap(cap, owner)
@@ -544,24 +520,15 @@ class ExperienceStore:
         return self._pending is not None or self.count() > cap  # Chroma's count misses a batch's inserts
 
     def _over_cap(self, cap: int, owner: str) -> list[Lesson]:
-        approved = sorted(
-            (lesson for lesson in self.lessons() if lesson.status == "approved" and lesson.owner == owner),
-            key=lambda lesson: (lesson.utility, lesson.created_at),
-        )
-        reason = f"store over its cap of {cap} approved lessons (lowest utility)"
+        gone, kept = policy.over_cap((lesson for lesson in self.lessons() if lesson.owner == owner), cap)
         if owner == DEFAULT_OWNER:
-            self._approved = min(len(approved), cap)
-        return [
-            lesson.model_copy(update={"status": "retired", "retired_reason": reason})
-            for lesson in approved[: max(0, len(approved) - cap)]
-        ]
+            self._approved = kept
+        return gone
 
     def retire(self, ids: list[str], reason: str, *, owner: str | None = None) -> list[str]:
         with self._lock:
             found = self.get(ids, owner=owner)
-            self._update(
-                [lesson.model_copy(update={"status": "retired", "retired_reason": reason}) for lesson in found.values()]
-            )
+            self._update([policy.retired(lesson, reason) for lesson in found.values()])
             self._approved = None
         return list(found)
 
@@ -590,7 +557,7 @@ class ExperienceStore:
                     by_lesson.setdefault(record.lesson, []).append(record)
                 for lesson in self.lessons(family=family, owner=owner):
                     if lesson.owner == owner:
-                        self._revoke_one(lesson, by_lesson.get(lesson.id, []), revoked, report)
+                        take_back(lesson, by_lesson.get(lesson.id, []), revoked, report)
                 report.runs += len(runs)
                 if not dry_run:
                     self._apply(family, report, runs)
@@ -599,28 +566,7 @@ class ExperienceStore:
                 self._approved = None
         return report
 
-    def _revoke_one(
-        self, lesson: Lesson, records: list[Record], revoked: Callable[[Record], bool], report: "Revoked"
-    ) -> None:
-        gone = [r for r in records if revoked(r)]
-        if not gone:
-            return
-        sources = [r for r in records if r.kind in ("evidence", "carried")]
-        left = [r for r in records if r not in gone]
-        if not [r for r in sources if r not in gone]:
-            report.removed.append((lesson, records))
-            return
-        counts = fold(left).get(lesson.id)
-        update = counts.fields() if counts is not None else {}
-        texts = sorted((r for r in left if r.kind in ("evidence", "carried")), key=lambda r: (r.at, r.id))
-        if lesson.text in {r.text for r in gone} - {r.text for r in texts}:  # the revoked source wrote it
-            best = texts[0]
-            for record in texts[1:]:
-                best = record if better_text(record.text, best.text) else best
-            update.update(text=best.text, situation=best.situation)
-        report.reduced.append((lesson.model_copy(update=update), gone))
-
-    def _apply(self, family: str, report: "Revoked", runs: list[str]) -> None:
+    def _apply(self, family: str, report: Revoked, runs: list[str]) -> None:
         removed = [(lesson, records) for lesson, records in report.removed if lesson.family == family]
         reduced = [(lesson, gone) for lesson, gone in report.reduced if lesson.family == family]
         collection = self._collection(family, create=False)

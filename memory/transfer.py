@@ -41,9 +41,7 @@ taken as given by no one (evidence -5 or 10^9, utility 7.5), and its run ids cou
 run's evidence as a "resume"."""
 
 
-def export_lessons(
-    store: ExperienceStore, out: IO[str], *, family: str | None = None, owner: str | None = None
-) -> int:
+def export_lessons(store: ExperienceStore, out: IO[str], *, family: str | None = None, owner: str | None = None) -> int:
     """Every lesson, retired ones too, in a stable order, so two exports of one store are identical."""
     found = store.lessons(family=family, owner=owner)
     lessons = sorted(found, key=lambda lesson: (lesson.family, lesson.created_at, lesson.id))
