@@ -254,9 +254,10 @@ class ExperienceStore:
         if lesson.scope:  # a lesson one maze taught merges only where it would be recalled
             terms.append({"scope": {"$in": ["", lesson.scope]}})
         where = terms[0] if len(terms) == 1 else {"$and": terms}
-        found = self._query(collection, self._vector(lesson.family, lesson.document), 1, where, lesson.document)
-        # stored before owners (no `owner` in its record): Chroma cannot filter the default owner's
-        return found[0] if found and found[0][0].owner == lesson.owner else None
+        # the default owner's are not filtered (`_owned`): the nearest few are asked for, and its own kept
+        n = OVERFETCH if lesson.owner == DEFAULT_OWNER else 1
+        found = self._query(collection, self._vector(lesson.family, lesson.document), n, where, lesson.document)
+        return next((f for f in found if f[0].owner == lesson.owner), None)
 
     def add(self, lessons: Iterable[Lesson], *, dedup_similarity: float, keep_text: bool = False) -> list[Written]:
         """Insert each lesson, or merge it into a stored one of the same kind and family at least
