@@ -1,6 +1,7 @@
 """Owners, lineage and revocation on one real `chroma run` server shared by two tenants."""
 
 import json
+import time
 
 import pytest
 
@@ -107,6 +108,14 @@ def test_revoke_by_import_file_and_by_time(server_url, tmp_path, capsys):
     assert len(store.get(family="imports", owner=BOB)) == 2
     code, out, _ = cli(capsys, "lessons", "revoke", "--source", str(rows), *args)
     assert code == 0 and store.get(family="imports", owner=BOB) == {}
+
+    [early] = store.add([lesson(TEXT, owner=BOB, run_id="early", family="since")], dedup_similarity=0.9)
+    time.sleep(0.01)
+    since = time.time()
+    late = lesson("Close the connection after each call.", owner=BOB, run_id="late", family="since")
+    store.add([late], dedup_similarity=0.9)
+    assert cli(capsys, "lessons", "revoke", "--since", str(since), *args)[0] == 0
+    assert set(store.get(family="since")) == {early.id}
 
     code, _, err = cli(capsys, "lessons", "revoke", "--since", "yesterday", *args)
     assert code == 2 and "is not a time" in err and "Traceback" not in err
