@@ -25,7 +25,7 @@ import chromadb
 
 from pivotal.memory.embeddings import default_embedding
 from pivotal.memory.lesson import Lesson
-from pivotal.memory.store import close_stores, open_store
+from pivotal.memory.store import PREFIX, close_stores, open_store
 
 FAMILIES = ["gridworld", "frozenlake", "files", "billing", "deploys"]
 KINDS = ["strategy", "guardrail", "skill"]
@@ -168,7 +168,7 @@ def bench(size: int, n_queries: int) -> dict[str, float]:
 
 def _baseline(path: str, store, data: list[Lesson]):
     """The same lessons and vectors in one collection (vectors copied, so only queries are compared)."""
-    vectors = store.client.list_collections()
+    vectors = [c for c in store.client.list_collections() if c.name.startswith(PREFIX)]  # not the ledger
     by_id = {}
     for collection in vectors:
         got = store.client.get_collection(collection.name, embedding_function=default_embedding()).get(

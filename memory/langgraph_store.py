@@ -44,6 +44,10 @@ class LessonCollection(Protocol):
     def query(
         self, query_embeddings: Any, n_results: int, where: Any = None, include: Any = (), **text: Any
     ) -> Any: ...
+    def delete(self, ids: list[str]) -> None:
+        for key in ids:
+            self.store.delete(self.namespace, key)
+
     def upsert(self, ids: list[str], documents: list[str], metadatas: list[Any], embeddings: Any = None) -> None: ...
     def update(self, ids: list[str], metadatas: list[Any]) -> None: ...
     def modify(self, metadata: dict[str, Any]) -> None: ...
@@ -56,6 +60,10 @@ class StoreClient:
         self.store = store
         self.namespace = namespace
         self.records = (*namespace[:-1], f"{namespace[-1]}_runs")
+        from pivotal.memory.ledger import StoreLedger
+
+        self.ledger = StoreLedger(store, namespace)
+        """The evidence ledger's records (memory/ledger.py), beside the lessons."""
 
     def get_or_create_collection(self, name: str, *, metadata: dict[str, Any], **_: Any) -> "StoreCollection":
         family = metadata["family"]
@@ -106,6 +114,10 @@ class StoreCollection:
         else:
             items = [item for flt in _filters(where) for item in _all(self.store, self.namespace, flt)]
         return {"ids": [item.key for item in items], "metadatas": [_fields(item) for item in items]}
+
+    def delete(self, ids: list[str]) -> None:
+        for key in ids:
+            self.store.delete(self.namespace, key)
 
     def upsert(self, ids: list[str], documents: list[str], metadatas: list[Any], embeddings: Any = None) -> None:
         for key, document, fields in zip(ids, documents, metadatas, strict=True):

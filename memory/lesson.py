@@ -9,7 +9,15 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from pivotal.core.schemas import LessonKind, LessonLevel, Outcome
 from pivotal.core.state import Candidate, Recalled
 
-LessonStatus = Literal["approved", "retired"]
+LessonStatus = Literal["approved", "retired", "pending"]
+"""pending: imported, not recalled until a run's own lesson confirms it (memory/transfer.py)."""
+Origin = Literal["run", "import", "person", "carried"]
+
+DEFAULT_OWNER = "pivotal/lessons"
+"""The owner of a run whose Context keeps the default `lessons_namespace`, and of every lesson
+stored before lessons had owners."""
+SHARED = ".shared"
+"""The tier every owner recalls. A dot is never in a namespace label, so no owner is spelt so."""
 
 RECENT_RUNS = 32
 """Run ids a lesson remembers, so a resumed run that writes or scores it again counts once."""
@@ -45,6 +53,17 @@ class Lesson(BaseModel):
     """Recent runs that contributed evidence (space separated, newest last)."""
     scored_runs: str = ""
     """Recent runs whose outcome is already counted in retrievals/successes."""
+    owner: str = DEFAULT_OWNER
+    """Whose lesson it is: `"/".join(Context.lessons_namespace)` of the run that made it (see
+    `owner_of`), or SHARED. Recall, dedup and `pivotal lessons` see the caller's own and SHARED."""
+    origin: Origin = "run"
+    source: str = ""
+    """Where it came from when not from a run: the import file, or the person."""
+    digest: str = ""
+    """Hash of what it was distilled from (the run's trajectory, the import row)."""
+    ledgered: bool = True
+    """Its counts are folded from ledger records (memory/ledger.py). False for a lesson stored
+    before the ledger, until its counts are carried into one."""
     instances: str = ""
     """For task lessons: the environment instances (mazes, games) that taught it, space separated;
     empty where the environment names none. Taught by one instance only, it is recalled only there:
@@ -62,7 +81,7 @@ class Lesson(BaseModel):
     @model_validator(mode="after")
     def _fix_id(self) -> "Lesson":
         if not self.id:
-            self.id = lesson_id(self.kind, self.family, self.text)
+            self.id = lesson_id(self.kind, self.family, self.text, self.owner)
         if not self.source_runs and self.run_id:
             self.source_runs = self.run_id
         return self
@@ -85,9 +104,20 @@ class Lesson(BaseModel):
         """Stored with `scope` beside the fields, so Chroma can filter on it when recall must."""
         return {**self.model_dump(exclude={"id"}), "scope": self.scope}
 
+    def visible_to(self, owner: str) -> bool:
+        return self.owner in (owner, SHARED)
+
     @classmethod
     def from_candidate(
-        cls, candidate: Candidate, *, family: str, run_id: str, model: str, instance: str = ""
+        cls,
+        candidate: Candidate,
+        *,
+        family: str,
+        run_id: str,
+        model: str,
+        instance: str = "",
+        owner: str = DEFAULT_OWNER,
+        digest: str = "",
     ) -> "Lesson":
         """A distiller's or reflector's draft (kind, situation, text, outcome, level) with its provenance."""
         return cls(
@@ -100,6 +130,8 @@ class Lesson(BaseModel):
             family=family,
             run_id=run_id,
             model=model,
+            owner=owner,
+            digest=digest,
             # a whole run's recipe ("down, down, right") holds in the maze that taught it; a step's
             # lesson is recalled by the situation it names, which reads alike in every maze
             instances=instance if candidate.get("level", "step") == "task" else "",
@@ -108,19 +140,24 @@ class Lesson(BaseModel):
     @classmethod
     def from_record(cls, lesson_id: str, metadata: dict[str, Any]) -> "Lesson":
         metadata.pop("scope", None)  # derived from `instances`
+        metadata.setdefault("ledgered", False)  # stored before the ledger: its counts are its own
         return cls.model_validate({**metadata, "id": lesson_id})
 
     def merged_with(self, other: "Lesson", *, keep_text: bool = False) -> "Lesson":
         """One more piece of evidence from `other`'s run; the more specific text wins."""
         if other.run_id and other.run_id in self.source_runs.split():
             return self  # the same run written twice (e.g. after a resume): no new evidence
-        replace = not keep_text and better_text(other.text, self.text)
+        confirmed = (
+            self.status == "pending" and other.origin == "run"
+        )  # a run's gated lesson confirms an import: its text is the gated one
+        replace = confirmed or (not keep_text and better_text(other.text, self.text))
         text, situation = (other.text, other.situation) if replace else (self.text, self.situation)
         return self.model_copy(
             update={
                 "text": text,
                 "situation": situation,
                 "evidence": self.evidence + other.evidence,
+                "status": "approved" if confirmed else self.status,
                 "source_runs": _recent(self.source_runs, other.run_id),
                 "instances": " ".join(
                     list(dict.fromkeys([*self.instances.split(), *other.instances.split()]))[-RECENT_RUNS:]
@@ -161,8 +198,18 @@ def lessons_block(recalled: list[Recalled]) -> str:
     return "\n".join(f"- {line(lesson['kind'], lesson['situation'], lesson['text'])}" for lesson in recalled)
 
 
-def lesson_id(kind: str, family: str, text: str) -> str:
+def owner_of(namespace: list[str] | tuple[str, ...]) -> str:
+    """A run's owner, from its Context's `lessons_namespace`: the same label a LangGraph store
+    keeps its lessons under, so one app's lessons have one owner on either backend.
+    """
+    return "/".join(namespace)
+
+
+def lesson_id(kind: str, family: str, text: str, owner: str = DEFAULT_OWNER) -> str:
+    """The default owner's ids are those lessons had before owners, so old stores keep theirs."""
     key = f"{kind}|{family}|{' '.join(text.lower().split())}"
+    if owner != DEFAULT_OWNER:
+        key = f"{owner}|{key}"
     return hashlib.sha256(key.encode()).hexdigest()[:24]
 
 

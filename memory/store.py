@@ -16,24 +16,24 @@ import atexit
 import hashlib
 import re
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from filelock import FileLock
 from pydantic import ValidationError
 
 from pivotal.core.errors import PivotalError
-from pivotal.core.stats import wilson
+from pivotal.memory import policy
 from pivotal.memory.connection import connect_folder, connect_server, one_line, usable_directory
-from pivotal.memory.lesson import RECENT_RUNS, Lesson
+from pivotal.memory.ledger import ChromaLedger, Record, carried, evidence, family_runs, fold
+from pivotal.memory.lesson import DEFAULT_OWNER, SHARED, Lesson
 from pivotal.memory.neighbours import NeighbourCache, Neighbours
+from pivotal.memory.revocation import Revoked, take_back
 
 if TYPE_CHECKING:
     from pivotal.memory.embeddings import Compute  # onnxruntime loads only once a store embeds
@@ -53,38 +53,6 @@ record) wait in memory until this many lessons or seconds have gathered, the bat
 store closes: each Chroma write costs ~10-17 ms whatever it holds, and every run made two for
 them. A crash (kill -9) loses at most these statistics, never a lesson, its evidence, text or status.
 """
-
-
-class WriteLock:
-    """The store's lock: this process's threads, and for a server store every process on this
-    machine too. Merging evidence, scoring a recall and counting a run read a lesson, change it
-    and write it back; two processes doing that at once on one server lost one of the counts
-    (Chroma has no transactions). Writers on several machines still can: see docs/experience-store.md, Sharing.
-    Reentrant, as `batch()` holds it around the writes it makes.
-    """
-
-    def __init__(self, path: Path | None) -> None:
-        self._threads = threading.RLock()
-        self._processes = FileLock(str(path), mode=0o666) if path is not None else None  # any user of the server
-
-    def __enter__(self) -> None:
-        self._threads.acquire()
-        try:
-            if self._processes is not None:
-                self._processes.acquire()
-        except BaseException:
-            self._threads.release()
-            raise
-
-    def __exit__(self, *_: object) -> None:
-        if self._processes is not None:
-            self._processes.release()
-        self._threads.release()
-
-
-def machine_lock_path(url: str) -> Path:
-    """One lock file per server URL in the machine's temporary folder, shared by every user of it."""
-    return Path(tempfile.gettempdir()) / f"pivotal-store-{hashlib.sha256(url.encode()).hexdigest()[:16]}.lock"
 
 
 @dataclass
@@ -118,7 +86,15 @@ class ExperienceStore:
         self.location = location
         self.client = client
         self._release = release
-        self._lock = WriteLock(None if private else machine_lock_path(location))
+        self._lock = threading.RLock()
+        """This process's threads take turns; other processes and machines need no lock, as
+        what they count goes to the ledger as records of their own (memory/ledger.py).
+        Reentrant, as `batch()` holds it around the writes it makes."""
+        self._ledger = client.ledger if hasattr(client, "ledger") else ChromaLedger(client)
+        self._records: dict[str, Record] = {}
+        """Ledger records not yet written: with a batch's writes, or deferred with the recall scores."""
+        self._runs: dict[str, tuple[set[str], int]] = {}
+        """A private store's family run records as folded: the ids counted, and how many succeeded."""
         self._collections: dict[str, Any] = {}
         self._computes: dict[str, Compute] = {}
         """Each opened family's embedding compute (memory/embeddings.py `Compute`), from its collection's config."""
@@ -141,8 +117,6 @@ class ExperienceStore:
         self._known_lock = threading.Lock()
         self._deferred: dict[str, Lesson] = {}
         """Scored versions not yet written (see DEFER_LESSONS); a private store only."""
-        self._deferred_records: dict[str, dict[str, Any]] = {}
-        """Family run records not yet written, by family."""
         self._deferred_since = 0.0
         self._fault_reported = False
 
@@ -190,6 +164,8 @@ class ExperienceStore:
         updates = [lesson for lesson, vector in pending.values() if vector is None]
         self._update([lesson for lesson in updates if lesson.id not in self._counts_only])
         self._update([lesson for lesson in updates if lesson.id in self._counts_only], counts_only=True)
+        if not self._private:
+            self._write_records()
 
     def flush(self) -> None:
         """Write the deferred counts now (see DEFER_LESSONS): at close, at a batch's end, at exit.
@@ -197,9 +173,26 @@ class ExperienceStore:
         """
         with self._lock:
             self._write_updates(list(self._deferred.values()))
-            for family, record in self._deferred_records.items():
-                self._collection(family, create=True).modify(metadata=record)
-            self._deferred, self._deferred_records = {}, {}
+            self._deferred = {}
+            self._write_records()
+
+    def _write_records(self) -> None:
+        if self._records:
+            self._ledger.append(list(self._records.values()))
+            self._records = {}
+
+    def _note(self, records: list[Record]) -> None:
+        """Keep what happened to a lesson in the ledger (written with the lesson, see `_write_records`)."""
+        self._records.update((record.id, record) for record in records)
+
+    def _carried(self, stored: Lesson) -> Lesson:
+        """A lesson stored before the ledger, as the ledger will count it: one record carrying
+        the counts it had, before anything is added to them, so none is lost or counted twice.
+        """
+        if stored.ledgered:
+            return stored
+        self._records.setdefault(carried(stored).id, carried(stored))
+        return stored.model_copy(update={"ledgered": True})
 
     def fault_reported(self) -> None:
         """A storage fault already stopped the work and was reported (a batch says it in one line):
@@ -207,12 +200,10 @@ class ExperienceStore:
         """
         self._fault_reported = True
 
-    def _defer(self, lessons: Iterable[Lesson] = (), record: tuple[str, dict[str, Any]] | None = None) -> None:
-        if not self._deferred and not self._deferred_records:
+    def _defer(self, lessons: Iterable[Lesson] = ()) -> None:
+        if not self._deferred:
             self._deferred_since = time.monotonic()
         self._deferred.update((lesson.id, lesson) for lesson in lessons)
-        if record is not None:
-            self._deferred_records[record[0]] = record[1]
         if len(self._deferred) >= DEFER_LESSONS or time.monotonic() - self._deferred_since >= DEFER_SECONDS:
             self.flush()
 
@@ -253,21 +244,26 @@ class ExperienceStore:
             if held_vector is not None
             and held.family == lesson.family
             and held.kind == lesson.kind
+            and held.owner == lesson.owner
             and (not lesson.scope or held.scope in ("", lesson.scope))
         ]
         return max(alike, key=lambda found: found[1], default=None)
 
     def _nearest_stored(self, collection: Any, lesson: Lesson) -> tuple[Lesson, float] | None:
-        where: dict[str, Any] = {"kind": lesson.kind}
+        terms: list[dict[str, Any]] = [{"kind": lesson.kind}, *_owned(lesson.owner, shared=False)]
         if lesson.scope:  # a lesson one maze taught merges only where it would be recalled
-            where = {"$and": [where, {"scope": {"$in": ["", lesson.scope]}}]}
-        found = self._query(collection, self._vector(lesson.family, lesson.document), 1, where, lesson.document)
-        return found[0] if found else None
+            terms.append({"scope": {"$in": ["", lesson.scope]}})
+        where = terms[0] if len(terms) == 1 else {"$and": terms}
+        # the default owner's are not filtered (`_owned`): the nearest few are asked for, and its own kept
+        n = OVERFETCH if lesson.owner == DEFAULT_OWNER else 1
+        found = self._query(collection, self._vector(lesson.family, lesson.document), n, where, lesson.document)
+        return next((f for f in found if f[0].owner == lesson.owner), None)
 
     def add(self, lessons: Iterable[Lesson], *, dedup_similarity: float, keep_text: bool = False) -> list[Written]:
         """Insert each lesson, or merge it into a stored one of the same kind and family at least
         `dedup_similarity` alike (evidence +1, the more specific text kept unless `keep_text`,
-        used for candidates the gate did not read). Nothing is deleted.
+        used for candidates the gate did not read). Nothing is deleted. Each one is also an
+        evidence record in the ledger, which is what the evidence is counted from.
         """
         written = []
         counted: dict[str, Lesson] = {}  # merges that change only counts, written together at the end
@@ -275,9 +271,10 @@ class ExperienceStore:
             for lesson in lessons:
                 match = self.duplicate(lesson, dedup_similarity)
                 if match is not None:
-                    stored = counted.get(match.lesson.id, match.lesson)
+                    stored = self._carried(counted.get(match.lesson.id, match.lesson))
+                    self._note([evidence(lesson, stored.id)])
                     merged = stored.merged_with(lesson, keep_text=keep_text)
-                    if merged is not stored:  # the same run again (a resume) changes nothing
+                    if merged != stored:  # the same run again (a resume) changes nothing
                         if merged.document == stored.document:
                             counted[merged.id] = merged
                         else:
@@ -286,23 +283,38 @@ class ExperienceStore:
                     # ...but is reported as before: inserted if this run created the lesson, else merged
                     written.append(Written(match.lesson.id, merged=match.lesson.run_id != lesson.run_id))
                 else:
+                    self._note([evidence(lesson, lesson.id)])
                     self._put([lesson])
-                    self._approved = None if self._approved is None else self._approved + 1
+                    if self._approved is not None and lesson.owner == DEFAULT_OWNER:
+                        self._approved += 1
                     written.append(Written(lesson.id, merged=False))
             self._update(list(counted.values()))  # evidence: written with the run, never deferred
+            if self._pending is None:
+                self._write_records()
         return written
 
     def put(self, lessons: list[Lesson]) -> None:
-        """Store lessons exactly as given (import, retire): no dedup, ids and counts kept."""
+        """Store lessons exactly as given (import, share): no dedup, ids and counts kept. An
+        imported one (origin "import") is also its evidence record, and never replaces a stored
+        lesson of its id: a file cannot rewrite what runs built (nor another owner's lesson).
+        """
         with self._lock:
+            imported = [lesson.id for lesson in lessons if lesson.origin == "import"]
+            stored = set(self.get(imported)) if imported else set()
+            lessons = [lesson for lesson in lessons if lesson.origin != "import" or lesson.id not in stored]
+            self._note([evidence(lesson, lesson.id) for lesson in lessons if lesson.origin == "import"])
             for start in range(0, len(lessons), BATCH):
                 self._put(lessons[start : start + BATCH], embedded=False)
+            self._write_records()
             self._approved = None  # replaced lessons may change status either way: count again
 
     # ---- read path --------------------------------------------------------------------------
-    def search(self, text: str, *, family: str, k: int, min_similarity: float, instance: str = "") -> list[Found]:
+    def search(
+        self, text: str, *, family: str, k: int, min_similarity: float, instance: str = "", owner: str = DEFAULT_OWNER
+    ) -> list[Found]:
         """Approved lessons of this family closest to `text` that apply to `instance` (general
-        ones, and those this instance taught), best first, above the floor.
+        ones, and those this instance taught), best first, above the floor; `owner`'s own and the
+        shared tier's only.
 
         The query is embedded once (and cached) for both queries below; the collection's size is
         never asked (`count()` costs more than the nearest-neighbour query at 100k lessons), only
@@ -314,14 +326,18 @@ class ExperienceStore:
         if not text.strip() or collection is None or not self._holds_lessons(collection):
             return []
         near = self._neighbours(collection, family, text, k * OVERFETCH)
-        found = _recallable(near.found, instance)
+        found = _recallable(near.found, instance, owner)
         if len(found) < k and not near.complete:  # the rest of the top may hold more that apply
-            approved: dict[str, Any] = {"status": "approved"}
-            where = {"$and": [approved, {"scope": {"$in": ["", instance]}}]} if instance else approved
-            found = _recallable(self._query(collection, near.vector, k, where, text), instance)
+            terms: list[dict[str, Any]] = [{"status": "approved"}, *_owned(owner, shared=True)]
+            if instance:
+                terms.append({"scope": {"$in": ["", instance]}})
+            where = terms[0] if len(terms) == 1 else {"$and": terms}
+            found = _recallable(self._query(collection, near.vector, k, where, text), instance, owner)
         return [r for r in found if r.similarity >= min_similarity][:k]
 
-    def kept(self, text: str, *, family: str, k: int, min_similarity: float, instance: str = "") -> list[Found] | None:
+    def kept(
+        self, text: str, *, family: str, k: int, min_similarity: float, instance: str = "", owner: str = DEFAULT_OWNER
+    ) -> list[Found] | None:
         """`search`'s answer when it is at hand (no disk, no embedding), else None: the recall node
         then needs no thread.
         """
@@ -329,7 +345,7 @@ class ExperienceStore:
         near = self._near.get(family, text, k * OVERFETCH) if self._near is not None else None
         if collection is None or collection.name not in self._filled or near is None:
             return None
-        found = _recallable(near.found, instance)
+        found = _recallable(near.found, instance, owner)
         if len(found) < k and not near.complete:
             return None
         return [r for r in found if r.similarity >= min_similarity][:k]
@@ -353,15 +369,35 @@ class ExperienceStore:
             self._filled.add(collection.name)
         return collection.name in self._filled
 
-    def get(self, ids: list[str] | None = None, *, family: str | None = None) -> dict[str, Lesson]:
+    def get(
+        self, ids: list[str] | None = None, *, family: str | None = None, owner: str | None = None
+    ) -> dict[str, Lesson]:
+        """`owner`: only its lessons and the shared tier's (None: every owner's, as the nodes ask by id)."""
         found: dict[str, Lesson] = {}
         for collection in self._family_collections(family):
-            found.update({lesson.id: lesson for lesson in self._get(collection, ids)})
+            lessons = self._folded(self._get(collection, ids), ids)
+            found.update({lesson.id: lesson for lesson in lessons if owner is None or lesson.visible_to(owner)})
         return found
 
-    def lessons(self, *, family: str | None = None) -> Iterator[Lesson]:
+    def lessons(self, *, family: str | None = None, owner: str | None = None) -> Iterator[Lesson]:
         for collection in self._family_collections(family):
-            yield from self._get(collection, None)
+            lessons = self._folded(self._get(collection, None), None)
+            yield from (lesson for lesson in lessons if owner is None or lesson.visible_to(owner))
+
+    def _folded(self, lessons: list[Lesson], ids: list[str] | None) -> list[Lesson]:
+        """A shared store's lessons with their counts folded from the ledger: the counts in a
+        lesson's own fields are the last writer's, and two writers at once each wrote their own.
+        A private store's are exact (it is the only writer), and held writes are newer than both.
+        """
+        if self._private or not lessons:
+            return lessons
+        family = lessons[0].family
+        wanted = [lesson.id for lesson in lessons if lesson.ledgered] if ids is not None else None
+        counts = fold([*self._ledger.read(family, wanted), *self._records.values()])
+        return [
+            lesson.model_copy(update=counts[lesson.id].fields()) if lesson.ledgered and lesson.id in counts else lesson
+            for lesson in lessons
+        ]
 
     def count(self, *, status: str | None = None) -> int:
         if status is None:
@@ -377,69 +413,81 @@ class ExperienceStore:
     ) -> list[Lesson]:
         """Score every lesson a run recalled: usage maps id → (steps shown, steps approved); and
         count the run in its family's record, the baseline a lesson's runs are compared with.
+        Each is a ledger record; a shared store writes them at once, a private one defers them
+        with the recall scores.
         """
         with self._lock:
             self._count_run(family, run_id, success)
-            if not usage:
-                return []
-            current = self.get(list(usage), family=family)
-            scored = [
-                lesson.scored(run_id, success=success, steps=usage[i][0], approved_steps=usage[i][1])
-                for i, lesson in current.items()
-            ]
+            current = self.get(list(usage), family=family) if usage else {}
+            scored = []
+            for i, stored in current.items():
+                lesson = self._carried(stored)
+                shown, approved = usage[i]
+                record = Record(
+                    kind="recall",
+                    lesson=i,
+                    family=family,
+                    owner=lesson.owner,
+                    run=run_id,
+                    recalls=1,
+                    successes=int(success),
+                    steps=shown,
+                    approved=approved,
+                )
+                self._note([record])
+                scored.append(lesson.scored(run_id, success=success, steps=shown, approved_steps=approved))
             self._update(scored, counts_only=True)
+            if not self._private and self._pending is None:
+                self._write_records()
         return scored
 
     def _count_run(self, family: str, run_id: str, success: bool) -> None:
-        """Runs and successes per family, in the collection's metadata; a resumed run counts once."""
+        """One run record per run of the family; a resumed run writes the same record again."""
+        if self._collection(family, create=False) is None:
+            return  # no lesson of this family yet: nothing to compare with
+        record = Record(kind="run", family=family, run=run_id, successes=int(success))
+        if self._private:
+            seen, successes = self._private_runs(family)
+            if record.id not in seen:
+                seen.add(record.id)
+                self._runs[family] = (seen, successes + int(success))
+            self._defer()
+        self._records[record.id] = record
+
+    def _private_runs(self, family: str) -> tuple[set[str], int]:
+        if family not in self._runs:
+            records = self._ledger.read(family, kind="run")
+            self._runs[family] = ({r.id for r in records}, sum(r.successes for r in records))
+        return self._runs[family]
+
+    def family_runs(self, family: str) -> tuple[int, int]:
+        """(runs, successes) of the family: those counted before the ledger (its collection's
+        metadata, no longer written) and its run records since.
+        """
         collection = self._collection(family, create=False)
         if collection is None:
-            return  # no lesson of this family yet: nothing to compare with
-        record = dict(self._family_metadata(collection))
-        counted = str(record.get("counted_runs", "")).split()
-        if run_id in counted:
-            return
-        record.update(
-            runs=int(record.get("runs", 0)) + 1,
-            run_successes=int(record.get("run_successes", 0)) + int(success),
-            counted_runs=" ".join([*counted, run_id][-RECENT_RUNS:]),
-        )
+            return 0, 0
+        before = collection.metadata or {}
         if self._private:
-            self._defer(record=(family, record))
+            seen, successes = self._private_runs(family)
+            runs = len(seen), successes
         else:
-            collection.modify(metadata=record)
-
-    def _family_metadata(self, collection: Any) -> dict[str, Any]:
-        """Another process may have counted runs since this one opened a server's collection."""
-        if self._private:
-            family = (collection.metadata or {}).get("family", "")
-            return self._deferred_records.get(family) or collection.metadata or {}
-        return self.client.get_collection(collection.name).metadata or {}
-
-    def _hurts(self, lesson: Lesson, min_retrievals: int) -> str:
-        """Why a lesson hurts, or "": the runs that recalled it succeeded clearly less often (the
-        top of its 95% interval below) than the family's runs without it.
-        """
-        collection = self._collection(lesson.family, create=False)
-        record = self._family_metadata(collection) if collection is not None else {}
-        others = int(record.get("runs", 0)) - lesson.retrievals
-        if lesson.retrievals < min_retrievals or others < min_retrievals:
-            return ""
-        baseline = (int(record.get("run_successes", 0)) - lesson.successes) / others
-        upper = wilson(lesson.successes, lesson.retrievals)[1]
-        if upper >= baseline:
-            return ""
-        return (
-            f"runs that recalled it succeeded {lesson.successes}/{lesson.retrievals} (at most {upper:.0%}) "
-            f"against {baseline:.0%} of the family's {others} other runs"
-        )
+            runs = family_runs([*self._ledger.read(family, kind="run"), *self._records.values()])
+        return int(before.get("runs", 0)) + runs[0], int(before.get("run_successes", 0)) + runs[1]
 
     def enforce_limits(
-        self, *, floor: float, min_retrievals: int, cap: int, scored: list[Lesson] | None = None
+        self,
+        *,
+        floor: float,
+        min_retrievals: int,
+        cap: int,
+        scored: list[Lesson] | None = None,
+        owner: str = DEFAULT_OWNER,
     ) -> list[str]:
         """Retire lessons whose utility fell below `floor` after enough recalls, or that hurt (see
-        `_hurts`), then the lowest utility (oldest first on ties) until at most `cap` stay
-        approved. Retired ones are kept.
+        memory/policy.py), then the lowest utility (oldest first on ties) until at most `cap` stay
+        approved. Retired ones are kept. The cap counts `owner`'s own lessons: one tenant's
+        lessons never push out another's.
 
         `scored`: the lessons whose utility just changed; only they can newly fall below the
         floor. The whole store is scanned for the cap only when it may be over it: the number of
@@ -447,17 +495,23 @@ class ExperienceStore:
         (retired lessons stay stored, so the total count says nothing once any was retired).
         """
         with self._lock:
-            candidates = scored if scored is not None else list(self.lessons())
+            candidates = scored if scored is not None else [c for c in self.lessons() if c.owner == owner]
             weak = []
+            runs: dict[str, tuple[int, int]] = {}
             for lesson in (c for c in candidates if c.status == "approved"):
-                low = lesson.retrievals >= min_retrievals and lesson.utility < floor
-                reason = f"utility {lesson.utility:.2f} below floor {floor:.2f}" if low else ""
-                reason = reason or self._hurts(lesson, min_retrievals)
+                if lesson.family not in runs:
+                    runs[lesson.family] = self.family_runs(lesson.family)
+                reason = policy.weak(
+                    lesson, floor=floor, min_retrievals=min_retrievals, family_runs=runs[lesson.family]
+                )
                 if reason:
-                    weak.append(lesson.model_copy(update={"status": "retired", "retired_reason": reason}))
+                    weak.append(policy.retired(lesson, reason))
             self._update(weak)
-            self._approved = None if self._approved is None else self._approved - len(weak)
-            over = self._over_cap(cap) if self._may_exceed(cap) else []
+            if owner != DEFAULT_OWNER:  # `_approved` counts the default owner's
+                over = self._over_cap(cap, owner)
+            else:
+                self._approved = None if self._approved is None else self._approved - len(weak)
+                over = self._over_cap(cap, owner) if self._may_exceed(cap) else []
             self._update(over)
         return [lesson.id for lesson in [*weak, *over]]
 
@@ -466,26 +520,66 @@ class ExperienceStore:
             return self._approved > cap
         return self._pending is not None or self.count() > cap  # Chroma's count misses a batch's inserts
 
-    def _over_cap(self, cap: int) -> list[Lesson]:
-        approved = sorted(
-            (lesson for lesson in self.lessons() if lesson.status == "approved"),
-            key=lambda lesson: (lesson.utility, lesson.created_at),
-        )
-        reason = f"store over its cap of {cap} approved lessons (lowest utility)"
-        self._approved = min(len(approved), cap)
-        return [
-            lesson.model_copy(update={"status": "retired", "retired_reason": reason})
-            for lesson in approved[: max(0, len(approved) - cap)]
-        ]
+    def _over_cap(self, cap: int, owner: str) -> list[Lesson]:
+        gone, kept = policy.over_cap((lesson for lesson in self.lessons() if lesson.owner == owner), cap)
+        if owner == DEFAULT_OWNER:
+            self._approved = kept
+        return gone
 
-    def retire(self, ids: list[str], reason: str) -> list[str]:
+    def retire(self, ids: list[str], reason: str, *, owner: str | None = None) -> list[str]:
         with self._lock:
-            found = self.get(ids)
-            self._update(
-                [lesson.model_copy(update={"status": "retired", "retired_reason": reason}) for lesson in found.values()]
-            )
+            found = self.get(ids, owner=owner)
+            self._update([policy.retired(lesson, reason) for lesson in found.values()])
             self._approved = None
         return list(found)
+
+    # ---- lineage and revocation -------------------------------------------------------------
+    def lineage(self, lesson: Lesson) -> list[Record]:
+        """What the lesson was built from and what happened to it, oldest first."""
+        with self._lock:
+            self.flush()
+            records = self._ledger.read(lesson.family, [lesson.id])
+        return sorted(records, key=lambda r: (r.at, r.id))
+
+    def revoke(self, revoked: Callable[[Record], bool], *, owner: str, dry_run: bool = False) -> Revoked:
+        """Take back what the records `revoked` picks gave: a lesson built only from them goes
+        (with its records), one that has other sources loses their evidence, recall scores and
+        text. Only `owner`'s own lessons are touched; those stored before the ledger have no
+        known sources and count as built from something else.
+        """
+        report = Revoked()
+        with self._lock:
+            self.flush()
+            for family in self.families():
+                records = self._ledger.read(family)
+                runs = [r.id for r in records if r.kind == "run" and revoked(r)]
+                by_lesson: dict[str, list[Record]] = {}
+                for record in records:
+                    by_lesson.setdefault(record.lesson, []).append(record)
+                for lesson in self.lessons(family=family, owner=owner):
+                    if lesson.owner == owner:
+                        take_back(lesson, by_lesson.get(lesson.id, []), revoked, report)
+                report.runs += len(runs)
+                if not dry_run:
+                    self._apply(family, report, runs)
+            if not dry_run:
+                self.forget_recall()
+                self._approved = None
+        return report
+
+    def _apply(self, family: str, report: Revoked, runs: list[str]) -> None:
+        removed = [(lesson, records) for lesson, records in report.removed if lesson.family == family]
+        reduced = [(lesson, gone) for lesson, gone in report.reduced if lesson.family == family]
+        collection = self._collection(family, create=False)
+        if removed:
+            collection.delete(ids=[lesson.id for lesson, _ in removed])
+        self._ledger.delete(family, [r.id for _, records in [*removed, *reduced] for r in records] + runs)
+        changed = [lesson for lesson, _ in reduced]
+        self._put([lesson for lesson in changed], embedded=False)
+        for lesson, _ in removed:
+            self._known.pop(lesson.id, None)
+            self._deferred.pop(lesson.id, None)
+        self._runs.pop(family, None)
 
     def close(self) -> None:
         try:
@@ -727,12 +821,22 @@ class ExperienceStore:
         return [(self._held(lessons[i]), 1.0 - float(d)) for i, d in zip(ids, distances, strict=True) if i in lessons]
 
 
-def _recallable(found: Iterable[tuple[Lesson, float]], instance: str) -> list[Found]:
+def _recallable(found: Iterable[tuple[Lesson, float]], instance: str, owner: str) -> list[Found]:
     return [
         Found(lesson.id, lesson, similarity)
         for lesson, similarity in found
-        if lesson.status == "approved" and lesson.applies_to(instance)
+        if lesson.status == "approved" and lesson.applies_to(instance) and lesson.visible_to(owner)
     ]
+
+
+def _owned(owner: str, *, shared: bool) -> list[dict[str, Any]]:
+    """The `where` term for `owner`'s lessons (and the shared tier's). None for the default
+    owner: lessons stored before owners have no `owner` field for Chroma to match, and are its;
+    the lessons found are filtered by owner after the query instead.
+    """
+    if owner == DEFAULT_OWNER:
+        return []
+    return [{"owner": {"$in": [owner, SHARED]}}] if shared else [{"owner": owner}]
 
 
 def collection_name(family: str) -> str:

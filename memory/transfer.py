@@ -2,12 +2,13 @@
 
 import json
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, Any
 
 from pydantic import ValidationError
 
 from pivotal.core.secrets import redact, secret_values
-from pivotal.memory.lesson import Lesson
+from pivotal.memory.ledger import digest
+from pivotal.memory.lesson import DEFAULT_OWNER, Lesson
 from pivotal.memory.screen import screen_lesson
 from pivotal.memory.store import ExperienceStore
 
@@ -23,20 +24,44 @@ class ImportReport:
     """(line number, what was wrong) for every row that was skipped."""
 
 
-def export_lessons(store: ExperienceStore, out: IO[str], *, family: str | None = None) -> int:
+IMPORT_PRIOR: dict[str, Any] = {
+    "evidence": 1,
+    "retrievals": 0,
+    "successes": 0,
+    "step_retrievals": 0,
+    "step_approvals": 0,
+    "utility": 0.5,
+    "source_runs": "",
+    "scored_runs": "",
+    "run_id": "",
+}
+"""What an imported row's counters become, whatever it says: one piece of evidence (the file),
+no recalls, a new lesson's utility. A file is one source, not the runs it claims: its counts are
+taken as given by no one (evidence -5 or 10^9, utility 7.5), and its run ids could block a real
+run's evidence as a "resume"."""
+
+
+def export_lessons(store: ExperienceStore, out: IO[str], *, family: str | None = None, owner: str | None = None) -> int:
     """Every lesson, retired ones too, in a stable order, so two exports of one store are identical."""
-    lessons = sorted(store.lessons(family=family), key=lambda lesson: (lesson.family, lesson.created_at, lesson.id))
+    found = store.lessons(family=family, owner=owner)
+    lessons = sorted(found, key=lambda lesson: (lesson.family, lesson.created_at, lesson.id))
     for lesson in lessons:
-        out.write(json.dumps(lesson.model_dump(), ensure_ascii=False, sort_keys=True) + "\n")
+        out.write(json.dumps(lesson.model_dump(exclude={"ledgered"}), ensure_ascii=False, sort_keys=True) + "\n")
     return len(lessons)
 
 
-def import_lessons(store: ExperienceStore, lines: IO[str]) -> ImportReport:
-    """Good rows are stored as written (ids, counts, status; only a secret in the text is blanked);
-    bad rows are reported, not fatal.
+def import_lessons(
+    store: ExperienceStore, lines: IO[str], *, source: str = "", owner: str = DEFAULT_OWNER
+) -> ImportReport:
+    """Good rows are stored with their ids and text (a secret in the text blanked), as `owner`'s,
+    their counters reset to IMPORT_PRIOR, and held as pending: recalled only once a run's own
+    lesson, gated like any, merges into it (a retired row stays retired). Bad rows are reported,
+    not fatal.
 
-    An imported lesson reaches every later prompt that recalls it, the same as one a run wrote,
-    so each row passes the same poisoning screen and length cap as the gate of a run.
+    An imported lesson would reach every later prompt that recalls it, the same as one a run
+    wrote, so each row passes the same poisoning screen and length cap as the gate of a run, and
+    the gate's reading of a run before it is recalled. Each is one evidence record of origin
+    "import" from `source`, so `pivotal lessons revoke --source FILE` can take the file back.
     """
     report, good, values = ImportReport(), [], secret_values()
     seen: dict[str, int] = {}
@@ -51,7 +76,7 @@ def import_lessons(store: ExperienceStore, lines: IO[str]) -> ImportReport:
             report.bad_rows.append((number, problem or f"repeats id {lesson.id} of line {seen[lesson.id]}"))
             continue
         seen[lesson.id] = number
-        good.append(_without_secrets(lesson, values))
+        good.append(_earned(_without_secrets(lesson, values), source, owner, digest(line.strip())))
     store.put(good)
     report.imported = len(good)
     return report
@@ -79,6 +104,20 @@ def _parse(line: str) -> tuple[Lesson | None, str]:
 def _no_constant(name: str) -> float:
     """NaN and Infinity are not JSON; Python's reader takes them, and a NaN utility would never retire."""
     raise ValueError(f"{name} is not a JSON number")
+
+
+def _earned(lesson: Lesson, source: str, owner: str, row_digest: str) -> Lesson:
+    return lesson.model_copy(
+        update={
+            **IMPORT_PRIOR,
+            "status": "retired" if lesson.status == "retired" else "pending",
+            "owner": owner,
+            "origin": "import",
+            "source": source,
+            "digest": row_digest,
+            "ledgered": True,
+        }
+    )
 
 
 def _without_secrets(lesson: Lesson, values: list[str]) -> Lesson:

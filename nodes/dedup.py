@@ -11,7 +11,7 @@ from pivotal.core.context import Context, model_label
 from pivotal.core.state import State
 from pivotal.core.task import Task
 from pivotal.memory.backend import lesson_store
-from pivotal.memory.lesson import Lesson, better_text
+from pivotal.memory.lesson import Lesson, better_text, owner_of
 
 
 async def dedup(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -29,12 +29,19 @@ async def dedup(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             run_id=state["run_id"],
             model=model_label(context.model_for("distiller")),
             instance=state.get("instance", ""),
+            owner=owner_of(context.lessons_namespace),
         )
         match = await asyncio.to_thread(store.duplicate, lesson, context.dedup_similarity)
         # a more specific text is worth a gate call: the merge may then keep it
         # and a lesson from an outcome nothing checked always meets the gate (an agent judging itself
         # is how wrong runs get stored as successes)
-        known = match is not None and not better_text(lesson.text, match.lesson.text) and lesson.verified
+        # and an imported lesson still pending was never gated: this run's text is, and confirms it
+        known = (
+            match is not None
+            and not better_text(lesson.text, match.lesson.text)
+            and lesson.verified
+            and match.lesson.status != "pending"
+        )
         marked.append(
             {
                 **candidate,

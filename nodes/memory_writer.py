@@ -1,6 +1,7 @@
 """Write the approved lessons, score the lessons this run recalled, and keep the store bounded."""
 
 import asyncio
+import json
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -10,7 +11,8 @@ from pivotal.core.secrets import redact, secret_values
 from pivotal.core.state import Candidate, State
 from pivotal.core.task import Task
 from pivotal.memory.backend import lesson_store
-from pivotal.memory.lesson import Lesson
+from pivotal.memory.ledger import digest
+from pivotal.memory.lesson import Lesson, owner_of
 
 
 async def memory_writer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -44,6 +46,7 @@ def _commit(store: Any, state: State, context: Context, family: str) -> tuple[li
             state["run_id"], family, recall_usage(state), success=state.get("status") == "success"
         )
         retired = store.enforce_limits(
+            owner=owner_of(context.lessons_namespace),
             floor=context.utility_floor,
             scored=scored,
             min_retrievals=context.min_recalls_to_retire,
@@ -55,12 +58,19 @@ def _commit(store: Any, state: State, context: Context, family: str) -> tuple[li
 def _write(store: Any, state: State, context: Context, family: str) -> list[Any]:
     """New lessons may improve a stored text; known ones (no gate call) only add evidence."""
     model = model_label(context.model_for("distiller"))
+    owner, source = owner_of(context.lessons_namespace), trajectory_digest(state)
     approved = [_redacted(c) for c in state.get("approved_lessons", [])]
     drafts = [
         (
             bool(c.get("duplicate_of")),
             Lesson.from_candidate(
-                c, family=family, run_id=state["run_id"], model=model, instance=state.get("instance", "")
+                c,
+                family=family,
+                run_id=state["run_id"],
+                model=model,
+                instance=state.get("instance", ""),
+                owner=owner,
+                digest=source,
             ),
         )
         for c in approved
@@ -77,6 +87,12 @@ def _redacted(candidate: Candidate) -> Candidate:
     """
     values = secret_values()
     return {**candidate, "situation": redact(candidate["situation"], values), "text": redact(candidate["text"], values)}
+
+
+def trajectory_digest(state: State) -> str:
+    """The lineage's hash of what the run's lessons were distilled from: its goal and steps."""
+    steps = [[s.get("action"), s.get("arguments"), s.get("observation")] for s in state.get("trajectory", [])]
+    return digest(json.dumps([state.get("task"), steps], sort_keys=True, default=str))
 
 
 def recall_usage(state: State) -> dict[str, tuple[int, int]]:

@@ -10,6 +10,7 @@ from pivotal.core.environments.live import lookup
 from pivotal.core.state import Recalled, State
 from pivotal.core.task import Task
 from pivotal.memory.backend import lesson_store, opened_lesson_store
+from pivotal.memory.lesson import owner_of
 from pivotal.memory.screen import MAX_LESSON_CHARS
 from pivotal.prompts import clip
 
@@ -31,6 +32,7 @@ async def recall(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "k": context.recall_k,
         "min_similarity": context.recall_min_similarity,
         "instance": state.get("instance", ""),
+        "owner": owner_of(context.lessons_namespace),
     }
     found = store.kept(query, **ask)  # situations repeat: most steps need no thread
     if found is None:

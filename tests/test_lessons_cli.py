@@ -37,14 +37,52 @@ def cli(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def test_export_then_import_round_trips_exactly(capsys, store_dir, tmp_path):
+def test_export_then_import_keeps_the_lessons_and_none_of_their_counts(capsys, store_dir, tmp_path):
+    """What a file says a lesson earned, it has not earned here: ids and texts round-trip, the
+    counters start at the import prior and the lessons wait, pending, for a run to confirm them.
+    """
     first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     assert cli(capsys, "lessons", "export", str(first), "--store", store_dir)[0] == 0
     assert cli(capsys, "lessons", "import", str(first), "--store", str(tmp_path / "copy"))[0] == 0
     assert cli(capsys, "lessons", "export", str(second), "--store", str(tmp_path / "copy"))[0] == 0
-    assert first.read_text() == second.read_text()
     rows = [json.loads(line) for line in first.read_text().splitlines()]
+    copied = [json.loads(line) for line in second.read_text().splitlines()]
     assert sorted(r["text"] for r in rows) == sorted(TEXTS) and any(r["retrievals"] == 1 for r in rows)
+    assert [(r["id"], r["text"]) for r in copied] == [(r["id"], r["text"]) for r in rows]
+    assert {(r["status"], r["evidence"], r["retrievals"], r["utility"], r["origin"]) for r in copied} == {
+        ("pending", 1, 0, 0.5, "import")
+    }
+
+
+@pytest.mark.parametrize("claimed", [{"evidence": -5}, {"utility": 7.5}, {"evidence": 10**9, "retrievals": 10**9}])
+def test_an_imported_rows_counters_are_never_taken_as_given(capsys, tmp_path, claimed):
+    row = {"kind": "guardrail", "situation": "file work", "text": TEXTS[0], "outcome": "failure", "family": "files"}
+    rows = tmp_path / "claims.jsonl"
+    rows.write_text(json.dumps({**row, **claimed, "status": "approved"}) + "\n")
+    cli(capsys, "lessons", "import", str(rows), "--store", str(tmp_path / "copy"))
+    [stored] = open_store(str(tmp_path / "copy")).lessons()
+    assert (stored.evidence, stored.retrievals, stored.utility, stored.status) == (1, 0, 0.5, "pending")
+    assert open_store(str(tmp_path / "copy")).search(TEXTS[0], family="files", k=3, min_similarity=0.0) == []
+
+
+def test_a_run_whose_gated_lesson_matches_a_pending_import_confirms_it(capsys, tmp_path):
+    row = {"kind": "guardrail", "situation": "file work", "text": TEXTS[0], "outcome": "failure", "family": "files"}
+    rows = tmp_path / "one.jsonl"
+    rows.write_text(json.dumps(row) + "\n")
+    cli(capsys, "lessons", "import", str(rows), "--store", str(tmp_path / "copy"))
+    store = open_store(str(tmp_path / "copy"))
+    run = Lesson(
+        kind="guardrail",
+        situation="file work",
+        text="Check that the file exists before you read it.",
+        outcome="failure",
+        family="files",
+        run_id="r9",
+    )
+    [written] = store.add([run], dedup_similarity=0.8)
+    stored = store.get()[written.id]
+    assert stored.status == "approved" and stored.text == run.text and stored.evidence == 2
+    assert [r.origin for r in store.lineage(stored)] == ["import", "run"]
 
 
 def test_import_reports_bad_rows_by_line_and_imports_the_good_ones(capsys, store_dir, tmp_path):

@@ -181,3 +181,47 @@ def test_a_thread_saved_with_a_namespace_resumes_with_the_same_one():
     saved = json.loads(json.dumps(Context(lessons_namespace=("desk", "memories")).saved()))
     resumed = Context.resumed(saved, Context(lessons_namespace=("desk", "memories")))
     assert resumed.lessons_namespace == ["desk", "memories"]
+
+
+_PG_WRITER = """
+import sys
+from langgraph.store.postgres import PostgresStore
+from pivotal.core.context import Context
+from pivotal.memory.backend import lesson_store
+from pivotal.memory.lesson import Lesson
+with PostgresStore.from_conn_string(sys.argv[1]) as pg:
+    store = lesson_store(Context(lessons_namespace=("pivotal", sys.argv[2])), pg)
+    for i in range(int(sys.argv[4])):
+        run = f"{sys.argv[3]}-{i}"
+        lesson = Lesson(kind="guardrail", situation="reading files", text="Check the file exists before reading it.",
+                        outcome="failure", family="files", run_id=run)
+        store.add([lesson], dedup_similarity=0.9)
+        store.record_outcome(run, "files", {lesson.id: (1, 1)}, success=True)
+"""
+
+
+def test_writers_in_several_processes_on_one_postgres_store_lose_no_count(tmp_path):
+    """The LangGraph backend counts from the same ledger: 4 processes, 2 temporary folders, one PostgresStore."""
+    import os
+    import subprocess
+    import sys
+
+    stores = _postgres()
+    next(stores)  # skips when no Postgres answers; the table exists after its setup
+    label, writers, merges = f"race{uuid.uuid4().hex}", 4, 8
+    procs = []
+    for n in range(writers):
+        machine = tmp_path / f"machine-{n % 2}"
+        machine.mkdir(exist_ok=True)
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", _PG_WRITER, POSTGRES, label, f"p{n}", str(merges)],
+                env={**os.environ, "TMPDIR": str(machine)},
+            )
+        )
+    assert [proc.wait(timeout=180) for proc in procs] == [0] * writers
+    from langgraph.store.postgres import PostgresStore
+
+    with PostgresStore.from_conn_string(POSTGRES) as pg:
+        [stored] = lesson_store(Context(lessons_namespace=("pivotal", label)), pg).get().values()
+    assert (stored.evidence, stored.retrievals, stored.successes) == (writers * merges,) * 3

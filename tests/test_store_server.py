@@ -1,6 +1,7 @@
 """Server mode: a real `chroma run` on 127.0.0.1, started by the test, shared by several processes."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -120,21 +121,36 @@ from pivotal.memory.lesson import Lesson
 from pivotal.memory.store import open_store
 store = open_store("", sys.argv[1])
 for i in range(int(sys.argv[3])):
+    run = f"{sys.argv[2]}-{i}"
     lesson = Lesson(kind="guardrail", situation="reading files", text="Check the file exists before reading it.",
-                    outcome="failure", family="server-race", run_id=f"{sys.argv[2]}-{i}")
+                    outcome="failure", family="server-race", run_id=run)
     store.add([lesson], dedup_similarity=0.9)
+    store.record_outcome(run, "server-race", {lesson.id: (2, 1)}, success=i % 2 == 0)
 """
 
 
-def test_processes_merging_into_one_lesson_at_once_lose_no_evidence(server_url):
-    """Each merge reads the lesson, adds one and writes it back: without a lock shared by the
-    processes, two of them read the same count and one increment was lost.
+def test_writers_on_two_machines_merging_into_one_lesson_at_once_lose_no_count(server_url, tmp_path):
+    """Each merge and each recall score is a ledger record of its own: 4 processes in 2 temporary
+    folders (two machines: no lock file they could share), the server spelt two ways, 12 runs
+    each. Before the ledger, a lock file per URL spelling in the temporary folder kept them apart
+    on one machine only: two folders lost 19 and 16 of 48, the other spelling 20.
     """
     writers, merges = 4, 12
-    procs = [
-        subprocess.Popen([sys.executable, "-c", _MERGE, server_url, f"p{n}", str(merges)], cwd=ROOT)
-        for n in range(writers)
-    ]
+    spellings = [server_url, server_url.replace("127.0.0.1", "localhost")]
+    procs = []
+    for n in range(writers):
+        machine = tmp_path / f"machine-{n % 2}"
+        machine.mkdir(exist_ok=True)
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", _MERGE, spellings[n // 2], f"p{n}", str(merges)],
+                cwd=ROOT,
+                env={**os.environ, "TMPDIR": str(machine)},
+            )
+        )
     assert [proc.wait(timeout=180) for proc in procs] == [0] * writers
     [lesson] = open_store("", server_url).get(family="server-race").values()
-    assert lesson.evidence == writers * merges
+    runs = writers * merges
+    assert (lesson.evidence, lesson.retrievals, lesson.successes) == (runs, runs, runs // 2)
+    assert (lesson.step_retrievals, lesson.step_approvals) == (2 * runs, runs)
+    assert open_store("", server_url).family_runs("server-race") == (runs, runs // 2)

@@ -3,12 +3,13 @@
 import argparse
 import json
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, get_args
 
 from pivotal.core.errors import PivotalError
 from pivotal.core.schemas import LessonKind
-from pivotal.memory.lesson import LessonStatus
+from pivotal.memory.lesson import DEFAULT_OWNER, SHARED, LessonStatus
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
@@ -33,6 +34,16 @@ def add_commands(commands: Any) -> None:
     retire = _action(actions, "retire", "stop recalling lessons (they stay for audit)", _retire)
     retire.add_argument("ids", nargs="+")
     retire.add_argument("--reason", default="retired by hand")
+    share = _action(actions, "share", "move lessons to the shared tier every owner recalls", _share)
+    share.add_argument("ids", nargs="+")
+    revoke = _action(
+        actions, "revoke", "take back what a run, an import file or a time span gave (lessons and evidence)", _revoke
+    )
+    which = revoke.add_mutually_exclusive_group(required=True)
+    which.add_argument("--run", help="a run id")
+    which.add_argument("--source", metavar="FILE", help="an import file, as `lessons import` was given it")
+    which.add_argument("--since", metavar="TIME", help="ISO time (UTC unless it says) or epoch seconds")
+    revoke.add_argument("--dry-run", action="store_true", help="say what would go, change nothing")
     _action(actions, "stats", "counts, utility and size per family", _stats)
 
 
@@ -40,6 +51,11 @@ def _action(actions: Any, name: str, help_text: str, handler: Any) -> argparse.A
     parser = actions.add_parser(name, help=help_text)
     parser.add_argument("--store", dest="store_path", metavar="DIR", help="store folder (default: PIVOTAL_STORE_PATH)")
     parser.add_argument("--store-url", metavar="URL", help="Chroma server (default: PIVOTAL_STORE_URL)")
+    parser.add_argument(
+        "--owner",
+        default=DEFAULT_OWNER,
+        help=f"whose lessons: the app's lessons_namespace joined by / (default {DEFAULT_OWNER}); the shared tier too",
+    )
     parser.set_defaults(handler=handler)
     return parser
 
@@ -52,9 +68,8 @@ def _store(args: argparse.Namespace):
 
 
 def _list(args: argparse.Namespace) -> int:
-    for lesson in sorted(
-        _store(args).lessons(family=args.family), key=lambda lesson_: (lesson_.family, -lesson_.utility, lesson_.id)
-    ):
+    lessons = _store(args).lessons(family=args.family, owner=args.owner)
+    for lesson in sorted(lessons, key=lambda lesson_: (lesson_.family, -lesson_.utility, lesson_.id)):
         if (args.status != "all" and lesson.status != args.status) or (args.kind and lesson.kind != args.kind):
             continue
         if args.json:
@@ -68,11 +83,33 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    found = _store(args).get([args.id])
+    store = _store(args)
+    found = store.get([args.id], owner=args.owner)
     if not found:
         raise PivotalError(f"no lesson with id {args.id!r}; see `pivotal lessons list --status all`")
-    print(json.dumps(found[args.id].model_dump(), ensure_ascii=False, indent=2))
+    lesson = found[args.id]
+    lineage = [f"{_when(record.at)}  {_record_line(record)}" for record in store.lineage(lesson)]
+    print(json.dumps({**lesson.model_dump(), "lineage": lineage}, ensure_ascii=False, indent=2))
     return EXIT_OK
+
+
+def _record_line(record: Any) -> str:
+    where = record.source if record.origin in ("import", "person") else f"run {record.run}"
+    if record.kind == "evidence":
+        merged = f", merged from {record.merged_from}" if record.merged_from else ""
+        digest = f", from {record.digest}" if record.digest else ""
+        return f"evidence +{record.weight} ({record.origin}: {where}{digest}{merged}): {record.text[:60]}"
+    if record.kind == "recall":
+        outcome = "success" if record.successes else "failure"
+        return f"recalled by run {record.run}: {outcome}, {record.approved}/{record.steps} steps approved"
+    return (
+        f"carried from before the ledger: evidence {record.weight}, {record.recalls} recalls, "
+        f"{record.successes} successes"
+    )
+
+
+def _when(at: float) -> str:
+    return datetime.fromtimestamp(at, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -80,10 +117,10 @@ def _export(args: argparse.Namespace) -> int:
 
     store = _store(args)
     if args.file == "-":
-        count = export_lessons(store, sys.stdout, family=args.family)
+        count = export_lessons(store, sys.stdout, family=args.family, owner=args.owner)
     else:
         with open(args.file, "w", encoding="utf-8") as out:
-            count = export_lessons(store, out, family=args.family)
+            count = export_lessons(store, out, family=args.family, owner=args.owner)
     print(f"exported {count} lessons", file=sys.stderr)
     return EXIT_OK
 
@@ -95,15 +132,19 @@ def _import(args: argparse.Namespace) -> int:
     if not path.is_file():
         raise PivotalError(f"import file {path} does not exist")
     with path.open(encoding="utf-8", errors="replace") as lines:
-        report = import_lessons(_store(args), lines)
+        report = import_lessons(_store(args), lines, source=str(path), owner=args.owner)
     for number, why in report.bad_rows:
         print(f"{path}:{number}: skipped: {why}", file=sys.stderr)
-    print(f"imported {report.imported} lessons, skipped {len(report.bad_rows)} bad rows", file=sys.stderr)
+    print(
+        f"imported {report.imported} lessons, skipped {len(report.bad_rows)} bad rows "
+        "(held as pending: recalled once a run's own lesson confirms one)",
+        file=sys.stderr,
+    )
     return EXIT_BAD_INPUT if report.bad_rows else EXIT_OK
 
 
 def _retire(args: argparse.Namespace) -> int:
-    retired = _store(args).retire(args.ids, args.reason)
+    retired = _store(args).retire(args.ids, args.reason, owner=args.owner)
     missing = sorted(set(args.ids) - set(retired))
     print(f"retired {len(retired)} lessons", file=sys.stderr)
     if missing:
@@ -111,11 +152,61 @@ def _retire(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _share(args: argparse.Namespace) -> int:
+    store = _store(args)
+    own = {i: lesson for i, lesson in store.get(args.ids, owner=args.owner).items() if lesson.owner == args.owner}
+    store.put([lesson.model_copy(update={"owner": SHARED}) for lesson in own.values()])
+    print(f"shared {len(own)} lessons", file=sys.stderr)
+    missing = sorted(set(args.ids) - set(own))
+    if missing:
+        raise PivotalError(f"no lesson of owner {args.owner!r} with id {', '.join(missing)}")
+    return EXIT_OK
+
+
+def _revoke(args: argparse.Namespace) -> int:
+    since = _since(args.since) if args.since else None
+    source = str(Path(args.source)) if args.source else None
+
+    def revoked(record: Any) -> bool:
+        if record.kind == "carried":
+            return False
+        if args.run:
+            return record.run == args.run
+        if source is not None:
+            return record.origin == "import" and record.source == source
+        return record.at >= since
+
+    report = _store(args).revoke(revoked, owner=args.owner, dry_run=args.dry_run)
+    verb = "would remove" if args.dry_run else "removed"
+    for lesson, _ in report.removed:
+        print(f"{verb} {lesson.id}  {lesson.text[:70]}")
+    for lesson, gone in report.reduced:
+        print(f"{'would take' if args.dry_run else 'took'} {len(gone)} records out of {lesson.id}  {lesson.text[:60]}")
+    print(
+        f"{verb} {len(report.removed)} lessons, {len(report.reduced)} kept with other sources, "
+        f"{report.runs} run records",
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
+def _since(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise PivotalError(f"--since {text!r} is not a time: give ISO (2026-12-02T06:00) or epoch seconds") from None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
 def _stats(args: argparse.Namespace) -> int:
     store = _store(args)
     rows: dict[str, dict[str, Any]] = {}
-    for lesson in store.lessons():
-        row = rows.setdefault(lesson.family, {"approved": 0, "retired": 0, "utility": [], "kinds": {}})
+    for lesson in store.lessons(owner=args.owner):
+        row = rows.setdefault(lesson.family, {"approved": 0, "retired": 0, "pending": 0, "utility": [], "kinds": {}})
         row[lesson.status] += 1
         row["kinds"][lesson.kind] = row["kinds"].get(lesson.kind, 0) + 1
         if lesson.status == "approved":
@@ -127,6 +218,7 @@ def _stats(args: argparse.Namespace) -> int:
             family: {
                 "approved": r["approved"],
                 "retired": r["retired"],
+                "pending": r["pending"],
                 "kinds": r["kinds"],
                 "mean_utility": round(sum(r["utility"]) / len(r["utility"]), 3) if r["utility"] else None,
             }

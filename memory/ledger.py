@@ -1,0 +1,270 @@
+"""The evidence ledger: every merge, recall score and run count as its own record.
+
+Why records instead of counters: a counter in a lesson's metadata is read, changed and written
+back, and Chroma has no transactions, so two writers on two machines that merge into one lesson
+at once keep one of the two counts (a lock file on one machine's temporary folder cannot see the
+other machine). A record is only ever added, under an id that names what it counts (lesson, what
+happened, run), so writers never touch each other's records, and the same run written twice (a
+resume) writes the same record again. Counts and utility are folded from the records
+(`fold`); the lesson's own fields hold the last fold, which a store one process owns keeps exact
+and a shared store folds again when it is read.
+
+The records are also the lesson's lineage: which runs, imports or people it came from, the hash of
+what each distilled it from, the text each one gave, so `pivotal lessons revoke` can take a source
+back out and rebuild the lesson from what is left.
+"""
+
+import hashlib
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from pivotal.memory.lesson import Lesson, Origin, utility
+
+RecordKind = Literal["evidence", "recall", "run", "carried"]
+
+RECENT = 32
+"""Run ids a folded lesson lists (newest last): the records themselves keep every one."""
+
+
+class Record(BaseModel):
+    """One thing that happened to a lesson (or, for kind "run", to its family)."""
+
+    id: str = ""
+    kind: RecordKind
+    lesson: str = ""
+    """The lesson's id; "" for a family's run record."""
+    family: str
+    owner: str = ""
+    run: str = ""
+    origin: Origin = "run"
+    source: str = ""
+    """The import file or the person, for origin "import" / "person"."""
+    digest: str = ""
+    """Hash of what the lesson was distilled from (the run's trajectory, the import row)."""
+    at: float = Field(default_factory=time.time)
+    weight: int = 0
+    """Evidence it adds: 1 for a run; an import's is capped (memory/transfer.py IMPORT_PRIOR)."""
+    recalls: int = 0
+    successes: int = 0
+    steps: int = 0
+    approved: int = 0
+    situation: str = ""
+    text: str = ""
+    """The text this source gave (evidence): revocation rebuilds the lesson from the texts left."""
+    merged_from: str = ""
+    """The id the candidate had on its own, when it merged into a lesson of another text."""
+
+    def model_post_init(self, _: Any) -> None:
+        if not self.id:
+            source = self.run or self.source or self.digest or uuid.uuid4().hex  # nothing names it: its own
+            self.id = record_id(self.kind, self.lesson or self.family, source)
+
+    def metadata(self) -> dict[str, Any]:
+        return self.model_dump(exclude={"id"})
+
+
+def evidence(lesson: Lesson, into: str) -> Record:
+    """`lesson`'s run (or import, or person) giving evidence to the stored lesson `into`."""
+    return Record(
+        kind="evidence",
+        lesson=into,
+        family=lesson.family,
+        owner=lesson.owner,
+        run=lesson.run_id,
+        origin=lesson.origin,
+        source=lesson.source,
+        digest=lesson.digest,
+        at=time.time(),
+        weight=lesson.evidence,
+        situation=lesson.situation,
+        text=lesson.text,
+        merged_from=lesson.id if lesson.id != into else "",
+    )
+
+
+def carried(lesson: Lesson) -> Record:
+    """The counts a lesson stored before the ledger had, as one record (one id per lesson, so
+    two writers carrying it at once write the same record).
+    """
+    return Record(
+        id=record_id("carried", lesson.id, ""),
+        kind="carried",
+        lesson=lesson.id,
+        family=lesson.family,
+        owner=lesson.owner,
+        origin="carried",
+        run=lesson.source_runs,
+        source=lesson.scored_runs,
+        at=lesson.created_at,
+        weight=lesson.evidence,
+        recalls=lesson.retrievals,
+        successes=lesson.successes,
+        steps=lesson.step_retrievals,
+        approved=lesson.step_approvals,
+        situation=lesson.situation,
+        text=lesson.text,
+    )
+
+
+def record_id(kind: str, subject: str, source: str) -> str:
+    """What the record counts names it: the same run's record written twice is one record."""
+    return hashlib.sha256(f"{kind}|{subject}|{source}".encode()).hexdigest()[:32]
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass
+class Counts:
+    """A lesson's counters as its records add them up."""
+
+    evidence: int = 0
+    retrievals: int = 0
+    successes: int = 0
+    step_retrievals: int = 0
+    step_approvals: int = 0
+    source_runs: list[str] = field(default_factory=list)
+    scored_runs: list[str] = field(default_factory=list)
+
+    def fields(self) -> dict[str, Any]:
+        counters = {
+            "retrievals": self.retrievals,
+            "successes": self.successes,
+            "step_retrievals": self.step_retrievals,
+            "step_approvals": self.step_approvals,
+        }
+        return {
+            **counters,
+            "evidence": self.evidence,
+            "utility": utility(**counters),
+            "source_runs": " ".join(self.source_runs[-RECENT:]),
+            "scored_runs": " ".join(self.scored_runs[-RECENT:]),
+        }
+
+
+def fold(records: Iterable[Record]) -> dict[str, Counts]:
+    """Each lesson's counts, from its records (any order; each id counted once)."""
+    unique = {record.id: record for record in records}
+    counts: dict[str, Counts] = {}
+    for record in sorted(unique.values(), key=lambda r: (r.at, r.id)):
+        if record.kind == "run":
+            continue
+        total = counts.setdefault(record.lesson, Counts())
+        total.evidence += record.weight
+        total.retrievals += record.recalls
+        total.successes += record.successes
+        total.step_retrievals += record.steps
+        total.step_approvals += record.approved
+        if record.kind == "carried":
+            total.source_runs += record.run.split()
+            total.scored_runs += record.source.split()
+        elif record.kind == "evidence" and record.run:
+            total.source_runs.append(record.run)
+        elif record.kind == "recall":
+            total.scored_runs.append(record.run)
+    return counts
+
+
+def family_runs(records: Iterable[Record]) -> tuple[int, int]:
+    """(runs, successes) of a family's run records."""
+    runs = {r.id: r for r in records if r.kind == "run"}.values()
+    return len(runs), sum(r.successes for r in runs)
+
+
+# ---- where records are kept ----------------------------------------------------------------
+LEDGER_PREFIX = "pivotal-ledger-"
+
+
+class ChromaLedger:
+    """Records in a Chroma collection per family beside the lessons' one (never queried by
+    vector: each record gets the same one-number embedding Chroma requires).
+    """
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self._collections: dict[str, Any] = {}
+
+    def _collection(self, family: str, *, create: bool) -> Any:
+        if family in self._collections:
+            return self._collections[family]
+        from pivotal.memory.store import collection_name
+
+        name = LEDGER_PREFIX + collection_name(family).split("-", 2)[2]
+        if create:
+            collection = self.client.get_or_create_collection(
+                name, embedding_function=None, metadata={"family": family, "ledger": True}
+            )
+        elif name in {c.name for c in self.client.list_collections()}:
+            collection = self.client.get_collection(name, embedding_function=None)
+        else:
+            return None
+        self._collections[family] = collection
+        return collection
+
+    def append(self, records: list[Record]) -> None:
+        by_family: dict[str, dict[str, Record]] = {}
+        for record in records:
+            by_family.setdefault(record.family, {})[record.id] = record
+        for family, unique in by_family.items():
+            collection = self._collection(family, create=True)
+            rows = list(unique.values())
+            for start in range(0, len(rows), 500):
+                chunk = rows[start : start + 500]
+                collection.upsert(
+                    ids=[r.id for r in chunk], metadatas=[r.metadata() for r in chunk], embeddings=[[1.0]] * len(chunk)
+                )
+
+    def read(self, family: str, lessons: list[str] | None = None, *, kind: str | None = None) -> list[Record]:
+        collection = self._collection(family, create=False)
+        if collection is None or lessons == []:
+            return []
+        terms: list[dict[str, Any]] = []
+        if lessons is not None:
+            terms.append({"lesson": {"$in": lessons}})
+        if kind is not None:
+            terms.append({"kind": kind})
+        where = terms[0] if len(terms) == 1 else ({"$and": terms} if terms else None)
+        result = collection.get(where=where, include=["metadatas"])
+        return [Record(id=i, **m) for i, m in zip(result["ids"], result["metadatas"] or [], strict=True)]
+
+    def delete(self, family: str, ids: list[str]) -> None:
+        collection = self._collection(family, create=False)
+        if collection is not None and ids:
+            collection.delete(ids=ids)
+
+
+class StoreLedger:
+    """Records in a LangGraph store: `(*namespace[:-1], namespace[-1] + "_ledger", family)`,
+    outside the lessons' prefix, unindexed.
+    """
+
+    def __init__(self, store: Any, namespace: tuple[str, ...]) -> None:
+        self.store = store
+        self.namespace = (*namespace[:-1], f"{namespace[-1]}_ledger")
+
+    def _space(self, family: str) -> tuple[str, ...]:
+        from pivotal.memory.langgraph_store import family_label
+
+        return (*self.namespace, family_label(family))
+
+    def append(self, records: list[Record]) -> None:
+        for record in records:
+            self.store.put(self._space(record.family), record.id, record.metadata(), index=False)
+
+    def read(self, family: str, lessons: list[str] | None = None, *, kind: str | None = None) -> list[Record]:
+        from pivotal.memory.langgraph_store import _all
+
+        base = {"kind": kind} if kind is not None else {}
+        filters = [{**base, "lesson": lesson} for lesson in lessons] if lessons is not None else [base or None]
+        items = [item for flt in filters for item in _all(self.store, self._space(family), flt)]
+        return [Record(id=item.key, **item.value) for item in items]
+
+    def delete(self, family: str, ids: list[str]) -> None:
+        for key in ids:
+            self.store.delete(self._space(family), key)

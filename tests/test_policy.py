@@ -1,0 +1,55 @@
+"""The lesson policy alone (memory/policy.py) and the ledger's fold (memory/ledger.py): no store."""
+
+from pivotal.memory import policy
+from pivotal.memory.ledger import Record, carried, evidence, family_runs, fold
+from pivotal.memory.lesson import Lesson
+
+
+def lesson(text: str = "Check the file exists before reading it.", **fields) -> Lesson:
+    return Lesson(kind="guardrail", situation="files", text=text, outcome="failure", family="f", **fields)
+
+
+def test_a_lesson_below_the_floor_after_enough_recalls_is_weak_and_not_before():
+    low = lesson(retrievals=5, utility=0.1)
+    assert policy.weak(low, floor=0.2, min_retrievals=5, family_runs=(0, 0)) == "utility 0.10 below floor 0.20"
+    assert policy.weak(low, floor=0.2, min_retrievals=6, family_runs=(0, 0)) == ""
+
+
+def test_a_lesson_whose_runs_fail_clearly_more_than_the_familys_others_hurts():
+    bad = lesson(retrievals=6, successes=0)
+    assert policy.hurts(bad, min_retrievals=3, family_runs=(16, 10)).startswith("runs that recalled it succeeded 0/6")
+    assert policy.hurts(lesson(retrievals=6, successes=3), min_retrievals=3, family_runs=(16, 8)) == ""
+
+
+def test_over_cap_retires_the_lowest_utility_oldest_first_and_counts_what_stays():
+    kept, low, older = (
+        lesson("a", utility=0.9),
+        lesson("b", utility=0.2, created_at=2),
+        lesson("c", utility=0.2, created_at=1),
+    )
+    gone, left = policy.over_cap([kept, low, older, lesson("d", status="retired")], cap=1)
+    assert [g.id for g in gone] == [older.id, low.id] and left == 1
+    assert all(g.status == "retired" and "cap of 1" in g.retired_reason for g in gone)
+
+
+def test_the_fold_counts_each_record_once_whatever_the_order():
+    stored = lesson(run_id="r1")
+    records = [
+        evidence(stored, stored.id),
+        evidence(lesson("Check that the file exists first, always.", run_id="r2"), stored.id),
+        Record(kind="recall", lesson=stored.id, family="f", run="r3", recalls=1, successes=1, steps=2, approved=1),
+    ]
+    counts = fold([*records, *reversed(records)])[stored.id].fields()
+    assert (counts["evidence"], counts["retrievals"], counts["successes"], counts["step_approvals"]) == (2, 1, 1, 1)
+    assert set(counts["source_runs"].split()) == {"r1", "r2"} and counts["scored_runs"] == "r3"
+
+
+def test_a_pre_ledger_lessons_counts_are_carried_in_one_record():
+    old = lesson(run_id="r1", evidence=5, retrievals=3, successes=2, ledgered=False)
+    assert carried(old).id == carried(old.model_copy()).id  # two writers carry it as one record
+    assert fold([carried(old)])[old.id].fields()["evidence"] == 5
+
+
+def test_a_familys_runs_are_counted_once_per_run():
+    run = Record(kind="run", family="f", run="r1", successes=1)
+    assert family_runs([run, run.model_copy(), Record(kind="run", family="f", run="r2")]) == (2, 1)
