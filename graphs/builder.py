@@ -84,7 +84,8 @@ def build_graph(checkpointer: Any = None, *, context: Context | None = None, sto
     review = _routed(routes.after_review, context)
     builder.add_conditional_edges("critic", review, ["executor", "human_approval", "actor", "reflector"])
     builder.add_conditional_edges("human_approval", review, ["executor", "actor", "reflector"])
-    builder.add_conditional_edges("executor", _routed(routes.after_executor, context), [*finish, "reflector", *step])
+    after = [*finish, "reflector", *step, "critic"]  # critic: an unreviewed irreversible action sent back
+    builder.add_conditional_edges("executor", _routed(routes.after_executor, context), after)
     builder.add_conditional_edges("reflector", _routed(routes.after_reflector, context), [*finish, "pivot"])
     builder.add_conditional_edges("pivot", _routed(routes.next_step, context), step)
     builder.add_edge("distill", "dedup")

@@ -1,5 +1,6 @@
-"""Review the proposed action before it can run: deterministic pre-check first, then the LLM critic."""
+"""Review the proposed action before it can run: deterministic pre-check and repeat guard first, then the LLM critic."""
 
+import uuid
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -8,6 +9,7 @@ from pivotal import prompts
 from pivotal.core.context import Context
 from pivotal.core.environments import check_action
 from pivotal.core.environments.live import Live, attach
+from pivotal.core.environments.once import executed, needs_person, repeat_reason
 from pivotal.core.errors import describe_model_error
 from pivotal.core.models.roles import ask_role
 from pivotal.core.schemas import Decision, Verdict
@@ -35,6 +37,7 @@ async def critic(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "diagnosis": verdict.diagnosis,
         "revision": verdict.revision,
         "source": source,
+        "review": uuid.uuid4().hex,
     }
     critiques = [*state.get("critiques", []), critique]
     chosen, reason = _decide(critiques, context)
@@ -42,9 +45,10 @@ async def critic(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         chosen, reason = None, f"the critic rejected the final answer: {verdict.diagnosis}"
         updates["verified"] = False  # judged by a model, not checked by the environment
     if chosen is not None:
-        chosen["needs_approval"] = _needs_human(context, live.env, chosen)
+        chosen["needs_approval"] = needs_person(context.require_approval_for, live.env, chosen)
     counters = updates.setdefault("counters", {})
-    counters.update({COUNTER[verdict.decision]: 1, "replayed": replayed, "prechecked": int(source == "precheck")})
+    counters.update({COUNTER[verdict.decision]: 1, "replayed": replayed, "prechecked": int(source == "precheck"),
+                     "guarded": int(source == "guard")})  # fmt: skip
     return {"critiques": critiques, "chosen": chosen, "attempt_failed": reason, "stuck": bool(reason), **updates}
 
 
@@ -59,6 +63,8 @@ async def _judge(
         problem = check_action(env, proposal["action"], proposal.get("arguments") or {})
         if problem:
             return _reject(problem), "precheck", {}
+    if repeat := await _repeat(state, task, env, proposal):
+        return _verdict("reject", 1.0, repeat, "take it as done and choose the next step"), "guard", {}
     if not context.critic:
         return Verdict(decision="approve", confidence=1.0, diagnosis="critic disabled"), "none", {}
     user = prompts.render(
@@ -92,6 +98,17 @@ async def _judge(
     if answer.value.decision == "reject" and not context.critic_has_veto() and not _irreversible(env, proposal):
         return _advisory(answer.value), "critic-advisory", updates
     return answer.value, "critic", updates
+
+
+async def _repeat(state: State, task: Task, env: Any, proposal: Proposal) -> str | None:
+    """The guard, whatever the switches: a repeat of an executed irreversible call is never a model's to allow.
+
+    Reads the thread's executed history only for an irreversible proposal (a fork shares the world).
+    """
+    if not _irreversible(env, proposal):
+        return None
+    done, _ = await executed(env, state)
+    return repeat_reason(env, proposal["action"], proposal.get("arguments") or {}, done, allow=task.allow_repeat)
 
 
 def _advisory(verdict: Verdict) -> Verdict:
@@ -143,13 +160,6 @@ def _marked(env: Any, proposal: Proposal, flag: str) -> bool:
     return proposal.get("action") in {s.name for s in env.describe_actions() if getattr(s, flag)}
 
 
-def _needs_human(context: Context, env: Any, chosen: Proposal) -> bool:
-    wanted = set(context.require_approval_for)
-    return bool(wanted) and (
-        "*" in wanted or chosen.get("action") in wanted or ("irreversible" in wanted and _irreversible(env, chosen))
-    )
-
-
 def _stricter_if_irreversible(verdict: Verdict, env: Any, proposal: Proposal) -> Verdict:
     if verdict.decision == "approve" and _irreversible(env, proposal) and verdict.confidence < IRREVERSIBLE_CONFIDENCE:
         return _verdict(
@@ -166,12 +176,13 @@ def _decide(critiques: list[Critique], context: Context) -> tuple[Proposal | Non
     """(proposal to execute, failure reason); neither means the actor proposes again.
 
     Bounded: at most max_critique_rounds send-backs by the critic, and max_precheck_bounces by the
-    pre-check (cheap and certain, so they do not use up the critic's rounds): the loop ends either way.
+    pre-check and the repeat guard (cheap and certain, so they do not use up the critic's rounds): the loop
+    ends either way.
     """
     last = critiques[-1]
     if last["decision"] == "approve":
         return _proposal(last), ""
-    prechecked = sum(c["source"] == "precheck" for c in critiques)
+    prechecked = sum(c["source"] in ("precheck", "guard") for c in critiques)
     reviewed = len(critiques) - prechecked
     if reviewed <= context.max_critique_rounds and prechecked <= context.precheck_bounces_allowed():
         return None, ""
@@ -189,4 +200,5 @@ def _proposal(critique: Critique) -> Proposal:
         "arguments": critique.get("arguments") or {},
         "thought": critique.get("thought", ""),
         "compensates": critique.get("compensates"),
+        "review": critique.get("review", ""),
     }
