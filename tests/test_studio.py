@@ -116,15 +116,18 @@ async def test_studio_runs_the_apps_own_environment(studio):
 
 async def test_a_studio_fork_at_the_refund_is_reviewed_and_never_refunds_again(studio):
     """A Studio edit `as_node="critic"` skips the critic: the executor sends the refund back to it,
-    and the guard there knows the refund already ran in the thread's other branch."""
+    and the guard there knows the refund already ran in the thread's other branch.
+    """
     url, folder, _ = studio
     client = get_client(url=url)
     [assistant] = await client.assistants.search(graph_id="pivotal")
     thread = await client.threads.create()
     ledger = folder / "fork-ledger.jsonl"
     context = {"model": "sim", "memory": False}
-    final = await client.runs.wait(thread["thread_id"], assistant["assistant_id"], context=context,
-                                   input={"task": {"env": "support-desk", "params": {"ledger": str(ledger)}}})  # fmt: skip
+    task = {"env": "support-desk", "params": {"ledger": str(ledger)}}
+    final = await client.runs.wait(
+        thread["thread_id"], assistant["assistant_id"], input={"task": task}, context=context
+    )
     at_refund = final["trajectory"][1]
     assert final["status"] == "success" and at_refund["action"] == "refund"
     fork = await client.threads.update_state(

@@ -70,7 +70,9 @@ def needs_person(wanted: Iterable[str], env: Environment, proposal: Proposal) ->
     """Whether `require_approval_for` asks a person before this action runs."""
     wanted = set(wanted)
     action = proposal.get("action")
-    return bool(wanted) and ("*" in wanted or action in wanted or ("irreversible" in wanted and irreversible(env, action)))
+    return bool(wanted) and (
+        "*" in wanted or action in wanted or ("irreversible" in wanted and irreversible(env, action))
+    )
 
 
 def unreviewed(chosen: Proposal, critiques: list[Critique], person: bool, spent: set[str]) -> str:
