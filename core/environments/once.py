@@ -116,8 +116,8 @@ def executed_calls(trajectories: Iterable[list[Step]]) -> list[Call]:
         for step in trajectory:
             if not step.get("error"):  # the tool raised: the world did not change
                 calls.setdefault(ids[step["index"]], (step["action"], step.get("arguments") or {}))
-            if step.get("compensates") in ids:
-                undone.add(ids[step["compensates"]])
+            if (undid := step.get("compensates")) is not None and undid in ids:
+                undone.add(ids[undid])
     return [call for ident, call in calls.items() if ident not in undone]
 
 
