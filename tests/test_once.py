@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from langchain_core.callbacks import AsyncCallbackHandler
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -85,10 +86,14 @@ async def test_a_fork_at_the_refund_in_process_does_not_refund_again(tmp_path):
     assert "used up by an earlier execution" in guarded[0]["diagnosis"] and "already ran" in guarded[1]["diagnosis"]
 
 
-async def test_a_replay_from_the_refunds_checkpoint_does_not_refund_again(tmp_path):
+@pytest.mark.parametrize("step", [0, 1], ids=["before the refund", "at the refund"])
+async def test_a_replay_at_or_before_the_refund_does_not_refund_again(tmp_path, step):
     saver = InMemorySaver()
-    _, at_refund = await refunded_once(tmp_path, saver)
-    final = await build_graph(checkpointer=saver).ainvoke(None, at_refund, context=Context(**SIM))
+    result, _ = await refunded_once(tmp_path, saver)
+    config = {
+        "configurable": {"thread_id": result.thread_id, "checkpoint_id": result.trajectory[step]["checkpoint_id"]}
+    }
+    final = await build_graph(checkpointer=saver).ainvoke(None, config, context=Context(**SIM))
     assert final["status"] == "success" and len(refunds(tmp_path)) == 1
 
 
