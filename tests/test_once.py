@@ -9,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from langchain_core.callbacks import AsyncCallbackHandler
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -86,15 +85,25 @@ async def test_a_fork_at_the_refund_in_process_does_not_refund_again(tmp_path):
     assert "used up by an earlier execution" in guarded[0]["diagnosis"] and "already ran" in guarded[1]["diagnosis"]
 
 
-@pytest.mark.parametrize("step", [0, 1], ids=["before the refund", "at the refund"])
-async def test_a_replay_at_or_before_the_refund_does_not_refund_again(tmp_path, step):
+async def test_a_replay_from_the_refunds_checkpoint_does_not_refund_again(tmp_path):
+    saver = InMemorySaver()
+    _, at_refund = await refunded_once(tmp_path, saver)
+    final = await build_graph(checkpointer=saver).ainvoke(None, at_refund, context=Context(**SIM))
+    assert final["status"] == "success" and len(refunds(tmp_path)) == 1
+
+
+async def test_a_fork_before_the_refund_that_hands_the_executor_the_refund_does_not_refund_again(tmp_path):
     saver = InMemorySaver()
     result, _ = await refunded_once(tmp_path, saver)
-    config = {
-        "configurable": {"thread_id": result.thread_id, "checkpoint_id": result.trajectory[step]["checkpoint_id"]}
-    }
-    final = await build_graph(checkpointer=saver).ainvoke(None, config, context=Context(**SIM))
+    graph = build_graph(checkpointer=saver)
+    before = {"configurable": {"thread_id": result.thread_id, "checkpoint_ns": "",
+                               "checkpoint_id": result.trajectory[0]["checkpoint_id"]}}  # fmt: skip
+    refund = {"action": "refund", "arguments": {"order_id": "A1", "amount": 20.0}, "thought": "edited in Studio"}
+    fork = await graph.aupdate_state(before, {"chosen": refund}, as_node="critic")  # the lookup, edited into it
+    final = await graph.ainvoke(None, fork, context=Context(**SIM))
     assert final["status"] == "success" and len(refunds(tmp_path)) == 1
+    sent, blocked = [v for s in final["trajectory"] for v in s["verdicts"] if v["action"] == "refund"]
+    assert "not reviewed in this branch" in sent["diagnosis"] and blocked["source"] == "guard"
 
 
 async def test_an_edited_refund_in_a_fork_is_reviewed_again(tmp_path):
