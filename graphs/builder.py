@@ -6,6 +6,7 @@ START → start → recall → actor → critic ─approve→ [human_approval] �
         executor ─success→ distill → dedup → gate → memory_writer → respond → END
         executor/critic ─attempt failed→ reflector ─retry left→ pivot → recall …
                                                   └─give up→ distill → dedup → gate → memory_writer → respond → END
+        executor ─irreversible action without this branch's review (a fork)→ critic, unrun
 
 Nodes with nothing to do are passed by (graphs/routes.py): recall when there is nothing to
 recall (memory off, or task-start recall after the first step), the lesson nodes when memory
