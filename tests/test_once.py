@@ -210,3 +210,31 @@ async def test_a_task_that_allows_the_repeat_runs_it_twice(tmp_path):
             checkpoint_path=":memory:",
         )
     assert len(refunds(once)) == 1 and len(refunds(twice)) == 2
+
+
+def test_an_agents_tools_declare_what_may_repeat_and_what_makes_two_calls_the_same():
+    from langchain_core.tools import tool
+
+    from pivotal import create_pivotal_agent
+    from pivotal.core.environments import make_environment
+    from pivotal.graphs.agent import stable_name
+
+    @tool
+    def refund(order_id: str, amount: float) -> str:
+        """Refund an order."""
+        return "refunded"
+
+    @tool
+    def top_up(card: str) -> str:
+        """Top a card up."""
+        return "topped up"
+
+    tools = [refund, top_up]
+    create_pivotal_agent("sim", tools, irreversible=["refund", "top_up"], repeatable=["top_up"],
+                         once_keys={"refund": ["order_id"]}, name="once-desk")  # fmt: skip
+    specs = {spec.name: spec for spec in make_environment("once-desk").describe_actions()}
+    assert specs["refund"].once_key == ("order_id",) and specs["top_up"].repeatable
+    # an agent that declares neither keeps the environment name it had before they existed
+    assert stable_name(tools, None, ["refund"], None, "", {"repeatable": [], "once_keys": {}}) == stable_name(
+        tools, None, ["refund"], None, ""
+    )
