@@ -30,8 +30,9 @@ Rewind = Literal["snapshot", "replay", "compensate", "forward"]
 """
 
 Status = Literal["running", "success", "failure"]
-VerdictSource = Literal["precheck", "critic", "critic-advisory", "critic-fallback", "actor", "none", "human"]
-"""Who decided: the deterministic pre-check, the LLM critic (its reject made advisory for a
+VerdictSource = Literal["precheck", "guard", "critic", "critic-advisory", "critic-fallback", "actor", "none", "human"]
+"""Who decided: the deterministic pre-check, the guard against repeating an irreversible action
+(`pivotal.core.environments.once`), the LLM critic (its reject made advisory for a
 critic without veto, or its safe fallback), an empty actor reply, no critic at all, a person."""
 
 
@@ -58,6 +59,9 @@ class Proposal(TypedDict, total=False):
     """Index of the abandoned step this action undoes (a pivot's compensation)."""
     needs_approval: bool
     """Chosen, but a person must approve it first (`require_approval_for`)."""
+    review: str
+    """The critic's verdict that chose it (the same id on that Critique): the executor runs an
+    irreversible action only on a review of this branch that no execution used up."""
 
 
 class Critique(Proposal, total=False):
@@ -89,6 +93,8 @@ class Step(TypedDict, total=False):
     """The action raised (a tool error): nothing to compensate."""
     compensates: int | None
     """Index of the abandoned step this compensating action undid."""
+    review: str
+    """The review it ran on, spent by running: a fork that hands it to the executor again is sent back."""
     state: Any
     """The world's state after the step as the environment reports it (`info["state"]`, JSON), or
     None when it does not say: compared with earlier steps' to tell a return to where the agent was."""

@@ -22,6 +22,9 @@ class Task(BaseModel):
     family: str = ""
     """Tasks of one family share lessons; defaults to the environment name."""
     params: dict[str, Any] = Field(default_factory=dict)
+    allow_repeat: list[str] = Field(default_factory=list)
+    """Irreversible actions this task may run more than once with the same arguments ("*": all);
+    by default the guard refuses a repeat (`pivotal.core.environments.once`)."""
 
     @field_validator("goal")
     @classmethod

@@ -28,6 +28,8 @@ def create_pivotal_agent(
     verifier: Verifier | None = None,
     irreversible: Sequence[str] = (),
     compensations: Mapping[str, Undo] | None = None,
+    repeatable: Sequence[str] = (),
+    once_keys: Mapping[str, Sequence[str]] | None = None,
     critic_model: str | BaseChatModel = "",
     intro: str = "",
     name: str = "",
@@ -43,13 +45,19 @@ def create_pivotal_agent(
     `context` holds any other `Context` field (`max_steps`, `require_approval_for`, `memory`,
     `store_path`, ...); a caller's `context={...}` (Studio, the SDK) overrides only the keys it
     names, a whole `Context(...)` replaces the agent's. `store`: a LangGraph store the lessons then
-    live in (docs/experience-store.md, LangGraph stores).
+    live in (docs/experience-store.md, LangGraph stores). `repeatable` and `once_keys` say which
+    irreversible tools may repeat and what makes two calls the same (docs/side-effects.md).
     """
     tool_list = list(tools)
-    env = name or stable_name(tool_list, verifier, irreversible, compensations, intro)
-    ToolEnvironment(tool_list, verifier, irreversible=irreversible, compensations=compensations)  # fail fast
-    register_environment(env, lambda: ToolEnvironment(tool_list, verifier, intro=intro, irreversible=irreversible,
-                                                      compensations=compensations))  # fmt: skip
+    once = {"repeatable": sorted(repeatable), "once_keys": {k: list(v) for k, v in sorted((once_keys or {}).items())}}
+    env = name or stable_name(tool_list, verifier, irreversible, compensations, intro, once)
+
+    def environment() -> ToolEnvironment:
+        return ToolEnvironment(tool_list, verifier, intro=intro, irreversible=irreversible,
+                               compensations=compensations, repeatable=repeatable, once_keys=once_keys)  # fmt: skip
+
+    environment()  # fail fast
+    register_environment(env, environment)
     defaults = Context(model=model, critic_model=critic_model, default_env=env, **context)
     return build_graph(checkpointer=checkpointer, context=defaults, name=env, store=store)
 
@@ -60,6 +68,7 @@ def stable_name(
     irreversible: Sequence[str],
     compensations: Mapping[str, Undo] | None,
     intro: str,
+    once: Mapping[str, Any] | None = None,
 ) -> str:
     """An unnamed agent's environment name: the same app code gives the same name in every
     process (a thread saved in one resumes in another), different tools a different one.
@@ -70,6 +79,8 @@ def stable_name(
         "irreversible": sorted(irreversible),
         "compensations": {key: _qualified(undo) for key, undo in sorted((compensations or {}).items())},
         "intro": intro,
+        # only when given: an agent without them keeps the name it had before they existed
+        **({"once": once} if once and any(once.values()) else {}),
     }
     digest = hashlib.sha256(json.dumps(described, sort_keys=True, default=str).encode()).hexdigest()
     return f"agent-{digest[:12]}"

@@ -6,6 +6,7 @@ START → start → recall → actor → critic ─approve→ [human_approval] �
         executor ─success→ distill → dedup → gate → memory_writer → respond → END
         executor/critic ─attempt failed→ reflector ─retry left→ pivot → recall …
                                                   └─give up→ distill → dedup → gate → memory_writer → respond → END
+        executor ─irreversible action without this branch's review (a fork)→ critic, unrun
 
 Nodes with nothing to do are passed by (graphs/routes.py): recall when there is nothing to
 recall (memory off, or task-start recall after the first step), the lesson nodes when memory
@@ -84,7 +85,8 @@ def build_graph(checkpointer: Any = None, *, context: Context | None = None, sto
     review = _routed(routes.after_review, context)
     builder.add_conditional_edges("critic", review, ["executor", "human_approval", "actor", "reflector"])
     builder.add_conditional_edges("human_approval", review, ["executor", "actor", "reflector"])
-    builder.add_conditional_edges("executor", _routed(routes.after_executor, context), [*finish, "reflector", *step])
+    after = [*finish, "reflector", *step, "critic"]  # critic: an unreviewed irreversible action sent back
+    builder.add_conditional_edges("executor", _routed(routes.after_executor, context), after)
     builder.add_conditional_edges("reflector", _routed(routes.after_reflector, context), [*finish, "pivot"])
     builder.add_conditional_edges("pivot", _routed(routes.next_step, context), step)
     builder.add_edge("distill", "dedup")

@@ -27,6 +27,9 @@ def after_review(state: State, context: Context | None) -> str:
 
 
 def after_executor(state: State, context: Context | None) -> str:
+    """Finish, reflect or go on; back to the critic when the executor sent its action back unrun."""
+    if state.get("proposal") and not state.get("chosen"):
+        return "critic"
     if state.get("status") == "success":
         return finish(context)
     return "reflector" if state.get("attempt_failed") else next_step(state, context)

@@ -26,13 +26,13 @@ from typing_extensions import TypedDict
 from pivotal import prompts
 from pivotal.core.context import Context
 from pivotal.core.environments import Environment, check_action
-from pivotal.core.environments.once import repeat_reason
+from pivotal.core.environments.once import needs_person, repeat_reason
 from pivotal.core.environments.tools import ToolEnvironment
 from pivotal.core.schemas import Verdict
 from pivotal.core.state import Critique, Proposal, Step, add_counts
 from pivotal.graphs.blocking import run_blocking
 from pivotal.memory.lesson import lessons_block
-from pivotal.nodes.critic import COUNTER, needs_human, review
+from pivotal.nodes.critic import COUNTER, review
 from pivotal.nodes.human_approval import QUESTION, read_reply
 from pivotal.prompts import clip, show
 
@@ -185,7 +185,9 @@ class PivotalCritic(AgentMiddleware):
             if not self._best_effort(request, verdict, source):
                 return _sent_back(request, {**entry, "revision": f"{entry['revision']} (last round: {STOP})"})
             entry = {**entry, "diagnosis": f"run as the best revised proposal: {entry['diagnosis']}"}
-        if needs_human(self.context, self._env(request), {"action": call["name"], "arguments": call["args"]}):
+        if needs_person(
+            self.context.require_approval_for, self._env(request), {"action": call["name"], "arguments": call["args"]}
+        ):
             request, entry = self._ask_person(request, entry, verdict)
             if entry["decision"] != "approve":
                 return _sent_back(request, entry)

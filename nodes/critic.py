@@ -1,6 +1,7 @@
-"""Review the proposed action before it can run: deterministic pre-check first, then the LLM critic."""
+"""Review the proposed action before it can run: deterministic pre-check and repeat guard first, then the LLM critic."""
 
-from collections.abc import Callable
+import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -9,6 +10,7 @@ from pivotal import prompts
 from pivotal.core.context import Context
 from pivotal.core.environments import check_action
 from pivotal.core.environments.live import attach
+from pivotal.core.environments.once import executed, needs_person, repeat_reason
 from pivotal.core.errors import describe_model_error
 from pivotal.core.models.roles import ask_role
 from pivotal.core.models.world import World
@@ -29,7 +31,13 @@ async def critic(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     live, replayed = await attach(state["run_id"], task, state["trajectory"], runtime.context.step_timeout)
     proposal = state["proposal"] or {}
     verdict, source, updates = await review(
-        context, state, live.env, proposal, prompt=lambda: _prompt(state, task, live.env, proposal), world=live
+        context,
+        state,
+        live.env,
+        proposal,
+        prompt=lambda: _prompt(state, task, live.env, proposal),
+        world=live,
+        guard=lambda: _repeat(state, task, live.env, proposal),
     )
     critique: Critique = {
         **proposal,
@@ -38,6 +46,7 @@ async def critic(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "diagnosis": verdict.diagnosis,
         "revision": verdict.revision,
         "source": source,
+        "review": uuid.uuid4().hex,
     }
     critiques = [*state.get("critiques", []), critique]
     chosen, reason = _decide(critiques, context)
@@ -45,9 +54,10 @@ async def critic(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         chosen, reason = None, f"the critic rejected the final answer: {verdict.diagnosis}"
         updates["verified"] = False  # judged by a model, not checked by the environment
     if chosen is not None:
-        chosen["needs_approval"] = needs_human(context, live.env, chosen)
+        chosen["needs_approval"] = needs_person(context.require_approval_for, live.env, chosen)
     counters = updates.setdefault("counters", {})
-    counters.update({COUNTER[verdict.decision]: 1, "replayed": replayed, "prechecked": int(source == "precheck")})
+    counters.update({COUNTER[verdict.decision]: 1, "replayed": replayed, "prechecked": int(source == "precheck"),
+                     "guarded": int(source == "guard")})  # fmt: skip
     return {"critiques": critiques, "chosen": chosen, "attempt_failed": reason, "stuck": bool(reason), **updates}
 
 
@@ -59,18 +69,27 @@ async def review(
     *,
     prompt: Callable[[], str],
     world: World | None,
+    guard: Callable[[], Awaitable[str | None]] | None = None,
 ) -> tuple[Verdict, VerdictSource, dict[str, Any]]:
-    """The verdict on one proposal: the pre-check, then the critic model, then the irreversible rule.
+    """The verdict on one proposal: the pre-check, the repeat guard, then the critic model, then the
+    irreversible rule.
 
     Shared by this node and the LangChain middleware (pivotal.middleware.critic), which render the
-    same critic prompt from their own state (`prompt`, called only when the model is asked).
+    same critic prompt from their own state (`prompt`, called only when the model is asked) and
+    keep their own record of what ran (`guard`: the repeat rule over it, before any model).
     """
-    verdict, source, updates = await _judge(context, state, env, proposal, prompt, world)
+    verdict, source, updates = await _judge(context, state, env, proposal, prompt, world, guard)
     return _stricter_if_irreversible(verdict, env, proposal), source, updates
 
 
 async def _judge(
-    context: Context, state: State, env: Any, proposal: Proposal, prompt: Callable[[], str], world: World | None
+    context: Context,
+    state: State,
+    env: Any,
+    proposal: Proposal,
+    prompt: Callable[[], str],
+    world: World | None,
+    guard: Callable[[], Awaitable[str | None]] | None,
 ) -> tuple[Verdict, VerdictSource, dict[str, Any]]:
     if not proposal.get("action"):
         why = describe_model_error(proposal.get("error") or "empty action")
@@ -79,6 +98,8 @@ async def _judge(
         problem = check_action(env, proposal["action"], proposal.get("arguments") or {})
         if problem:
             return _reject(problem), "precheck", {}
+    if guard is not None and (repeat := await guard()):
+        return _verdict("reject", 1.0, repeat, "take it as done and choose the next step"), "guard", {}
     if not context.critic:
         return Verdict(decision="approve", confidence=1.0, diagnosis="critic disabled"), "none", {}
     answer, updates = await ask_role(
@@ -115,6 +136,17 @@ def _prompt(state: State, task: Task, env: Any, proposal: Proposal) -> str:
         proposal=show.call(proposal["action"], proposal.get("arguments") or {})
         + (f"\nreason given: {proposal['thought']}" if proposal.get("thought") else ""),
     )
+
+
+async def _repeat(state: State, task: Task, env: Any, proposal: Proposal) -> str | None:
+    """The guard, whatever the switches: a repeat of an executed irreversible call is never a model's to allow.
+
+    Reads the thread's executed history only for an irreversible proposal (a fork shares the world).
+    """
+    if not _irreversible(env, proposal):
+        return None
+    done, _ = await executed(env, state)
+    return repeat_reason(env, proposal["action"], proposal.get("arguments") or {}, done, allow=task.allow_repeat)
 
 
 def _advisory(verdict: Verdict) -> Verdict:
@@ -166,13 +198,6 @@ def _marked(env: Any, proposal: Proposal, flag: str) -> bool:
     return proposal.get("action") in {s.name for s in env.describe_actions() if getattr(s, flag)}
 
 
-def needs_human(context: Context, env: Any, chosen: Proposal) -> bool:
-    wanted = set(context.require_approval_for)
-    return bool(wanted) and (
-        "*" in wanted or chosen.get("action") in wanted or ("irreversible" in wanted and _irreversible(env, chosen))
-    )
-
-
 def _stricter_if_irreversible(verdict: Verdict, env: Any, proposal: Proposal) -> Verdict:
     if verdict.decision == "approve" and _irreversible(env, proposal) and verdict.confidence < IRREVERSIBLE_CONFIDENCE:
         return _verdict(
@@ -189,12 +214,13 @@ def _decide(critiques: list[Critique], context: Context) -> tuple[Proposal | Non
     """(proposal to execute, failure reason); neither means the actor proposes again.
 
     Bounded: at most max_critique_rounds send-backs by the critic, and max_precheck_bounces by the
-    pre-check (cheap and certain, so they do not use up the critic's rounds): the loop ends either way.
+    pre-check and the repeat guard (cheap and certain, so they do not use up the critic's rounds): the loop
+    ends either way.
     """
     last = critiques[-1]
     if last["decision"] == "approve":
         return _proposal(last), ""
-    prechecked = sum(c["source"] == "precheck" for c in critiques)
+    prechecked = sum(c["source"] in ("precheck", "guard") for c in critiques)
     reviewed = len(critiques) - prechecked
     if reviewed <= context.max_critique_rounds and prechecked <= context.precheck_bounces_allowed():
         return None, ""
@@ -212,4 +238,5 @@ def _proposal(critique: Critique) -> Proposal:
         "arguments": critique.get("arguments") or {},
         "thought": critique.get("thought", ""),
         "compensates": critique.get("compensates"),
+        "review": critique.get("review", ""),
     }

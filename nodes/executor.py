@@ -1,4 +1,11 @@
-"""Run the chosen action in the environment and record the step."""
+"""Run the chosen action in the environment and record the step.
+
+An irreversible action runs only on a review given in this branch for exactly these arguments
+(and a person's approval where one is required), which no earlier execution used up, and never as
+a repeat of one that already ran (`pivotal.core.environments.once`). A fork or replay that hands
+the executor such an action without that review (`update_state(..., as_node="critic")`, Studio)
+has it sent back to the critic: the review a first run needs, never a second execution.
+"""
 
 import json
 from typing import Any, cast
@@ -7,8 +14,11 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from pivotal.core.context import Context
+from pivotal.core.environments import Environment
 from pivotal.core.environments.live import attach, in_env_thread, run_step
-from pivotal.core.state import Critique, State, Step
+from pivotal.core.environments.once import executed, irreversible, needs_person, repeat_reason, unreviewed
+from pivotal.core.logs import logger
+from pivotal.core.state import Critique, Proposal, State, Step
 from pivotal.core.task import Task
 from pivotal.prompts import SEE_MORE, clip
 
@@ -18,6 +28,8 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     task = Task.model_validate(state["task"])
     live, replayed = await attach(state["run_id"], task, state["trajectory"], context.step_timeout)
     chosen = state["chosen"] or {}
+    if irreversible(live.env, chosen.get("action")) and (why := await _not_cleared(state, context, task, live.env)):
+        return _send_back(state, chosen, why)
     key = f"{state['run_id']}:{state.get('retries', 0)}:{len(state['trajectory'])}"
     arguments = chosen.get("arguments") or {}
     what = f"{task.env}: step {chosen['action']}"
@@ -39,6 +51,7 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "lessons": [lesson["id"] for lesson in state.get("lessons", [])],
         "error": bool(result.info.get("error")),
         "compensates": chosen.get("compensates"),
+        "review": chosen.get("review", ""),
     }
     step["state"] = result.info.get("state")
     step["revisit_of"] = _revisit(state, step)
@@ -66,6 +79,36 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             f"going in circles: steps {', '.join(map(str, circle))} each returned to the same state"
         )
     return update
+
+
+async def _not_cleared(state: State, context: Context, task: Task, env: Environment) -> str:
+    """Why the chosen irreversible action may not run now, or "" when it may."""
+    chosen = state["chosen"] or {}
+    done, spent = await executed(env, state)
+    person = needs_person(context.require_approval_for, env, chosen)
+    return unreviewed(chosen, state.get("critiques", []), person, spent) or (
+        repeat_reason(env, chosen["action"], chosen.get("arguments") or {}, done, allow=task.allow_repeat) or ""
+    )
+
+
+def _send_back(state: State, chosen: Proposal, why: str) -> dict[str, Any]:
+    """To the critic (graphs/routes.py), as the proposal of this step: reviewed like a first run's."""
+    proposal: Proposal = {
+        "action": chosen["action"],
+        "arguments": chosen.get("arguments") or {},
+        "thought": chosen.get("thought", ""),
+        "compensates": chosen.get("compensates"),
+    }
+    note: Critique = {
+        **proposal,
+        "decision": "revise",
+        "confidence": 1.0,
+        "diagnosis": f"not executed, sent back for review: {why}",
+        "revision": "review it as a new proposal",
+        "source": "guard",
+    }
+    logger().info("sent_back", run_id=state.get("run_id"), action=chosen["action"], why=why)
+    return {"proposal": proposal, "chosen": None, "critiques": [note], "counters": {"sent_back": 1}}
 
 
 LOOP_LIMIT = 2

@@ -114,6 +114,32 @@ async def test_studio_runs_the_apps_own_environment(studio):
     assert kinds == ["refund", "email"]
 
 
+async def test_a_studio_fork_at_the_refund_is_reviewed_and_never_refunds_again(studio):
+    """A Studio edit `as_node="critic"` skips the critic: the executor sends the refund back to it,
+    and the guard there knows the refund already ran in the thread's other branch.
+    """
+    url, folder, _ = studio
+    client = get_client(url=url)
+    [assistant] = await client.assistants.search(graph_id="pivotal")
+    thread = await client.threads.create()
+    ledger = folder / "fork-ledger.jsonl"
+    context = {"model": "sim", "memory": False}
+    task = {"env": "support-desk", "params": {"ledger": str(ledger)}}
+    final = await client.runs.wait(
+        thread["thread_id"], assistant["assistant_id"], input={"task": task}, context=context
+    )
+    at_refund = final["trajectory"][1]
+    assert final["status"] == "success" and at_refund["action"] == "refund"
+    fork = await client.threads.update_state(
+        thread["thread_id"], None, as_node="critic", checkpoint={"checkpoint_id": at_refund["checkpoint_id"]}
+    )
+    forked = await client.runs.wait(thread["thread_id"], assistant["assistant_id"], input=None, context=context,
+                                    checkpoint_id=fork["checkpoint"]["checkpoint_id"])  # fmt: skip
+    assert forked["status"] == "success" and forked["counters"]["sent_back"] == 1, forked
+    kinds = [json.loads(line)["kind"] for line in ledger.read_text().splitlines()]
+    assert kinds.count("refund") == 1
+
+
 async def test_studio_keeps_lessons_in_the_servers_store_where_its_memory_view_shows_them(studio):
     """Under `langgraph dev` the run has the server's store: lessons go there, not to a Chroma folder."""
     url, folder, _ = studio

@@ -43,6 +43,12 @@ class ActionSpec:
     final: bool = False
     """Ends the task with the agent's own answer (no verifier decides): the critic's reject of it
     fails the attempt, so the reflector and the pivot handle a wrong answer like any failure."""
+    repeatable: bool = False
+    """An irreversible action that may run again with the same arguments in one run (a top-up that
+    is meant to happen twice); otherwise the guard refuses the repeat (`pivotal.core.environments.once`)."""
+    once_key: tuple[str, ...] = ()
+    """The arguments that make two calls of an irreversible action the same, when not all of them
+    are (`("order_id",)`: one refund per order, whatever the amount)."""
 
 
 @dataclass

@@ -38,6 +38,8 @@ class ToolEnvironment:
     world goes back only through `compensations` (`{"refund": "reverse_refund"}`): the
     compensating calls of the abandoned steps run newest first, each reviewed by the critic.
     Without compensations the retry goes forward from the real state (`rewind = "forward"`).
+    An `irreversible` tool runs once per run with the same arguments (or the same `once_keys`
+    arguments: `{"refund": ["order_id"]}`), unless it is `repeatable` or the task allows it.
 
     `verifier(task, calls)` decides when the task is done and whether it succeeded. Without one
     (most application agents have no ground truth) the actor gets a `finish(answer)` action: the
@@ -52,6 +54,8 @@ class ToolEnvironment:
         intro: str = "",
         irreversible: Sequence[str] = (),
         compensations: Mapping[str, Undo] | None = None,
+        repeatable: Sequence[str] = (),
+        once_keys: Mapping[str, Sequence[str]] | None = None,
         max_output_chars: int = 4000,
     ) -> None:
         self.tools = {tool.name: tool for tool in tools}
@@ -59,12 +63,11 @@ class ToolEnvironment:
         self.intro = intro
         self.irreversible = set(irreversible)
         self.compensations = dict(compensations or {})
+        self.repeatable = set(repeatable)
+        self.once_keys = {name: tuple(keys) for name, keys in (once_keys or {}).items()}
         named = set(self.compensations) | {undo for undo in self.compensations.values() if isinstance(undo, str)}
-        unknown = sorted(named - set(self.tools))
-        if unknown:
-            raise PivotalError(
-                f"compensations name tools that are not given: {', '.join(unknown)}; tools are {', '.join(self.tools)}"
-            )
+        self._known(named, "compensations")
+        self._known(self.repeatable | set(self.once_keys), "repeatable and once_keys")
         if verifier is None and FINISH in self.tools:
             raise PivotalError(
                 f"a tool is named {FINISH!r}, like the action offered when no verifier is given; "
@@ -74,6 +77,13 @@ class ToolEnvironment:
         self.max_output_chars = max_output_chars
         self.calls: list[Call] = []
         self.task: Task | None = None
+
+    def _known(self, names: set[str], what: str) -> None:
+        unknown = sorted(names - set(self.tools))
+        if unknown:
+            raise PivotalError(
+                f"{what} name tools that are not given: {', '.join(unknown)}; tools are {', '.join(self.tools)}"
+            )
 
     def reset(self, task: Task) -> str:
         self.task, self.calls = task, []
@@ -130,7 +140,12 @@ class ToolEnvironment:
     def _tool_specs(self) -> list[ActionSpec]:
         return [
             ActionSpec(
-                tool.name, tool.description or tool.name, _parameters(tool), irreversible=tool.name in self.irreversible
+                tool.name,
+                tool.description or tool.name,
+                _parameters(tool),
+                irreversible=tool.name in self.irreversible,
+                repeatable=tool.name in self.repeatable,
+                once_key=self.once_keys.get(tool.name, ()),
             )
             for tool in self.tools.values()
         ]

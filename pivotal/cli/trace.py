@@ -76,6 +76,8 @@ class Trace:
 
     def _executor(self, update: dict[str, Any]) -> str:
         trajectory = update.get("trajectory") or []
+        if (update.get("counters") or {}).get("sent_back"):  # an unreviewed irreversible action (a fork)
+            return f"        {_short((update.get('critiques') or [{}])[-1].get('diagnosis', ''), 110)}"
         if not trajectory:
             return f"        attempt failed: {update['attempt_failed']}" if update.get("attempt_failed") else ""
         step = trajectory[-1]

@@ -3,8 +3,9 @@ in a ledger file (the task's `ledger` param). The ledger is how tests count, fro
 side, that no side effect ever ran twice because Pivotal retried, resumed or forked.
 
 Registered as `support-desk` (no way back: retries go forward), `support-desk-saga` (`refund`
-names `reverse_refund` as its compensation) and `support-desk-once` (acts once per idempotency
-key, like a payment API). Task params: `ledger` (path), `order`, `amount`, `mistake`
+names `reverse_refund` as its compensation), `support-desk-once` (acts once per idempotency
+key, like a payment API) and `support-desk-forgetful` (its models re-propose the refund after a
+bounce). Task params: `ledger` (path), `order`, `amount`, `mistake`
 (`email`: the first email bounces; `refund`: the first refund goes to a closed card, which the
 customer reports when the email arrives), `slow_refund` (seconds the refund tool waits after
 paying, so a test can kill the process mid-step). The CLI loads it with `--plugin pivotal.testing.ledger_env`.
@@ -176,6 +177,19 @@ class OnceSupportDesk(SupportDesk):
         return self.step(name, arguments)
 
 
+class ForgetfulDesk(SupportDesk):
+    """An agent that forgets a refund once the email bounced: its actor proposes the same refund
+    again and its critic approves it (an LLM pair seen doing so, five refunds in a row). Only the
+    guard before the critic stops the repeat.
+    """
+
+    def expert_action(self) -> tuple[str, dict[str, Any]] | None:
+        if self.calls and self.calls[-1]["output"] == BOUNCED:
+            return "refund", {"order_id": self.order, "amount": self.amount}
+        return super().expert_action()
+
+
 register_environment("support-desk", SupportDesk)
 register_environment("support-desk-saga", lambda: SupportDesk(compensate=True))
 register_environment("support-desk-once", OnceSupportDesk)
+register_environment("support-desk-forgetful", ForgetfulDesk)
