@@ -126,9 +126,12 @@ async def test_an_edited_refund_in_a_fork_runs_after_the_review_and_approval_a_f
     graph = build_graph(checkpointer=saver)
     chosen = (await graph.aget_state(at_refund)).values["chosen"]
     chosen["arguments"]["amount"] = 5.0
-    fork = await graph.aupdate_state(at_refund, {"chosen": chosen}, as_node="human_approval")  # skips both
     # a critic that approves it, and a person who must approve refunds: the fork waits for the person
     context = Context(**SIM, critic_model="sim:error=1.0", require_approval_for=["refund"])
+    # skips both; the fork changes the turn's settings by writing them with it (a bare context would contradict them)
+    fork = await graph.aupdate_state(
+        at_refund, {"chosen": chosen, "run_settings": context.saved()}, as_node="human_approval"
+    )
     paused = await graph.ainvoke(None, fork, context=context)
     [question] = paused["__interrupt__"]
     assert question.value["action"] == "refund" and question.value["arguments"]["amount"] == 5.0
