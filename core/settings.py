@@ -76,6 +76,9 @@ class Settings(BaseSettings):
     """Seconds one model call may take in all (connect, first byte, a reply trickled byte by byte, the
     SDK's own retries); past it the role treats the provider as down."""
     log_level: LogLevel = "WARNING"
+    log_file: str = Field(".pivotal/pivotal.log", min_length=1)
+    """Where the command line puts what libraries log themselves (a Postgres pool reconnecting, a
+    driver's warnings), so the terminal keeps Pivotal's own one-line messages; made at the first record."""
     cache_dir: str = Field(default_factory=lambda: _user_cache("pivotal"), min_length=1)
     """Files Pivotal makes once per machine and reuses: the int8 embedding model (~23 MB)."""
 

@@ -8,6 +8,7 @@ continues the others from their last checkpoint.
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -81,10 +82,31 @@ def _locked_batch(args: argparse.Namespace, out: Path, marker: Path) -> int:
     check_context(context)  # models, keys and the store (its lock too) before the results are touched
     _check_checkpoints(args.checkpoints or saved.get("checkpoints"))
     _check_ray(args, context, args.checkpoints or saved.get("checkpoints"))
+    resume = f"pivotal batch {args.tasks} --out {args.out} --resume"
     state = _batch_state(args, out, marker, saved, context)
-    done = load_done(out) if args.resume else set()
-    started = time.perf_counter()
-    with out.open("a", encoding="utf-8") as results:
+    try:
+        done = load_done(out) if args.resume else set()
+        started = time.perf_counter()
+        _run_pending(args, out, lines, bad, done, context, state)
+    except InfrastructureFault as fault:
+        raise InfrastructureFault(f"{fault}: {resume}") from None
+    summary = batch_summary(_read_results(out), time.perf_counter() - started, resumed=len(done))
+    print(format_summary(summary))
+    failed = summary["tasks"] - summary["success"]
+    return EXIT_TASK_FAILED if args.check and failed else EXIT_OK
+
+
+def _run_pending(
+    args: argparse.Namespace,
+    out: Path,
+    lines: list[tuple[int, dict[str, Any]]],
+    bad: list[tuple[int, str]],
+    done: set[int],
+    context: Any,
+    state: dict[str, Any],
+) -> None:
+    """The bad lines recorded, then every task not yet answered run; results appended as they come."""
+    with _opened(out, lambda: out.open("ab", buffering=0)) as results:
         for number, why in bad:
             print(f"{args.tasks}:{number}: skipped: {why}", file=sys.stderr)
             if number not in done:
@@ -98,16 +120,9 @@ def _locked_batch(args: argparse.Namespace, out: Path, marker: Path) -> int:
                     },
                 )
         pending = [(number, task) for number, task in lines if number not in done]
-        try:
-            with asyncio.Runner() as runner:
-                runner.get_loop().set_exception_handler(_quiet_about_stops)
-                runner.run(_run(pending, context, args.concurrency, state, results, args))
-        except InfrastructureFault as fault:
-            raise InfrastructureFault(f"{fault}: pivotal batch {args.tasks} --out {args.out} --resume") from None
-    summary = batch_summary(_read_results(out), time.perf_counter() - started, resumed=len(done))
-    print(format_summary(summary))
-    failed = summary["tasks"] - summary["success"]
-    return EXIT_TASK_FAILED if args.check and failed else EXIT_OK
+        with asyncio.Runner() as runner:
+            runner.get_loop().set_exception_handler(_quiet_about_stops)
+            runner.run(_run(pending, context, args.concurrency, state, results, args))
 
 
 def _check_checkpoints(path: str | None) -> None:
@@ -219,11 +234,12 @@ def read_tasks(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple
     if not path.is_file():
         raise PivotalError(f"tasks file {path} does not exist")
     good, bad = [], []
-    with path.open(encoding="utf-8", errors="replace") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
+    with path.open("rb") as lines:
+        for number, data in enumerate(lines, start=1):
             try:
+                line = _text_of(data, first=number == 1)
+                if not line.strip():
+                    continue
                 raw = json.loads(line)
                 task = parse_task(raw if isinstance(raw, (dict, str)) else None)
                 make_environment(task.env)
@@ -233,6 +249,20 @@ def read_tasks(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple
             except PivotalError as exc:
                 bad.append((number, str(exc)))
     return good, bad
+
+
+def _text_of(data: bytes, *, first: bool) -> str:
+    """A task line as text: a BOM that an editor put before the first line is dropped, and bytes
+    that are not UTF-8 refuse the line rather than reach a goal changed (a replacement character
+    in place of what the person wrote).
+    """
+    try:
+        return data.decode("utf-8-sig" if first else "utf-8")
+    except UnicodeDecodeError as exc:
+        raise PivotalError(
+            f"not UTF-8 text (byte 0x{data[exc.start]:02x} at byte {exc.start + 1} of the line); "
+            "save the tasks file as UTF-8"
+        ) from None
 
 
 def load_done(out: Path) -> set[int]:
@@ -251,16 +281,51 @@ def load_done(out: Path) -> set[int]:
         if isinstance(row.get("line"), int) and row["line"] not in done:
             done.add(row["line"])
             kept.append(line)
-    temporary = out.with_name(out.name + ".tmp")
-    temporary.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
-    os.replace(temporary, out)
+    _replace(out, "".join(f"{line}\n" for line in kept))
     return done
+
+
+def _replace(path: Path, text: str, then: str = "resume the batch") -> None:
+    """The file holds the old text or the new, never part of either (a full disk, a kill)."""
+    temporary = path.with_name(path.name + ".tmp")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise _storage_fault(path, exc, then) from None
 
 
 def _saved_batch(out: Path, marker: Path) -> dict[str, Any]:
     if not marker.is_file() or not out.is_file():
         raise PivotalError(f"nothing to resume: {out} or {marker} is missing; run without --resume")
-    return json.loads(marker.read_text(encoding="utf-8"))
+    try:
+        saved = json.loads(marker.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise _damaged_marker(marker, f"not JSON: {exc}") from None
+    except OSError as exc:
+        raise PivotalError(f"cannot read {marker}: {exc.strerror or exc}") from None
+    if not isinstance(saved, dict):
+        raise _damaged_marker(marker, f"a JSON {type(saved).__name__}, not an object")
+    for key in MARKER_FIELDS:
+        if not isinstance(saved.get(key), str) or not saved[key]:
+            raise _damaged_marker(marker, f"no {key!r}")
+    if not isinstance(saved.get("context", {}), dict) or not isinstance(saved.get("plugins", []), list):
+        raise _damaged_marker(marker, "its 'context' or 'plugins' is not the shape a batch writes")
+    return saved
+
+
+MARKER_FIELDS = ("thread_prefix", "checkpoints")
+"""What a resume cannot go on without: the batch's LangGraph threads and where their checkpoints are."""
+
+
+def _damaged_marker(marker: Path, why: str) -> PivotalError:
+    """Nothing has been read from the results or checkpoints yet, and nothing is changed."""
+    return PivotalError(
+        f"batch marker {marker} is damaged ({' '.join(why.split())[:120]}): restore it from a backup, or start "
+        "the batch afresh with --overwrite (its finished tasks then run again); nothing was changed"
+    )
 
 
 def _batch_state(
@@ -286,20 +351,47 @@ def _batch_state(
         "plugins": list(args.plugin),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("", encoding="utf-8")
-    marker.write_text(json.dumps(state), encoding="utf-8")
+    _replace(marker, json.dumps(state), then="run the same command again")
+    _replace(out, "", then="run it again with --resume")
     return state
 
 
 def _write(results: Any, row: dict[str, Any]) -> None:
     """One line per result, whatever it holds: text that cannot be UTF-8 (a lone surrogate from a
     goal's JSON escape) is written as ASCII JSON escapes, and values JSON does not know as their text.
+
+    Whole or not at all: `results` is unbuffered, so a full disk is seen at this line, which is
+    then cut off again (a resume would drop a partial line, but a reader in between would see it).
     """
     line = json.dumps(row, ensure_ascii=False, default=str)
     if not _utf8(line):
         line = json.dumps(row, default=str)
-    results.write(line + "\n")
-    results.flush()
+    data, start = memoryview(f"{line}\n".encode()), results.tell()
+    try:
+        while data:
+            data = data[results.write(data) :]
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.ftruncate(results.fileno(), start)
+        raise _storage_fault(results.name, exc) from None
+
+
+@contextmanager
+def _opened(path: Path, how: Any) -> Iterator[Any]:
+    """A file the batch writes: an OS error opening or closing it is one line, as in `_write`."""
+    try:
+        handle = how()
+    except OSError as exc:
+        raise _storage_fault(path, exc) from None
+    with handle:
+        yield handle
+
+
+def _storage_fault(path: Any, exc: OSError, then: str = "resume the batch") -> InfrastructureFault:
+    return InfrastructureFault(
+        f"cannot write {path} ({exc.strerror or exc}); nothing half-written was left: free the space or "
+        f"fix the folder, then {then}"
+    )
 
 
 def _utf8(text: str) -> bool:
