@@ -176,7 +176,7 @@ def _contained(function: Callable[..., T], *args: Any) -> T:
     """
     try:
         return function(*args)
-    except PivotalError:
+    except (PivotalError, EnvironmentFault):
         raise
     except Exception as exc:  # noqa: BLE001 — whatever environment code raised is the task's own fault
         raise EnvironmentFault(f"environment code raised {_said(exc)}") from None
@@ -312,7 +312,7 @@ def _check_step_result(env: Environment, result: Any) -> None:
     bug, named in one line; the action did run, so it is recorded as applied before this check.
     """
     if not isinstance(result, StepResult):
-        raise PivotalError(
+        raise EnvironmentFault(
             f"{type(env).__name__}.step returned {type(result).__name__} {redact(repr(result))[:80]}, not a "
             "StepResult(observation, done, success, info); fix the environment's step()"
         )

@@ -1,7 +1,8 @@
 """A vault whose `open_door` misbehaves as the task asks: hangs, or raises what no tool should.
 
 `--plugin pivotal.testing.faulty_env`; the task's params pick the fault, so one batch mixes
-healthy and faulty tasks: {"fault": "hang", "seconds": 30} | {"fault": "exit"} | {"fault": "interrupt"}.
+healthy and faulty tasks: {"fault": "hang", "seconds": 30} | {"fault": "exit"} | {"fault": "interrupt"}
+| {"fault": "string"} (`step` returns a bare observation string instead of a StepResult).
 With "while_exists": PATH the fault happens only while that file exists: a transient fault
 (and a hang ends when the file goes, so a test decides when, not the machine's speed).
 """
@@ -31,6 +32,8 @@ class FaultyVault(Vault):
             raise SystemExit(3)
         if name == "open_door" and self.fault == "interrupt":
             raise KeyboardInterrupt
+        if name == "open_door" and self.fault == "string":
+            return "the door is open"  # type: ignore[return-value]  # the bug this fault stands for
         return super().step(name, arguments)
 
     def _hang(self) -> None:

@@ -1,0 +1,203 @@
+"""Every way a command ends is one line and prompt: the real CLI in a subprocess, each case bounded
+in time, with no traceback and nothing half-written left behind.
+"""
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from filelock import FileLock
+
+from pivotal.testing.faulty_env import faulty_task as vault
+
+FAULTY = ["--plugin", "pivotal.testing.faulty_env"]
+
+
+def pivotal(tmp_path: Path, *argv: str, timeout: float = 90, env: dict[str, str] | None = None, **popen):
+    """The real command line in `tmp_path`, with the sim model and no lesson store unless a test asks."""
+    command = [sys.executable, "-m", "pivotal.cli", *argv]
+    environment = {**os.environ, "PIVOTAL_MODEL": "sim", "PIVOTAL_STORE_PATH": str(tmp_path / "store"), **(env or {})}
+    if popen:
+        return subprocess.Popen(command, cwd=tmp_path, env=environment, text=True, **popen)
+    return subprocess.run(command, cwd=tmp_path, env=environment, text=True, capture_output=True, timeout=timeout)
+
+
+def one_line(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    return lines[0]
+
+
+def write_tasks(path: Path, tasks: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(task) + "\n" for task in tasks), encoding="utf-8")
+    return path
+
+
+def rows(out: Path) -> list[dict]:
+    return [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def batch_argv(tmp_path: Path, out: Path, *extra: str) -> list[str]:
+    tasks = str(tmp_path / "tasks.jsonl")
+    return ["batch", tasks, "--out", str(out), "--checkpoints", str(tmp_path / "c.sqlite"), *FAULTY, *extra]
+
+
+# --- hung tools ---------------------------------------------------------------------------------
+
+
+def test_a_hung_tool_does_not_keep_the_batch_alive_after_its_summary(tmp_path):
+    """The hung thread would have been joined at exit for ever: the summary was printed, the
+    process never ended. Now it ends as soon as the results are written and the lock released.
+    """
+    holding = tmp_path / "holding"  # the hang outlives the test's patience unless this goes
+    holding.touch()
+    write_tasks(tmp_path / "tasks.jsonl", [vault("hang", seconds=600, while_exists=str(holding)), vault()])
+    out = tmp_path / "out.jsonl"
+    started = time.monotonic()
+    try:
+        done = pivotal(
+            tmp_path, *batch_argv(tmp_path, out, "--no-memory"), env={"PIVOTAL_STEP_TIMEOUT": "1"}, timeout=60
+        )
+    finally:
+        holding.unlink()
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < 60
+    assert "2 tasks: 1 succeeded" in done.stdout and "Traceback" not in done.stderr, done.stderr
+    assert sorted(r["status"] for r in rows(out)) == ["error", "success"]
+    FileLock(f"{out}.lock", timeout=0).acquire()  # released: another batch could take it
+
+
+@pytest.mark.parametrize(
+    "fault,said",
+    [
+        ("hang", "did not finish within 1 s (PIVOTAL_STEP_TIMEOUT)"),
+        ("exit", "environment code raised SystemExit: 3"),
+        ("interrupt", "environment code raised KeyboardInterrupt"),
+        ("string", "FaultyVault.step returned str 'the door is open', not a StepResult"),
+    ],
+)
+def test_pivotal_run_reports_an_environment_fault_in_one_line_and_exits(tmp_path, fault, said):
+    holding = tmp_path / "holding"
+    holding.touch()
+    argv = ["run", "--env", "faulty-vault", "--goal", "Open the vault.", "--param", f"fault={fault}"]
+    argv += ["--param", "seconds=600", "--param", f"while_exists={holding}", *FAULTY, "--no-memory"]
+    argv += ["--max-pivot-retries", "0", "--checkpoints", str(tmp_path / "c.sqlite"), "--thread-id", "t1"]
+    started = time.monotonic()
+    try:
+        done = pivotal(tmp_path, *argv, env={"PIVOTAL_STEP_TIMEOUT": "1"}, timeout=60)
+    finally:
+        holding.unlink()
+    assert time.monotonic() - started < 60
+    assert done.returncode == 2, done.stdout + done.stderr
+    line = one_line(done.stderr)
+    assert line.startswith("pivotal: error: ") and said in line and "--thread-id" in line, line
+
+
+# --- the results file and its marker --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "marker",
+    [b"{not json", b"[1, 2]", b'{"thread_prefix": 7, "checkpoints": "c.sqlite"}', b"\xff\xfe\x00"],
+    ids=["not-json", "not-an-object", "no-prefix", "not-utf8"],
+)
+def test_a_damaged_batch_marker_is_one_line_and_nothing_changes(tmp_path, marker):
+    write_tasks(tmp_path / "tasks.jsonl", [vault()])
+    out = tmp_path / "out.jsonl"
+    out.write_text('{"line": 1, "status": "success"}\n{"line": 2, "sta', encoding="utf-8")
+    (tmp_path / "out.jsonl.batch").write_bytes(marker)
+    before = out.read_bytes()
+    done = pivotal(tmp_path, *batch_argv(tmp_path, out, "--resume"))
+    assert done.returncode == 2
+    line = one_line(done.stderr)
+    assert f"batch marker {out}.batch is damaged" in line and "--overwrite" in line, line
+    assert out.read_bytes() == before and (tmp_path / "out.jsonl.batch").read_bytes() == marker
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A folder on its own 1 MB filesystem, so the test can fill the results' disk mid-batch."""
+    mount = tmp_path / "results"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root): the disk-full fault needs its own filesystem")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def fill(disk: Path) -> Path:
+    filler = disk / "filler"
+    with filler.open("wb", buffering=0) as blocks, contextlib.suppress(OSError):
+        while True:
+            blocks.write(b"\0" * 4096)
+    return filler
+
+
+def test_a_full_results_disk_stops_the_batch_in_one_line_with_no_half_line(tmp_path, small_disk):
+    """Before: a 33-line traceback and a result line cut off where the disk ran out."""
+    write_tasks(tmp_path / "tasks.jsonl", [vault()] * 6)
+    out = small_disk / "out.jsonl"
+    argv = batch_argv(tmp_path, out, "--no-memory", "--concurrency", "1", "--model", "sim:latency=0.3")
+    running = pivotal(tmp_path, *argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not (out.exists() and rows(out)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    filler = fill(small_disk)
+    stdout, stderr = running.communicate(timeout=60)
+    assert running.returncode == 2, stdout + stderr
+    line = one_line(stderr)
+    assert "No space left on device" in line and f"--out {out} --resume" in line, line
+    text = out.read_text(encoding="utf-8")
+    assert text.endswith("\n") and all(json.loads(row) for row in text.splitlines())  # every line whole
+    answered = len(text.splitlines())
+    assert 1 <= answered < 6
+    filler.unlink()
+    resumed = pivotal(tmp_path, *argv[:-2], "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert sorted(r["line"] for r in rows(out)) == [1, 2, 3, 4, 5, 6]
+
+
+# --- tasks files --------------------------------------------------------------------------------
+
+
+def test_a_bom_before_the_first_task_line_is_accepted(tmp_path):
+    """Editors on Windows save UTF-8 with a BOM: the first task used to be skipped as not JSON."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_bytes(b"\xef\xbb\xbf" + (json.dumps(vault()) + "\n").encode() * 2)
+    out = tmp_path / "out.jsonl"
+    done = pivotal(tmp_path, *batch_argv(tmp_path, out, "--no-memory"))
+    assert done.returncode == 0 and "skipped" not in done.stderr, done.stderr
+    assert [r["status"] for r in sorted(rows(out), key=lambda r: r["line"])] == ["success", "success"]
+
+
+def test_a_goal_with_bytes_that_are_not_utf8_is_refused_not_changed(tmp_path):
+    tasks = tmp_path / "tasks.jsonl"
+    bad = b'{"env": "faulty-vault", "goal": "Open the vault \xff now."}\n'
+    tasks.write_bytes(bad + (json.dumps(vault()) + "\n").encode())
+    out = tmp_path / "out.jsonl"
+    done = pivotal(tmp_path, *batch_argv(tmp_path, out, "--no-memory"))
+    assert done.returncode == 0, done.stderr
+    line = one_line(done.stderr)
+    at = bad.index(b"\xff") + 1
+    assert (
+        line == f"{tasks}:1: skipped: not UTF-8 text (byte 0xff at byte {at} of the line); save the tasks file as UTF-8"
+    )
+    by_line = {r["line"]: r for r in rows(out)}
+    assert by_line[1]["status"] == "error" and by_line[2]["status"] == "success"
+    assert "\ufffd" not in out.read_text(encoding="utf-8")  # no goal was run with a replacement character
+
+
+def test_a_command_line_goal_that_is_not_utf8_is_refused(tmp_path):
+    command = [sys.executable, "-m", "pivotal.cli", "run", "--goal", os.fsdecode(b"Open \xff the vault."), *FAULTY]
+    command += ["--env", "faulty-vault", "--no-memory", "--checkpoints", ":memory:"]
+    done = subprocess.run(
+        command, cwd=tmp_path, env={**os.environ, "PIVOTAL_MODEL": "sim"}, capture_output=True, timeout=60
+    )
+    assert done.returncode == 2 and done.stdout == b""
+    line = one_line(done.stderr.decode())
+    assert "--goal is not UTF-8 text (byte 0xff at character 6)" in line, line
