@@ -8,14 +8,18 @@ import os
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from filelock import FileLock
 
 from pivotal.testing.faulty_env import faulty_task as vault
+from pivotal.testing.servers import BIN, free_port, wait_until_up
 
 FAULTY = ["--plugin", "pivotal.testing.faulty_env"]
+POSTGRES = "postgresql://postgres@127.0.0.1:5432"
 
 
 def pivotal(tmp_path: Path, *argv: str, timeout: float = 90, env: dict[str, str] | None = None, **popen):
@@ -201,3 +205,88 @@ def test_a_command_line_goal_that_is_not_utf8_is_refused(tmp_path):
     assert done.returncode == 2 and done.stdout == b""
     line = one_line(done.stderr.decode())
     assert "--goal is not UTF-8 text (byte 0xff at character 6)" in line, line
+
+
+# --- shared services that go away mid-batch -----------------------------------------------------
+
+
+def start_chroma(folder: Path, port: int) -> subprocess.Popen:
+    log = folder / f"chroma-{port}-{time.monotonic_ns()}.log"
+    command = [str(BIN / "chroma"), "run", "--path", str(folder / "data"), "--host", "127.0.0.1", "--port", str(port)]
+    server = subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    wait_until_up(f"http://127.0.0.1:{port}/api/v2/heartbeat", server, log)
+    return server
+
+
+def wait_for_rows(out: Path, count: int, running: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 90
+    while not (out.exists() and len(rows(out)) >= count) and time.monotonic() < deadline and running.poll() is None:
+        time.sleep(0.05)
+
+
+def test_a_chroma_server_that_goes_away_stops_the_batch_like_a_full_disk(tmp_path):
+    """Before: `ConnectError` rows on the tasks in flight and after, exit 0, as if each task had failed
+    on its own. Now the batch stops with exit 2 and one line, and `--resume` finishes it once the
+    server is back.
+    """
+    port = free_port()
+    server = start_chroma(tmp_path, port)
+    write_tasks(tmp_path / "tasks.jsonl", [vault()] * 10)
+    out = tmp_path / "out.jsonl"
+    argv = batch_argv(tmp_path, out, "--store-url", f"http://127.0.0.1:{port}", "--concurrency", "2")
+    argv += ["--model", "sim:latency=0.2"]
+    try:
+        running = pivotal(tmp_path, *argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        wait_for_rows(out, 2, running)
+        server.kill()
+        server.wait(timeout=30)
+        stdout, stderr = running.communicate(timeout=90)
+        assert running.returncode == 2, stdout + stderr
+        line = one_line(stderr)
+        assert "the lesson store server failed" in line and f"--out {out} --resume" in line, line
+        answered = rows(out)
+        assert 2 <= len(answered) < 10 and {r["status"] for r in answered} == {"success"}, answered
+        server = start_chroma(tmp_path, port)
+        resumed = pivotal(tmp_path, *argv, "--resume")
+        assert resumed.returncode == 0, resumed.stderr
+        assert sorted(r["line"] for r in rows(out)) == list(range(1, 11))
+        assert {r["status"] for r in rows(out)} == {"success"}
+    finally:
+        server.kill()
+        server.wait(timeout=30)
+
+
+@pytest.fixture
+def postgres_database() -> Iterator[str]:
+    """A database of its own, so the test can shut it off mid-batch without touching anyone else's."""
+    psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+    name = f"pivotal_exits_{uuid.uuid4().hex[:12]}"
+    try:
+        with psycopg.connect(f"{POSTGRES}/postgres", autocommit=True, connect_timeout=3) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.Error as exc:
+        pytest.skip(f"no Postgres at 127.0.0.1:5432 ({type(exc).__name__})")
+    yield name
+    with psycopg.connect(f"{POSTGRES}/postgres", autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+def test_a_postgres_outage_is_one_line_on_the_terminal_and_the_pool_noise_goes_to_the_log(tmp_path, postgres_database):
+    """Before: 16-17 psycopg pool warnings on stderr ahead of the line that says what to do."""
+    import psycopg
+
+    write_tasks(tmp_path / "tasks.jsonl", [vault()] * 10)
+    out = tmp_path / "out.jsonl"
+    argv = batch_argv(tmp_path, out, "--no-memory", "--concurrency", "2", "--model", "sim:latency=0.2")
+    argv[argv.index("--checkpoints") + 1] = f"{POSTGRES}/{postgres_database}"
+    running = pivotal(tmp_path, *argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_for_rows(out, 2, running)
+    with psycopg.connect(f"{POSTGRES}/postgres", autocommit=True) as admin:  # the outage: no connections
+        admin.execute(f'ALTER DATABASE "{postgres_database}" ALLOW_CONNECTIONS false')
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (postgres_database,))
+    stdout, stderr = running.communicate(timeout=90)
+    assert running.returncode == 2, stdout + stderr
+    line = one_line(stderr)
+    assert "a database failed" in line and "--resume" in line, line
+    logged = (tmp_path / ".pivotal" / "pivotal.log").read_text(encoding="utf-8")
+    assert "psycopg.pool" in logged, logged
