@@ -60,10 +60,15 @@ def infrastructure_fault(exc: BaseException | None) -> str | None:
         if isinstance(exc, OSError) and exc.errno in _STORAGE_ERRNOS:
             where = f" on {exc.filename}" if exc.filename else ""
             return f"storage failed{where} ({exc.strerror or exc})"
-        if _transport_error(exc) and _raised_in(exc, "chromadb"):
+        if store_server_gone(exc):
             return f"the lesson store server failed ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
         exc = exc.__cause__ or exc.__context__
     return None
+
+
+def store_server_gone(exc: BaseException) -> bool:
+    """A Chroma server (`--store-url`) that cannot be reached any more: the batch's storage failed."""
+    return _transport_error(exc) and _raised_in(exc, "chromadb")
 
 
 def _transport_error(exc: BaseException) -> bool:

@@ -29,7 +29,7 @@ import numpy as np
 from filelock import FileLock
 from pydantic import ValidationError
 
-from pivotal.core.errors import PivotalError
+from pivotal.core.errors import PivotalError, store_server_gone
 from pivotal.core.stats import wilson
 from pivotal.memory.connection import connect_folder, connect_server, one_line, usable_directory
 from pivotal.memory.lesson import RECENT_RUNS, Lesson
@@ -515,6 +515,8 @@ class ExperienceStore:
             else:
                 return None
         except Exception as exc:  # Chroma raises many types; the user needs one line
+            if store_server_gone(exc):
+                raise  # the server's fault, not the collection's: a batch stops on it (see core/errors.py)
             raise self._unusable(family, one_line(exc)) from exc
         self._check_compatible(collection, family)
         self._computes[family] = compute_of(collection.configuration_json["embedding_function"].get("config") or {})

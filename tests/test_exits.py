@@ -16,6 +16,7 @@ import pytest
 from filelock import FileLock
 
 from pivotal.testing.faulty_env import faulty_task as vault
+from pivotal.testing.loopback_provider import loopback
 from pivotal.testing.servers import BIN, free_port, wait_until_up
 
 FAULTY = ["--plugin", "pivotal.testing.faulty_env"]
@@ -290,3 +291,50 @@ def test_a_postgres_outage_is_one_line_on_the_terminal_and_the_pool_noise_goes_t
     assert "a database failed" in line and "--resume" in line, line
     logged = (tmp_path / ".pivotal" / "pivotal.log").read_text(encoding="utf-8")
     assert "psycopg.pool" in logged, logged
+
+
+# --- a provider that never answers --------------------------------------------------------------
+
+
+def test_a_silent_provider_is_waited_for_once_per_run(tmp_path):
+    """Before: every step and retry waited for it again (9 calls of 3 requests each for one task:
+    27 minutes with the defaults). Now a run gives up on a model after one call timed out, so the
+    defaults bound a silent provider to one `PIVOTAL_CALL_DEADLINE` (120 s) per run.
+    """
+    with loopback() as server:
+        server.faults = [("timeout", 600)] * 100
+        env = {"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": server.base_url_openai, "PIVOTAL_REQUEST_TIMEOUT": "0.5"}
+        argv = ["run", "--env", "faulty-vault", "--goal", "Open the vault.", *FAULTY, "--model", "openai:m"]
+        started = time.monotonic()
+        done = pivotal(tmp_path, *argv, "--no-memory", "--checkpoints", ":memory:", "--json", env=env, timeout=120)
+        wall = time.monotonic() - started
+        asked = len(server.requests)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["status"] == "failure" and "not asked again in this run" in result["reason"], result["reason"]
+    assert asked == 3, asked  # one call: the request and the SDK's 2 retries
+    assert result["llm_calls"] == 1 and wall < 60, (result["llm_calls"], wall)
+
+
+def test_pivotal_run_whose_chroma_server_goes_away_ends_in_one_line(tmp_path):
+    port = free_port()
+    server = start_chroma(tmp_path, port)
+    holding, started = tmp_path / "holding", tmp_path / "started"
+    holding.touch()
+    argv = ["run", "--env", "faulty-vault", "--goal", "Open the vault.", "--param", "fault=hang", *FAULTY]
+    argv += ["--param", f"while_exists={holding}", "--param", f"started={started}", "--param", "seconds=60"]
+    argv += ["--store-url", f"http://127.0.0.1:{port}", "--checkpoints", str(tmp_path / "c.sqlite")]
+    try:
+        running = pivotal(tmp_path, *argv, "--thread-id", "t1", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 90
+        while not started.exists() and time.monotonic() < deadline and running.poll() is None:
+            time.sleep(0.05)
+        server.kill()  # while the tool hangs; the run then needs the store to write its lessons
+        server.wait(timeout=30)
+        holding.unlink()
+        stdout, stderr = running.communicate(timeout=90)
+    finally:
+        server.kill()
+    assert running.returncode == 2, stdout + stderr
+    line = one_line(stderr)
+    assert "the lesson store server failed" in line and "--thread-id t1" in line, line

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 from pivotal.cli import batch, bench, checkpoints, lessons, options, studio
 from pivotal.cli.trace import Trace, reflection_line
-from pivotal.core.errors import EnvironmentFault, PivotalError, Terminated
+from pivotal.core.errors import EnvironmentFault, PivotalError, Terminated, infrastructure_fault
 from pivotal.core.logs import library_logs_to
 from pivotal.core.settings import load_env_file, settings
 
@@ -35,6 +35,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except EnvironmentFault as exc:  # a batch records it as the task's error; a single run stops with it
         print(f"pivotal: error: {exc}{_continue(args)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Exception as exc:
+        if not (fault := infrastructure_fault(exc)):
+            raise  # a bug of ours: its traceback is what a report needs
+        print(f"pivotal: error: {fault}; fix it{_continue(args) or ', then run the command again'}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt as exc:
         print(f"pivotal: {_interrupted(args, exc)}", file=sys.stderr)
@@ -61,9 +66,9 @@ def _terminate(signum: int, frame: object) -> None:
 def _continue(args: argparse.Namespace) -> str:
     """How a single run that stopped on its environment's fault goes on, once the environment is fixed."""
     if args.command == "run" and args.thread_id:
-        return " (the last checkpoint is kept: the same command, same --thread-id, continues the run)"
+        return f"; continue with the same command (--thread-id {args.thread_id})"
     if args.command == "run":
-        return " (this run had no --thread-id, so it cannot be continued)"
+        return "; this run had no --thread-id, so it cannot be continued: give one to runs you may resume"
     return ""
 
 

@@ -4,7 +4,8 @@
 healthy and faulty tasks: {"fault": "hang", "seconds": 30} | {"fault": "exit"} | {"fault": "interrupt"}
 | {"fault": "string"} (`step` returns a bare observation string instead of a StepResult).
 With "while_exists": PATH the fault happens only while that file exists: a transient fault
-(and a hang ends when the file goes, so a test decides when, not the machine's speed).
+(and a hang ends when the file goes, so a test decides when, not the machine's speed); with
+"started": PATH a hang touches that file as it begins.
 """
 
 import time
@@ -21,6 +22,7 @@ class FaultyVault(Vault):
         self.fault = task.params.get("fault", "")
         self.seconds = float(task.params.get("seconds", 30))
         self.while_exists = task.params.get("while_exists")
+        self.started = task.params.get("started")
         return super().reset(task)
 
     def step(self, name: str, arguments: dict[str, Any]) -> StepResult:
@@ -37,6 +39,8 @@ class FaultyVault(Vault):
         return super().step(name, arguments)
 
     def _hang(self) -> None:
+        if self.started:
+            Path(self.started).touch()  # a test waits for this to know the hang began
         deadline = time.monotonic() + self.seconds
         while time.monotonic() < deadline and (not self.while_exists or Path(self.while_exists).exists()):
             time.sleep(0.05)
