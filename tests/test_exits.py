@@ -190,7 +190,8 @@ def test_a_goal_with_bytes_that_are_not_utf8_is_refused_not_changed(tmp_path):
     line = one_line(done.stderr)
     at = bad.index(b"\xff") + 1
     assert (
-        line == f"{tasks}:1: skipped: not UTF-8 text (byte 0xff at byte {at} of the line); save the tasks file as UTF-8"
+        line
+        == f"{tasks}:1: skipped: not UTF-8 text (byte 0xff at character {at} of the line); save the tasks file as UTF-8"
     )
     by_line = {r["line"]: r for r in rows(out)}
     assert by_line[1]["status"] == "error" and by_line[2]["status"] == "success"

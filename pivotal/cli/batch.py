@@ -106,7 +106,11 @@ def _run_pending(
     state: dict[str, Any],
 ) -> None:
     """The bad lines recorded, then every task not yet answered run; results appended as they come."""
-    with _opened(out, lambda: out.open("ab", buffering=0)) as results:
+    try:
+        opened = out.open("ab", buffering=0)  # unbuffered: see `_write`
+    except OSError as exc:
+        raise _storage_fault(out, exc) from None
+    with opened as results:
         for number, why in bad:
             print(f"{args.tasks}:{number}: skipped: {why}", file=sys.stderr)
             if number not in done:
@@ -234,12 +238,13 @@ def read_tasks(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple
     if not path.is_file():
         raise PivotalError(f"tasks file {path} does not exist")
     good, bad = [], []
-    with path.open("rb") as lines:
-        for number, data in enumerate(lines, start=1):
+    # lines split as any text reader splits them; bytes that are not UTF-8 kept apart (surrogateescape)
+    with path.open(encoding="utf-8-sig", errors="surrogateescape") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
             try:
-                line = _text_of(data, first=number == 1)
-                if not line.strip():
-                    continue
+                _check_utf8(line)
                 raw = json.loads(line)
                 task = parse_task(raw if isinstance(raw, (dict, str)) else None)
                 make_environment(task.env)
@@ -251,16 +256,17 @@ def read_tasks(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple
     return good, bad
 
 
-def _text_of(data: bytes, *, first: bool) -> str:
-    """A task line as text: a BOM that an editor put before the first line is dropped, and bytes
-    that are not UTF-8 refuse the line rather than reach a goal changed (a replacement character
-    in place of what the person wrote).
+def _check_utf8(line: str) -> None:
+    """A line with bytes that are not UTF-8 is refused rather than run with its goal changed (a
+    replacement character in place of what the person wrote). A BOM before the first line, as
+    editors write it, is dropped by the codec.
     """
     try:
-        return data.decode("utf-8-sig" if first else "utf-8")
-    except UnicodeDecodeError as exc:
+        line.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        byte = ord(line[exc.start]) - 0xDC00  # the byte surrogateescape stood in for
         raise PivotalError(
-            f"not UTF-8 text (byte 0x{data[exc.start]:02x} at byte {exc.start + 1} of the line); "
+            f"not UTF-8 text (byte 0x{byte & 0xFF:02x} at character {exc.start + 1} of the line); "
             "save the tasks file as UTF-8"
         ) from None
 
@@ -352,7 +358,7 @@ def _batch_state(
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     _replace(marker, json.dumps(state), then="run the same command again")
-    _replace(out, "", then="run it again with --resume")
+    _replace(out, "", then="run the same command again")
     return state
 
 
@@ -374,17 +380,6 @@ def _write(results: Any, row: dict[str, Any]) -> None:
         with contextlib.suppress(OSError):
             os.ftruncate(results.fileno(), start)
         raise _storage_fault(results.name, exc) from None
-
-
-@contextmanager
-def _opened(path: Path, how: Any) -> Iterator[Any]:
-    """A file the batch writes: an OS error opening or closing it is one line, as in `_write`."""
-    try:
-        handle = how()
-    except OSError as exc:
-        raise _storage_fault(path, exc) from None
-    with handle:
-        yield handle
 
 
 def _storage_fault(path: Any, exc: OSError, then: str = "resume the batch") -> InfrastructureFault:
