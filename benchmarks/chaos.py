@@ -453,6 +453,7 @@ BAD_INPUTS = [
     (["batch", "tasks.jsonl", "--out", "exists.jsonl"], "exists; pass --resume"),
     (["batch", "tasks.jsonl", "--out", "new.jsonl", "--concurrency", "0"], "--concurrency must be > 0"),
     (["batch", "tasks.jsonl", "--out", "never.jsonl", "--resume"], "nothing to resume"),
+    (["batch", "tasks.jsonl", "--out", "damaged.jsonl", "--resume"], "batch marker damaged.jsonl.batch is damaged"),
     (["resume", "no-thread", "--decision", "approve", "--checkpoints", ":memory:"], "not waiting for approval"),
     (["lessons", "show", "nope"], "no lesson with id"),
     (["lessons", "import", "missing.jsonl"], "does not exist"),
@@ -470,6 +471,8 @@ def bad_configuration() -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as folder:
         (Path(folder) / "tasks.jsonl").write_text('{"env": "gridworld"}\n')
         (Path(folder) / "exists.jsonl").write_text("{}\n")
+        (Path(folder) / "damaged.jsonl").write_text("{}\n")
+        (Path(folder) / "damaged.jsonl.batch").write_text("{not json")
         env = {
             **os.environ,
             "PIVOTAL_MODEL": "sim",

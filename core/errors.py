@@ -60,8 +60,38 @@ def infrastructure_fault(exc: BaseException | None) -> str | None:
         if isinstance(exc, OSError) and exc.errno in _STORAGE_ERRNOS:
             where = f" on {exc.filename}" if exc.filename else ""
             return f"storage failed{where} ({exc.strerror or exc})"
+        if store_server_gone(exc):
+            return f"the lesson store server failed ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
         exc = exc.__cause__ or exc.__context__
     return None
+
+
+def store_server_gone(exc: BaseException) -> bool:
+    """A Chroma server (`--store-url`) that cannot be reached any more: the batch's storage failed."""
+    return _transport_error(exc) and _raised_in(exc, "chromadb")
+
+
+def _transport_error(exc: BaseException) -> bool:
+    """A connection that failed (refused, reset, timed out): the socket's own error, or httpx's
+    (the Chroma client's transport), known by name so this layer imports neither.
+    """
+    if isinstance(exc, ConnectionError | TimeoutError):
+        return True
+    return type(exc).__module__.split(".")[0] in ("httpx", "httpcore") and any(
+        base.__name__ == "TransportError" for base in type(exc).__mro__
+    )
+
+
+def _raised_in(exc: BaseException, package: str) -> bool:
+    """Whether `package`'s code was on the way when `exc` was raised: a Chroma server that went away
+    is the batch's storage, while the same httpx error from a model provider or a tool is not.
+    """
+    frame = exc.__traceback__
+    while frame is not None:
+        if frame.tb_frame.f_globals.get("__name__", "").split(".")[0] == package:
+            return True
+        frame = frame.tb_next
+    return False
 
 
 class Terminated(KeyboardInterrupt):

@@ -1,7 +1,12 @@
-"""structlog set-up: JSON lines when output is not a terminal, readable text when it is."""
+"""structlog set-up: JSON lines when output is not a terminal, readable text when it is; and, for the
+command line, a file for what other libraries log.
+"""
 
 import logging
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import structlog
 
@@ -34,3 +39,36 @@ def logger() -> structlog.typing.FilteringBoundLogger:
 
         configure(settings().log_level)
     return structlog.get_logger("pivotal")
+
+
+class _LibraryLog(logging.FileHandler):
+    """Opened at the first record (its folder made then), and never a traceback on the terminal when
+    it cannot be written: the record is lost, the command's own line is not.
+    """
+
+    def _open(self):  # type: ignore[no-untyped-def]  # logging's own signature
+        Path(self.baseFilename).parent.mkdir(parents=True, exist_ok=True)
+        return super()._open()
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 — logging's naming
+        pass
+
+
+@contextmanager
+def library_logs_to(path: str) -> Iterator[None]:
+    """While a command runs, libraries' stdlib logging and Python warnings go to `path`, not stderr:
+    without a handler Python prints every WARNING there (a Postgres outage put 16 psycopg pool lines
+    before the one line that says what to do). The command line uses this; an application keeps its
+    own logging set-up.
+    """
+    handler = _LibraryLog(path, encoding="utf-8", delay=True)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    logging.captureWarnings(True)
+    try:
+        yield
+    finally:
+        logging.captureWarnings(False)
+        root.removeHandler(handler)
+        handler.close()

@@ -72,13 +72,18 @@ class Settings(BaseSettings):
     step_timeout: float = Field(60.0, gt=0)
     """Seconds one environment call (reset, step, restore) may take before its task stops with a
     retryable error; a hung tool then holds one thread of the environments' own pool, not the batch."""
-    call_deadline: float = Field(300.0, gt=0)
+    call_deadline: float = Field(120.0, gt=0)
     """Seconds one model call may take in all (connect, first byte, a reply trickled byte by byte, the
-    SDK's own retries); past it the role treats the provider as down."""
+    SDK's own retries); past it the role treats the provider as down. With the defaults a provider
+    that never answers costs a run at most this long: two requests of `request_timeout` fit, a third
+    does not, and the run asks that model nothing more once a call timed out (core/models/roles.py)."""
     lease_s: float = Field(30.0, gt=0)
     """Seconds a process owns a thread it stopped renewing (graphs/lease.py): it renews every third of
     it while it runs, so another process takes over a run whose machine was lost after this long."""
     log_level: LogLevel = "WARNING"
+    log_file: str = Field(".pivotal/pivotal.log", min_length=1)
+    """Where the command line puts what libraries log themselves (a Postgres pool reconnecting, a
+    driver's warnings), so the terminal keeps Pivotal's own one-line messages; made at the first record."""
     cache_dir: str = Field(default_factory=lambda: _user_cache("pivotal"), min_length=1)
     """Files Pivotal makes once per machine and reuses: the int8 embedding model (~23 MB)."""
 

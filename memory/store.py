@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import ValidationError
 
-from pivotal.core.errors import PivotalError
+from pivotal.core.errors import PivotalError, store_server_gone
 from pivotal.memory import policy
 from pivotal.memory.connection import connect_folder, connect_server, one_line, usable_directory
 from pivotal.memory.ledger import ChromaLedger, Record, carried, evidence, family_runs, fold
@@ -609,6 +609,8 @@ class ExperienceStore:
             else:
                 return None
         except Exception as exc:  # Chroma raises many types; the user needs one line
+            if store_server_gone(exc):
+                raise  # the server's fault, not the collection's: a batch stops on it (see core/errors.py)
             raise self._unusable(family, one_line(exc)) from exc
         self._check_compatible(collection, family)
         self._computes[family] = compute_of(collection.configuration_json["embedding_function"].get("config") or {})

@@ -20,7 +20,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar, cast
 
@@ -34,10 +33,6 @@ from pivotal.core.task import Task
 Action = tuple[str, dict[str, Any]]
 T = TypeVar("T")
 _MAX_LIVE = 4096
-ENV_THREADS = 64
-"""Threads for environment code, apart from the event loop's default executor: enough that a few
-hung tools leave room for every other task of a batch at the concurrency people use."""
-_env_pool = ThreadPoolExecutor(max_workers=ENV_THREADS, thread_name_prefix="pivotal-env")
 
 
 @dataclass
@@ -129,14 +124,21 @@ async def attach(run_id: str, task: Task, trajectory: list[Step], timeout: float
 
 
 async def in_env_thread(function: Callable[..., T], *args: Any, timeout: float, what: str) -> T:
-    """Environment code runs in its own pool, under a deadline, and whatever it raises stays an Exception.
+    """Environment code runs in a thread of its own, under a deadline, and whatever it raises stays an Exception.
 
-    Its own pool: a tool that hangs holds one of these threads, never the event loop's default
-    executor that the store and the checkpointer use. A deadline: past it the task stops with a
-    retryable error (the thread is left to finish; Python cannot kill it). An Exception: a
-    `SystemExit` or `KeyboardInterrupt` raised by a tool would otherwise end the whole batch.
+    A thread of its own: a tool that hangs holds that thread, never the event loop's default
+    executor that the store and the checkpointer use, nor a pool the other tasks wait on. A daemon
+    thread: past the deadline the task stops with a retryable error and the thread is left to
+    finish (Python cannot kill it), but it cannot keep the process alive once the command has
+    written its results and released its locks; a pool's worker would be joined at exit, for ever.
+    An Exception: a `SystemExit` or `KeyboardInterrupt` raised by a tool would otherwise end the
+    whole batch.
     """
-    future = asyncio.get_running_loop().run_in_executor(_env_pool, _contained, function, *args)
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+    threading.Thread(
+        target=_in_thread, args=(loop, future, function, args), name=f"pivotal-env {what}", daemon=True
+    ).start()
     try:
         return await asyncio.wait_for(future, timeout)
     except TimeoutError:
@@ -146,13 +148,35 @@ async def in_env_thread(function: Callable[..., T], *args: Any, timeout: float, 
         ) from None
 
 
+def _in_thread(
+    loop: asyncio.AbstractEventLoop, future: "asyncio.Future[T]", function: Callable[..., T], args: tuple[Any, ...]
+) -> None:
+    try:
+        outcome: tuple[Any, BaseException | None] = (_contained(function, *args), None)
+    except BaseException as exc:  # noqa: BLE001 — `_contained` let only PivotalError and EnvironmentFault out
+        outcome = (None, exc)
+    try:
+        loop.call_soon_threadsafe(_settle, future, *outcome)
+    except RuntimeError:  # the loop closed while a hung call went on: nobody waits for its answer
+        pass
+
+
+def _settle(future: "asyncio.Future[Any]", result: Any, error: BaseException | None) -> None:
+    if future.done():  # the caller stopped waiting (the deadline passed, the task was cancelled)
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
 def _contained(function: Callable[..., T], *args: Any) -> T:
     """What environment code raises, as the task's own fault: in one redacted line (it is
     checkpointed), and never mistaken for the batch's storage failing (see `infrastructure_fault`).
     """
     try:
         return function(*args)
-    except PivotalError:
+    except (PivotalError, EnvironmentFault):
         raise
     except Exception as exc:  # noqa: BLE001 — whatever environment code raised is the task's own fault
         raise EnvironmentFault(f"environment code raised {_said(exc)}") from None
@@ -274,12 +298,24 @@ def run_step(live: Live, name: str, arguments: dict[str, Any], key: str) -> tupl
             result = live.env.step(name, arguments)
         live.unsaved += time.perf_counter() - started
         live.applied.append((name, arguments))
+        _check_step_result(live.env, result)
         snapshot = _timed_snapshot(live) if _snapshot_due(live) else None
         state = state_of(live.env, snapshot)
     values = secret_values()
     observation = redact(_text(result.observation, f"{type(live.env).__name__}.step"), values)
     info = redact_tree({**result.info, "state": state}, values)
     return replace(result, observation=observation, info=info), redact_tree(snapshot, values)
+
+
+def _check_step_result(env: Environment, result: Any) -> None:
+    """A step that returned something else (a bare observation string, a tuple) is the environment's
+    bug, named in one line; the action did run, so it is recorded as applied before this check.
+    """
+    if not isinstance(result, StepResult):
+        raise EnvironmentFault(
+            f"{type(env).__name__}.step returned {type(result).__name__} {redact(repr(result))[:80]}, not a "
+            "StepResult(observation, done, success, info); fix the environment's step()"
+        )
 
 
 def _snapshot_due(live: Live) -> bool:

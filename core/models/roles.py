@@ -3,6 +3,7 @@ role call shares.
 """
 
 import asyncio
+from collections import OrderedDict
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -36,6 +37,9 @@ async def ask_role(
     environment, for models that answer from it (the `sim` models).
     """
     spec = context.model_for(role)
+    silent = (state["run_id"], model_label(spec))
+    if (earlier := _silent.get(silent)) is not None:
+        return _not_asked(role, fallback, earlier)
     model = await _chat_model(spec, context)
     backup = await _chat_model(context.fallback_model, context) if context.fallback_model else None
     with given(world):
@@ -50,9 +54,9 @@ async def ask_role(
             deadline=context.call_deadline,
             metadata={"pivotal_run": state["run_id"], "pivotal_model": model_label(spec), **(metadata or {})},
         )
-    usage = answer.usage
-    updates = {"counters": {"llm_calls": usage["calls"], "fallbacks": usage["fallbacks"]}, "usage": {role: usage}}
-    return redacted(answer), updates
+    if answer.timed_out:
+        _remember_silent(silent, answer.error)
+    return redacted(answer), _updates(role, answer.usage)
 
 
 def redacted(answer: Answer[T]) -> Answer[T]:
@@ -61,6 +65,30 @@ def redacted(answer: Answer[T]) -> Answer[T]:
     """
     values = secret_values()
     return replace(answer, value=redact_tree(answer.value, values), error=redact(answer.error, values))
+
+
+def _updates(role: str, usage: dict[str, float]) -> dict[str, Any]:
+    return {"counters": {"llm_calls": usage["calls"], "fallbacks": usage["fallbacks"]}, "usage": {role: usage}}
+
+
+_silent: "OrderedDict[tuple[str, str], str]" = OrderedDict()
+"""(run id, model) pairs whose provider already let a call time out, with that call's error. A provider
+that is silent stays silent for the seconds a run lasts: asking it again at every step and retry cost
+a whole deadline each time (about 27 minutes for one task with the defaults of the time). So each
+run waits for a silent provider once; the rest of its calls to that model fall back at once and the
+run ends with that error as its reason. A new run, or the run resumed, asks again."""
+
+
+def _remember_silent(key: tuple[str, str], error: str) -> None:
+    _silent[key] = error
+    while len(_silent) > 4096:
+        _silent.popitem(last=False)
+
+
+def _not_asked(role: str, fallback: T, earlier: str) -> tuple[Answer[T], dict[str, Any]]:
+    usage = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "seconds": 0.0, "fallbacks": 1}
+    error = f"{earlier}; not asked again in this run"
+    return Answer(fallback, fallback=True, error=error, usage=usage, timed_out=True), _updates(role, usage)
 
 
 async def _chat_model(spec: str | BaseChatModel, context: Context) -> BaseChatModel:

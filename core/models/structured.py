@@ -22,6 +22,8 @@ class Answer(Generic[T]):
     fallback: bool = False
     error: str = ""
     usage: dict[str, float] = field(default_factory=dict)
+    timed_out: bool = False
+    """The provider never answered in time (the call deadline, or the SDK's own timeout after its retries)."""
 
 
 async def ask(
@@ -48,7 +50,7 @@ async def ask(
         runnable = runnable.with_fallbacks([_structured(backup, schema)])
     config = {"metadata": {**metadata, "pivotal_role": role}, "run_name": role, "tags": [f"pivotal:{role}"]}
     usage = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "seconds": 0.0, "fallbacks": 0}
-    conversation, error = list(messages), ""
+    conversation, error, timed_out = list(messages), "", False
     for _ in range(retries + 1):
         started = time.perf_counter()
         try:
@@ -56,11 +58,11 @@ async def ask(
                 reply = await runnable.ainvoke(conversation, config=config)
         except TimeoutError:
             _count(usage, None, started)
-            error = f"the model call took longer than {deadline:g} s (PIVOTAL_CALL_DEADLINE)"
+            error, timed_out = f"the model call took longer than {deadline:g} s (PIVOTAL_CALL_DEADLINE)", True
             break
         except Exception as exc:  # noqa: BLE001 — provider down after its own retries: fall back
             _count(usage, None, started)
-            error = _one_line(exc)
+            error, timed_out = _one_line(exc), _is_timeout(exc)
             break
         _count(usage, reply.get("raw"), started)
         if reply.get("parsed") is not None and not reply.get("parsing_error"):
@@ -74,7 +76,12 @@ async def ask(
             ),
         ]
     usage["fallbacks"] = 1
-    return Answer(fallback, fallback=True, error=error, usage=usage)
+    return Answer(fallback, fallback=True, error=error, usage=usage, timed_out=timed_out)
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    """The SDKs' own timeout errors (openai's and anthropic's `APITimeoutError`, httpx's), known by name."""
+    return any("Timeout" in kind.__name__ for kind in type(exc).__mro__)
 
 
 def _structured(model: BaseChatModel, schema: type[BaseModel]):

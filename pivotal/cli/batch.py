@@ -13,6 +13,7 @@ its result is in the results file of the process that ran it.
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -86,12 +87,37 @@ def _locked_batch(args: argparse.Namespace, out: Path, marker: Path) -> int:
     check_context(context)  # models, keys and the store (its lock too) before the results are touched
     _check_checkpoints(args.checkpoints or saved.get("checkpoints"))
     _check_ray(args, context, args.checkpoints or saved.get("checkpoints"))
+    resume = f"pivotal batch {args.tasks} --out {args.out} --resume"
     state = _batch_state(args, out, marker, saved, context)
-    done = load_done(out) if args.resume else set()
-    if args.resume:
-        _check_started(state, {number for number, _ in lines}, done, args.tasks)
-    started = time.perf_counter()
-    with out.open("a", encoding="utf-8") as results:
+    try:
+        done = load_done(out) if args.resume else set()
+        if args.resume:
+            _check_started(state, {number for number, _ in lines}, done, args.tasks)
+        started = time.perf_counter()
+        _run_pending(args, out, lines, bad, done, context, state)
+    except InfrastructureFault as fault:
+        raise InfrastructureFault(f"{fault}: {resume}") from None
+    summary = batch_summary(_read_results(out), time.perf_counter() - started, resumed=len(done))
+    print(format_summary(summary))
+    failed = summary["tasks"] - summary["success"]
+    return EXIT_TASK_FAILED if args.check and failed else EXIT_OK
+
+
+def _run_pending(
+    args: argparse.Namespace,
+    out: Path,
+    lines: list[tuple[int, dict[str, Any]]],
+    bad: list[tuple[int, str]],
+    done: set[int],
+    context: Any,
+    state: dict[str, Any],
+) -> None:
+    """The bad lines recorded, then every task not yet answered run; results appended as they come."""
+    try:
+        opened = out.open("ab", buffering=0)  # unbuffered: see `_write`
+    except OSError as exc:
+        raise _storage_fault(out, exc) from None
+    with opened as results:
         for number, why in bad:
             print(f"{args.tasks}:{number}: skipped: {why}", file=sys.stderr)
             if number not in done:
@@ -105,16 +131,9 @@ def _locked_batch(args: argparse.Namespace, out: Path, marker: Path) -> int:
                     },
                 )
         pending = [(number, task) for number, task in lines if number not in done]
-        try:
-            with asyncio.Runner() as runner:
-                runner.get_loop().set_exception_handler(_quiet_about_stops)
-                runner.run(_run(pending, context, args.concurrency, state, results, args))
-        except InfrastructureFault as fault:
-            raise InfrastructureFault(f"{fault}: pivotal batch {args.tasks} --out {args.out} --resume") from None
-    summary = batch_summary(_read_results(out), time.perf_counter() - started, resumed=len(done))
-    print(format_summary(summary))
-    failed = summary["tasks"] - summary["success"]
-    return EXIT_TASK_FAILED if args.check and failed else EXIT_OK
+        with asyncio.Runner() as runner:
+            runner.get_loop().set_exception_handler(_quiet_about_stops)
+            runner.run(_run(pending, context, args.concurrency, state, results, args))
 
 
 def _check_checkpoints(path: str | None) -> None:
@@ -234,9 +253,7 @@ def _mark_started(state: dict[str, Any], line: int, marker: Path) -> None:
     if line in state.setdefault("started", []):
         return
     state["started"].append(line)
-    temporary = marker.with_name(marker.name + ".tmp")
-    temporary.write_text(json.dumps(state), encoding="utf-8")
-    os.replace(temporary, marker)
+    _replace(marker, json.dumps(state))
 
 
 def _check_started(state: dict[str, Any], good: set[int], done: set[int], tasks: str) -> None:
@@ -270,11 +287,13 @@ def read_tasks(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple
     if not path.is_file():
         raise PivotalError(f"tasks file {path} does not exist")
     good, bad = [], []
-    with path.open(encoding="utf-8", errors="replace") as lines:
+    # lines split as any text reader splits them; bytes that are not UTF-8 kept apart (surrogateescape)
+    with path.open(encoding="utf-8-sig", errors="surrogateescape") as lines:
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
             try:
+                _check_utf8(line)
                 raw = json.loads(line)
                 task = parse_task(raw if isinstance(raw, (dict, str)) else None)
                 make_environment(task.env)
@@ -284,6 +303,21 @@ def read_tasks(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple
             except PivotalError as exc:
                 bad.append((number, str(exc)))
     return good, bad
+
+
+def _check_utf8(line: str) -> None:
+    """A line with bytes that are not UTF-8 is refused rather than run with its goal changed (a
+    replacement character in place of what the person wrote). A BOM before the first line, as
+    editors write it, is dropped by the codec.
+    """
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        byte = ord(line[exc.start]) - 0xDC00  # the byte surrogateescape stood in for
+        raise PivotalError(
+            f"not UTF-8 text (byte 0x{byte & 0xFF:02x} at character {exc.start + 1} of the line); "
+            "save the tasks file as UTF-8"
+        ) from None
 
 
 def load_done(out: Path) -> set[int]:
@@ -302,16 +336,51 @@ def load_done(out: Path) -> set[int]:
         if isinstance(row.get("line"), int) and row["line"] not in done:
             done.add(row["line"])
             kept.append(line)
-    temporary = out.with_name(out.name + ".tmp")
-    temporary.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
-    os.replace(temporary, out)
+    _replace(out, "".join(f"{line}\n" for line in kept))
     return done
+
+
+def _replace(path: Path, text: str, then: str = "resume the batch") -> None:
+    """The file holds the old text or the new, never part of either (a full disk, a kill)."""
+    temporary = path.with_name(path.name + ".tmp")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise _storage_fault(path, exc, then) from None
 
 
 def _saved_batch(out: Path, marker: Path) -> dict[str, Any]:
     if not marker.is_file() or not out.is_file():
         raise PivotalError(f"nothing to resume: {out} or {marker} is missing; run without --resume")
-    return json.loads(marker.read_text(encoding="utf-8"))
+    try:
+        saved = json.loads(marker.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise _damaged_marker(marker, f"not JSON: {exc}") from None
+    except OSError as exc:
+        raise PivotalError(f"cannot read {marker}: {exc.strerror or exc}") from None
+    if not isinstance(saved, dict):
+        raise _damaged_marker(marker, f"a JSON {type(saved).__name__}, not an object")
+    for key in MARKER_FIELDS:
+        if not isinstance(saved.get(key), str) or not saved[key]:
+            raise _damaged_marker(marker, f"no {key!r}")
+    if not isinstance(saved.get("context", {}), dict) or not isinstance(saved.get("plugins", []), list):
+        raise _damaged_marker(marker, "its 'context' or 'plugins' is not the shape a batch writes")
+    return saved
+
+
+MARKER_FIELDS = ("thread_prefix", "checkpoints")
+"""What a resume cannot go on without: the batch's LangGraph threads and where their checkpoints are."""
+
+
+def _damaged_marker(marker: Path, why: str) -> PivotalError:
+    """Nothing has been read from the results or checkpoints yet, and nothing is changed."""
+    return PivotalError(
+        f"batch marker {marker} is damaged ({' '.join(why.split())[:120]}): restore it from a backup, or start "
+        "the batch afresh with --overwrite (its finished tasks then run again); nothing was changed"
+    )
 
 
 def _batch_state(
@@ -337,20 +406,36 @@ def _batch_state(
         "plugins": list(args.plugin),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("", encoding="utf-8")
-    marker.write_text(json.dumps(state), encoding="utf-8")
+    _replace(marker, json.dumps(state), then="run the same command again")
+    _replace(out, "", then="run the same command again")
     return state
 
 
 def _write(results: Any, row: dict[str, Any]) -> None:
     """One line per result, whatever it holds: text that cannot be UTF-8 (a lone surrogate from a
     goal's JSON escape) is written as ASCII JSON escapes, and values JSON does not know as their text.
+
+    Whole or not at all: `results` is unbuffered, so a full disk is seen at this line, which is
+    then cut off again (a resume would drop a partial line, but a reader in between would see it).
     """
     line = json.dumps(row, ensure_ascii=False, default=str)
     if not _utf8(line):
         line = json.dumps(row, default=str)
-    results.write(line + "\n")
-    results.flush()
+    data, start = memoryview(f"{line}\n".encode()), results.tell()
+    try:
+        while data:
+            data = data[results.write(data) :]
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.ftruncate(results.fileno(), start)
+        raise _storage_fault(results.name, exc) from None
+
+
+def _storage_fault(path: Any, exc: OSError, then: str = "resume the batch") -> InfrastructureFault:
+    return InfrastructureFault(
+        f"cannot write {path} ({exc.strerror or exc}); nothing half-written was left: free the space or "
+        f"fix the folder, then {then}"
+    )
 
 
 def _utf8(text: str) -> bool:

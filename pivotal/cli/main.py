@@ -1,7 +1,8 @@
 """`pivotal` command line: a thin layer over `graphs.run`.
 
 Exit codes: 0 the run finished (its outcome is in the output), 1 the task failed and `--check`
-was given, 2 bad input (one line on stderr), 130 Ctrl-C and 143 SIGTERM (one line on how to go on).
+was given, 2 bad input or a fault that stopped the command (one line on stderr), 130 Ctrl-C and
+143 SIGTERM (one line on how to go on).
 """
 
 import argparse
@@ -14,7 +15,8 @@ from contextlib import contextmanager
 
 from pivotal.cli import batch, bench, checkpoints, lessons, options, studio
 from pivotal.cli.trace import Trace, reflection_line
-from pivotal.core.errors import PivotalError, Terminated
+from pivotal.core.errors import EnvironmentFault, PivotalError, Terminated, infrastructure_fault
+from pivotal.core.logs import library_logs_to
 from pivotal.core.settings import load_env_file, settings
 
 EXIT_SUCCESS, EXIT_TASK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -26,10 +28,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with _sigterm_as_interrupt():
             load_env_file()
-            settings()  # every PIVOTAL_* value checked before any command starts work
-            return args.handler(args)
+            with library_logs_to(settings().log_file):  # every PIVOTAL_* value checked before any command starts work
+                return args.handler(args)
     except PivotalError as exc:
         print(f"pivotal: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except EnvironmentFault as exc:  # a batch records it as the task's error; a single run stops with it
+        print(f"pivotal: error: {exc}{_continue(args)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Exception as exc:
+        if not (fault := infrastructure_fault(exc)):
+            raise  # a bug of ours: its traceback is what a report needs
+        print(f"pivotal: error: {fault}; fix it{_continue(args) or ', then run the command again'}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt as exc:
         print(f"pivotal: {_interrupted(args, exc)}", file=sys.stderr)
@@ -51,6 +61,15 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 def _terminate(signum: int, frame: object) -> None:
     raise Terminated()
+
+
+def _continue(args: argparse.Namespace) -> str:
+    """How a single run that stopped on its environment's fault goes on, once the environment is fixed."""
+    if args.command == "run" and args.thread_id:
+        return f"; continue with the same command (--thread-id {args.thread_id})"
+    if args.command == "run":
+        return "; this run had no --thread-id, so it cannot be continued: give one to runs you may resume"
+    return ""
 
 
 def _interrupted(args: argparse.Namespace, exc: KeyboardInterrupt) -> str:

@@ -85,10 +85,26 @@ def resumed_context(saved: dict[str, Any], args: argparse.Namespace) -> Context:
 
 
 def task_from(args: argparse.Namespace) -> dict[str, Any]:
+    for flag, value in (("--goal", args.goal), ("--family", args.family), *(("--param", p) for p in args.param)):
+        _check_utf8(flag, value)
     params = dict(_param(item) for item in args.param)
     if args.seed is not None:
         params["seed"] = args.seed
     return {"goal": args.goal, "env": args.env, "family": args.family, "params": params}
+
+
+def _check_utf8(flag: str, value: str) -> None:
+    """Python reads command-line bytes that are not UTF-8 as lone surrogates (surrogateescape); a goal
+    holding them would reach the models and the results as something the person never wrote.
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        byte = ord(value[exc.start]) - 0xDC00  # the byte surrogateescape stood in for
+        raise PivotalError(
+            f"{flag} is not UTF-8 text (byte 0x{byte & 0xFF:02x} at character {exc.start + 1}); "
+            "pass it as UTF-8 (check the terminal's or the script's encoding)"
+        ) from None
 
 
 def _param(item: str) -> tuple[str, Any]:

@@ -1,9 +1,11 @@
 """A vault whose `open_door` misbehaves as the task asks: hangs, or raises what no tool should.
 
 `--plugin pivotal.testing.faulty_env`; the task's params pick the fault, so one batch mixes
-healthy and faulty tasks: {"fault": "hang", "seconds": 30} | {"fault": "exit"} | {"fault": "interrupt"}.
+healthy and faulty tasks: {"fault": "hang", "seconds": 30} | {"fault": "exit"} | {"fault": "interrupt"}
+| {"fault": "string"} (`step` returns a bare observation string instead of a StepResult).
 With "while_exists": PATH the fault happens only while that file exists: a transient fault
-(and a hang ends when the file goes, so a test decides when, not the machine's speed).
+(and a hang ends when the file goes, so a test decides when, not the machine's speed); with
+"started": PATH a hang touches that file as it begins.
 """
 
 import time
@@ -20,6 +22,7 @@ class FaultyVault(Vault):
         self.fault = task.params.get("fault", "")
         self.seconds = float(task.params.get("seconds", 30))
         self.while_exists = task.params.get("while_exists")
+        self.started = task.params.get("started")
         return super().reset(task)
 
     def step(self, name: str, arguments: dict[str, Any]) -> StepResult:
@@ -31,9 +34,13 @@ class FaultyVault(Vault):
             raise SystemExit(3)
         if name == "open_door" and self.fault == "interrupt":
             raise KeyboardInterrupt
+        if name == "open_door" and self.fault == "string":
+            return "the door is open"  # type: ignore[return-value]  # the bug this fault stands for
         return super().step(name, arguments)
 
     def _hang(self) -> None:
+        if self.started:
+            Path(self.started).touch()  # a test waits for this to know the hang began
         deadline = time.monotonic() + self.seconds
         while time.monotonic() < deadline and (not self.while_exists or Path(self.while_exists).exists()):
             time.sleep(0.05)
