@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 from pivotal.core.checkpoints import check_file, is_postgres
 from pivotal.core.context import Context
 from pivotal.core.environments import Idempotent, make_environment
+from pivotal.core.environments.base import rewind_notice as notice_for
 from pivotal.core.environments.live import release
 from pivotal.core.errors import InfrastructureFault, PivotalError, infrastructure_fault, make_folder
 from pivotal.core.models.reachability import check_models
@@ -124,6 +125,13 @@ def check_context(context: Context) -> None:
     if context.memory:
         # a LangGraph store is the app's to open; the embedding model is needed either way
         check_memory(context.store_path, context.store_url, chroma=context.lessons_backend != "langgraph")
+
+
+def rewind_notice(task: Task | dict[str, Any] | str, context: Context) -> str:
+    """The line a run starts with when its environment cannot go back and a retry was asked for ("" else)."""
+    parsed = parse_task(task, context.default_env)
+    env = make_environment(parsed.env)
+    return notice_for(env, parsed.env, context.retry, context.max_pivot_retries)
 
 
 def check_task(task: Task | dict[str, Any] | str, default_env: str = "") -> Task:

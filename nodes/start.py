@@ -51,6 +51,7 @@ async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         run_id = given if given and given != opened.get("run_id") else uuid.uuid4().hex
     task = Task.model_validate(redact_tree(task.model_dump()))  # a goal or a param can carry a key
     live = await in_env_thread(open_live, run_id, task, timeout=runtime.context.step_timeout, what=f"{task.env}: reset")
+    task.family = _family(task, live.env)
     if not task.goal:
         task.goal = getattr(live.env, "default_goal", "")
     if not task.goal:
@@ -152,6 +153,26 @@ def _handed_in(messages: list[AnyMessage], question: Question | None) -> list[Tu
         elif isinstance(message, AIMessage) and turns and message.text:
             turns[-1]["answer"] = f"{turns[-1]['answer']}\n{message.text}".strip()
     return turns
+
+
+def _family(task: Task, env: Any) -> str:
+    """The task's lesson family: the one it names, else its environment's name refined by the
+    environment's `family()` hint for this instance (`env/kind`; "" leaves the name alone).
+
+    Under one environment name can sit several kinds of task (text adventures of different games):
+    a guardrail learnt in one was recalled in another, and only a `--family` per kind kept them apart.
+    """
+    hint = getattr(env, "family", None)
+    if task.family != task.env or not callable(hint):
+        return task.family
+    try:
+        kind = hint()
+    except Exception as exc:  # noqa: BLE001 — the application's hook: say which and go no further
+        raise PivotalError(f"environment {task.env!r}: family() raised {type(exc).__name__}: {exc}"[:300]) from None
+    if not isinstance(kind, str):
+        raise PivotalError(f"environment {task.env!r}: family() returned {type(kind).__name__}; return a str")
+    kind = "-".join(kind.replace(".", " ").split())  # a LangGraph store's namespace labels refuse "."
+    return f"{task.env}/{kind}" if kind else task.env
 
 
 def _instance(env: Any) -> str:

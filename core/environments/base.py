@@ -5,11 +5,13 @@ worker thread so async nodes never block the event loop.
 """
 
 from dataclasses import dataclass, field
+from difflib import SequenceMatcher
 from typing import Any, Protocol, TypeVar, get_args, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
 from pivotal.core.errors import PivotalError, first_problem
+from pivotal.core.schemas import Verdict
 from pivotal.core.state import Rewind
 from pivotal.core.task import Task
 
@@ -127,6 +129,41 @@ def rewind_mode(env: Any) -> Rewind:
     return declared
 
 
+REWIND_WORDS: dict[str, str] = {
+    "snapshot": "restored from a snapshot",
+    "replay": "reset and the kept steps replayed",
+    "compensate": "abandoned steps undone by compensating actions",
+    "forward": "cannot go back: a retry goes on from the real state",
+}
+"""How a retry puts the world back, per rewind mode: `pivotal envs` shows it for each environment."""
+
+
+def rewind_notice(env: Any, env_name: str, retry: str, retries: int) -> str:
+    """One line for the start of a run whose retries cannot rewind, else "".
+
+    An environment without a way back makes `--retry pivotal` and `--retry full` the same run:
+    each retry starts where the failed attempt left the world. The live trace said "nothing
+    undone" at each pivot, but nothing said that the choice of strategy no longer mattered.
+    """
+    if retry == "none" or retries <= 0 or rewind_mode(env) != "forward":
+        return ""
+    return (
+        f"note: {env_name} cannot go back (rewind: forward), so --retry {retry} rewinds nothing: each retry "
+        "goes on from the real state with the failed attempt's steps still done (pivotal and full retry "
+        "behave alike); give the environment snapshot()/restore() or rewind = 'replay' for a retry that goes back"
+    )
+
+
+def declared_params(env: Any) -> dict[str, Any] | None:
+    """The parameters an environment takes (`params`: its pydantic model) with their defaults; None
+    when it declares none.
+    """
+    schema = getattr(env, "params", None)
+    if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+        return None
+    return {name: field.default for name, field in schema.model_fields.items()}
+
+
 @runtime_checkable
 class Prechecked(Protocol):
     """Environments that can tell, without side effects, that an action is illegal right now."""
@@ -166,8 +203,14 @@ class NoReturnOracle(Protocol):
 def check_action(env: Environment, name: str, arguments: dict[str, Any]) -> str | None:
     """Deterministic pre-check: a reason to reject, or None.
 
-    Runs before any LLM judgement because it is free and always right about what it covers.
+    Runs before any LLM judgement because it is free and always right about what it covers. The
+    reason is the critique the actor reads next, within the verdict's length (`fit_reason`).
     """
+    reason = _problem(env, name, arguments)
+    return None if reason is None else fit_reason(reason, _called(name, arguments))
+
+
+def _problem(env: Environment, name: str, arguments: dict[str, Any]) -> str | None:
     specs = {spec.name: spec for spec in env.describe_actions()}
     if name not in specs:
         return f"unknown action {name!r}; choose one of: {', '.join(specs)}"
@@ -177,6 +220,61 @@ def check_action(env: Environment, name: str, arguments: dict[str, Any]) -> str 
     if isinstance(env, Prechecked):
         return env.check(name, arguments)
     return None
+
+
+REASON_CHARS: int = next(
+    rule.max_length for rule in Verdict.model_fields["diagnosis"].metadata if hasattr(rule, "max_length")
+)
+"""The longest reason a verdict holds (its `diagnosis`)."""
+_SEPARATORS = ("\n", "; ", ", ")
+
+
+def fit_reason(reason: str, proposed: str, limit: int = REASON_CHARS) -> str:
+    """A reason that fits `limit` and keeps its use.
+
+    Cut at the limit, a reason that lists the legal actions ("no such command; the commands that
+    work here: go north, ..., examine antique trunk") lost the end of the list, which is where the
+    command the actor meant could be. A long list is ranked instead: the items closest to what was
+    proposed first, as many as fit, then how many were left out. Other long text is cut.
+    """
+    if len(reason) <= limit:
+        return reason
+    head, items = _listed(reason)
+    ranked = sorted(items, key=lambda item: -_closeness(item, proposed))  # stable: ties keep their order
+    kept: list[str] = []
+    for item in ranked:
+        if len(_ranked_line(head, [*kept, item], len(items))) > limit:
+            break
+        kept.append(item)
+    if len(kept) < 2:
+        return reason[: limit - 1] + "…"
+    return _ranked_line(head, kept, len(items))
+
+
+def _ranked_line(head: str, kept: list[str], total: int) -> str:
+    return f"{head}{', '.join(kept)} (closest first; {total - len(kept)} more not shown)"
+
+
+def _listed(reason: str) -> tuple[str, list[str]]:
+    """The text before a list and the list's items, split on its most frequent separator."""
+    separator = max(_SEPARATORS, key=reason.count)
+    if reason.count(separator) < 2:
+        return reason, []
+    colons = [at for at in range(len(reason)) if reason.startswith(": ", at) and reason.count(separator, at) >= 2]
+    head = reason[: colons[-1] + 2] if colons else ""
+    items = [item.strip().removeprefix("- ") for item in reason[len(head) :].split(separator)]
+    return head, [item for item in items if item]
+
+
+def _closeness(item: str, proposed: str) -> float:
+    """Shared words, then spelling: `examine trunk` is closest to `examine antique trunk`."""
+    mine, theirs = set(item.lower().split()), set(proposed.lower().split())
+    shared = len(mine & theirs) / len(mine | theirs) if mine | theirs else 0.0
+    return shared + SequenceMatcher(None, item.lower(), proposed.lower()).ratio()
+
+
+def _called(name: str, arguments: dict[str, Any]) -> str:
+    return " ".join([name, *(str(value) for value in arguments.values())])
 
 
 _JSON_TYPES: dict[str, type | tuple[type, ...]] = {

@@ -27,6 +27,9 @@ class Params(BaseModel):
 
 
 class ConfigCopy(ToolEnvironment):
+    params = Params
+    """The task parameters it reads (`pivotal envs` lists them)."""
+
     default_goal = "Copy a setting from staging to production, then submit 'done'."
 
     def __init__(self) -> None:

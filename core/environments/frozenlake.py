@@ -22,6 +22,9 @@ class Params(BaseModel):
 
 
 class FrozenLake:
+    params = Params
+    """The task parameters it reads (`pivotal envs` lists them)."""
+
     default_goal = "Cross the frozen lake from S to the goal G without stepping into a hole (H)."
 
     def __init__(self) -> None:

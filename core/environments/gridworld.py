@@ -24,6 +24,9 @@ class Params(BaseModel):
 
 
 class GridWorld:
+    params = Params
+    """The task parameters it reads (`pivotal envs` lists them)."""
+
     default_goal = "Walk from S to the goal G without falling into a hole (O)."
 
     def __init__(self) -> None:

@@ -45,6 +45,9 @@ class Params(BaseModel):
 
 
 class Minesweeper:
+    params = Params
+    """The task parameters it reads (`pivotal envs` lists them)."""
+
     default_goal = "Reveal every cell without a mine; revealing a mine loses the game."
     rewind = "snapshot"
 

@@ -23,6 +23,9 @@ class Params(BaseModel):
 
 
 class Taxi:
+    params = Params
+    """The task parameters it reads (`pivotal envs` lists them)."""
+
     default_goal = "Drive the taxi to the passenger, pick them up, and drop them off at their destination."
 
     def __init__(self) -> None:

@@ -26,11 +26,17 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.runnables.config import var_child_runnable_config
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from pivotal.core.environments import ActionSpec, Oracle
+from pivotal.core.environments import ActionSpec, Oracle, check_action
 from pivotal.core.environments.base import NoReturnOracle
 from pivotal.core.models.literal import literal_reply
 from pivotal.core.models.streaming import as_chunks
 from pivotal.core.models.world import World, current
+
+
+LEGAL_SHARE = 0.5
+"""Of the `sim` actor's wrong calls in an environment with one action, the share that are legal
+(the pre-check lets them through: the critic must judge them); the rest are calls the pre-check
+refuses. Set per model with `sim:legal=`."""
 
 
 class SimChatModel(BaseChatModel):
@@ -42,6 +48,9 @@ class SimChatModel(BaseChatModel):
     invalid: float = 0.0
     latency: float = 0.0
     """Seconds each call waits (async), to model a provider's latency in benchmarks."""
+    legal: float = LEGAL_SHARE
+    """In an environment with one action: the share of the actor's wrong calls that are legal
+    there (the critic's to catch); the rest fail the pre-check (`LEGAL_SHARE`)."""
 
     @property
     def _llm_type(self) -> str:
@@ -93,7 +102,7 @@ class SimChatModel(BaseChatModel):
         rng = random.Random(hashlib.sha256(key.encode(errors="surrogatepass")).digest())
         if role and tools:
             function = tools[0]["function"]
-            args = _answer(role, metadata, rng, self.error, function.get("parameters", {}), prompt)
+            args = _answer(role, metadata, rng, self.error, function.get("parameters", {}), prompt, self.legal)
             message = _tool_message(function["name"], args, rng.random() < self.invalid)
         else:
             message = literal_reply(messages, tools, kwargs.get("tool_choice"))
@@ -183,14 +192,20 @@ def _recipe_text(applied: list[tuple[str, dict[str, Any]]]) -> str:
 
 
 def _answer(
-    role: str, metadata: dict[str, Any], rng: random.Random, error: float, schema: dict[str, Any], prompt: str = ""
+    role: str,
+    metadata: dict[str, Any],
+    rng: random.Random,
+    error: float,
+    schema: dict[str, Any],
+    prompt: str = "",
+    legal: float = LEGAL_SHARE,
 ) -> dict[str, Any]:
     live = current()
     oracle = live.env if live and isinstance(live.env, Oracle) else None
     wrong = rng.random() < error
     if role == "actor":
         followed = _follow(live, _recipe(prompt), _action_names(schema))
-        return followed or _act(live, oracle, rng, wrong, schema, _guardrails(prompt))
+        return followed or _act(live, oracle, rng, wrong, schema, _guardrails(prompt), legal)
     if role == "critic":
         return _criticise(oracle, metadata.get("pivotal_proposal") or {}, wrong, _guardrails(prompt))
     if role == "reflector":
@@ -209,6 +224,7 @@ def _act(
     wrong: bool,
     schema: dict[str, Any],
     guardrails: str = "",
+    legal: float = LEGAL_SHARE,
 ) -> dict[str, Any]:
     """A wrong pick that a recalled guardrail names is dropped for the expert's move: the sim's
     model of an LLM heeding its lessons, so memory can pay off only when recall surfaces them.
@@ -219,7 +235,7 @@ def _act(
         expert = None  # the schema no longer offers it here (a reflection named it): no model could choose it
     if expert and not wrong:
         return {"action": expert[0], "arguments": expert[1], "thought": "closest safe step to the goal"}
-    name, arguments = _wrong_pick(live, expert, rng, names)
+    name, arguments = _wrong_pick(live, expert, rng, names, legal)
     pick = {"action": name, "arguments": arguments, "thought": "exploring"}
     if expert and _warned(oracle, pick, guardrails):
         return {
@@ -252,20 +268,50 @@ def _action_names(schema: dict[str, Any]) -> list[str]:
 
 
 def _wrong_pick(
-    live: World | None, expert: tuple[str, dict[str, Any]] | None, rng: random.Random, names: list[str]
+    live: World | None,
+    expert: tuple[str, dict[str, Any]] | None,
+    rng: random.Random,
+    names: list[str],
+    legal: float = LEGAL_SHARE,
 ) -> tuple[str, dict[str, Any]]:
     """The environment's own plausible mistake (`wrong_action(rng)`) when it offers one; else another
-    action name with arguments drawn from its schema, so an environment with a single action that
-    takes arguments (Minesweeper's `reveal`) still gets wrong calls at the error rate.
+    action name with arguments drawn from its schema; in an environment with a single action, a
+    mix of legal and illegal calls of it (`_one_action_mistake`).
     """
     offer = getattr(live.env, "wrong_action", None) if live else None
     if callable(offer) and (mistake := offer(rng)):
         return mistake[0], dict(mistake[1])
     names = names or [spec.name for spec in _specs(live)]
+    if live is not None and len(set(names)) == 1:
+        return _one_action_mistake(live, names[0], expert, rng, legal)
     choices = [n for n in names if not expert or n != expert[0]] or names or ["noop"]
     name = rng.choice(choices)
     same = expert is not None and name == expert[0]
     return name, _wrong_arguments(_parameters(live, name), dict(expert[1]) if expert else {}, rng, same)
+
+
+def _one_action_mistake(
+    live: World, name: str, expert: tuple[str, dict[str, Any]] | None, rng: random.Random, legal: float
+) -> tuple[str, dict[str, Any]]:
+    """A wrong call when the only action is the expert's own (`command(text)`, `reveal(row, col)`).
+
+    Drawn from the schema alone, a string argument became the expert's text with a digit added
+    (`examine trunk3`), a command no environment knows: every mistake was the pre-check's to catch
+    and the critic was never tested. Now `legal` of them are another call that is legal here (from
+    the environment's `legal_actions()` when it has one, else drawn arguments the pre-check passes),
+    and the rest are refused by the pre-check; with no legal alternative, all are.
+    """
+    given = dict(expert[1]) if expert else {}
+    draws = [_wrong_arguments(_parameters(live, name), given, rng, expert is not None) for _ in range(_DRAWS)]
+    passes = [check_action(live.env, name, args) is None for args in draws]
+    others = [args for args, ok in zip(draws, passes, strict=True) if ok and args != given]
+    listed = getattr(live.env, "legal_actions", None)
+    if callable(listed):
+        others = [dict(args) for called, args in listed() if called == name and dict(args) != given]
+    if others and rng.random() < legal:
+        return name, rng.choice(others)
+    refused = [args for args, ok in zip(draws, passes, strict=True) if not ok]
+    return name, refused[0] if refused else draws[0]
 
 
 def _specs(live: World | None) -> list[ActionSpec]:

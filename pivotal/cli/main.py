@@ -127,13 +127,16 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pivotal.graphs.runner import resume, run
+    from pivotal.graphs.runner import resume, rewind_notice, run
 
     options.load_plugins(args.plugin)
     context = options.context_from(args)
+    task = options.task_from(args)
+    if notice := rewind_notice(task, context):  # JSON stays the only thing on stdout
+        print(notice, file=sys.stderr if args.json else sys.stdout, flush=True)
     live = None if args.json else Trace(sys.stdout)
     result = run(
-        options.task_from(args),
+        task,
         context,
         checkpoint_path=args.checkpoints,
         thread_id=args.thread_id,
@@ -210,8 +213,28 @@ def _print_summary(result, *, path: bool) -> None:
 
 
 def _envs(args: argparse.Namespace) -> int:
+    """One line per environment: its name first (so `cut -d' ' -f1` still lists the names), how a
+    retry puts it back, and the parameters a task may set (`--param NAME=VALUE`) with their defaults.
+    """
     from pivotal.core.environments import environment_names
 
     options.load_plugins(args.plugin)
-    print("\n".join(environment_names()))
+    names = environment_names()
+    width = max(map(len, names), default=0)
+    for name in names:
+        print(f"{name:<{width}}  {_env_line(name)}")
     return EXIT_SUCCESS
+
+
+def _env_line(name: str) -> str:
+    from pivotal.core.environments import make_environment
+    from pivotal.core.environments.base import REWIND_WORDS, declared_params, rewind_mode
+
+    try:
+        env = make_environment(name)
+        mode = rewind_mode(env)
+    except Exception as exc:  # noqa: BLE001 — one plugin that cannot be built must not hide the others
+        return f"(cannot be built here: {' '.join(str(exc).split())[:120]})"
+    params = declared_params(env)
+    shown = "none declared" if params is None else " ".join(f"{k}={v}" for k, v in params.items()) or "none"
+    return f"rewind {mode:<10} ({REWIND_WORDS[mode]})  params: {shown}"
