@@ -29,12 +29,13 @@ SIM_RUN = ("--model", "sim:error=0.6,seed=3", "--no-memory", "--checkpoints", ":
 
 
 # --- 4. honest rewinds -----------------------------------------------------------------------
-def test_a_run_whose_environment_cannot_go_back_says_so_once_at_the_start(tmp_path):
+def test_a_run_whose_environment_cannot_go_back_says_so_once_as_it_starts(tmp_path):
     code, out, err = finish("run", *PLUGIN, "--env", "forward-grid", *SIM_RUN, "--retry", "full", cwd=tmp_path)
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[0].startswith("note: forward-grid cannot go back (rewind: forward), so --retry full rewinds nothing")
-    assert "pivotal and full retry behave alike" in lines[0]
+    assert lines[0].startswith("task ") and "(forward-grid)" in lines[0]  # the run started: its reset worked
+    assert lines[1].startswith("note: forward-grid cannot go back (rewind: forward), so --retry full rewinds nothing")
+    assert "pivotal and full retry behave alike" in lines[1]
     assert sum("cannot go back" in line for line in lines) == 1
 
 

@@ -206,11 +206,12 @@ def check_action(env: Environment, name: str, arguments: dict[str, Any]) -> str 
     Runs before any LLM judgement because it is free and always right about what it covers. The
     reason is the critique the actor reads next, within the verdict's length (`fit_reason`).
     """
-    reason = _problem(env, name, arguments)
+    reason = action_problem(env, name, arguments)
     return None if reason is None else fit_reason(reason, _called(name, arguments))
 
 
-def _problem(env: Environment, name: str, arguments: dict[str, Any]) -> str | None:
+def action_problem(env: Environment, name: str, arguments: dict[str, Any]) -> str | None:
+    """The pre-check's reason in full, for a caller that only asks whether the action is legal."""
     specs = {spec.name: spec for spec in env.describe_actions()}
     if name not in specs:
         return f"unknown action {name!r}; choose one of: {', '.join(specs)}"

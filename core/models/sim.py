@@ -26,8 +26,8 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.runnables.config import var_child_runnable_config
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from pivotal.core.environments import ActionSpec, Oracle, check_action
-from pivotal.core.environments.base import NoReturnOracle
+from pivotal.core.environments import ActionSpec, Oracle
+from pivotal.core.environments.base import NoReturnOracle, action_problem
 from pivotal.core.models.literal import literal_reply
 from pivotal.core.models.streaming import as_chunks
 from pivotal.core.models.world import World, current
@@ -302,16 +302,28 @@ def _one_action_mistake(
     and the rest are refused by the pre-check; with no legal alternative, all are.
     """
     given = dict(expert[1]) if expert else {}
-    draws = [_wrong_arguments(_parameters(live, name), given, rng, expert is not None) for _ in range(_DRAWS)]
-    passes = [check_action(live.env, name, args) is None for args in draws]
-    others = [args for args, ok in zip(draws, passes, strict=True) if ok and args != given]
-    listed = getattr(live.env, "legal_actions", None)
-    if callable(listed):
-        others = [dict(args) for called, args in listed() if called == name and dict(args) != given]
-    if others and rng.random() < legal:
-        return name, rng.choice(others)
-    refused = [args for args, ok in zip(draws, passes, strict=True) if not ok]
-    return name, refused[0] if refused else draws[0]
+
+    def draw() -> dict[str, Any]:
+        return _wrong_arguments(_parameters(live, name), given, rng, expert is not None)
+
+    if rng.random() < legal:
+        listed = getattr(live.env, "legal_actions", None)
+        if callable(listed):
+            others = [dict(args) for called, args in listed() if called == name and dict(args) != given]
+        else:
+            others = [args for args in (draw() for _ in range(_DRAWS)) if args != given and _passes(live, name, args)]
+        if others:
+            return name, rng.choice(others)
+    arguments = draw()
+    for _ in range(_DRAWS):
+        if not _passes(live, name, arguments):
+            break
+        arguments = draw()
+    return name, arguments
+
+
+def _passes(live: World, name: str, arguments: dict[str, Any]) -> bool:
+    return action_problem(live.env, name, arguments) is None
 
 
 def _specs(live: World | None) -> list[ActionSpec]:

@@ -132,9 +132,7 @@ def _run(args: argparse.Namespace) -> int:
     options.load_plugins(args.plugin)
     context = options.context_from(args)
     task = options.task_from(args)
-    if notice := rewind_notice(task, context):  # JSON stays the only thing on stdout
-        print(notice, file=sys.stderr if args.json else sys.stdout, flush=True)
-    live = None if args.json else Trace(sys.stdout)
+    live = None if args.json else Trace(sys.stdout, notice=rewind_notice(task, context))
     result = run(
         task,
         context,

@@ -15,8 +15,10 @@ from pivotal.core.state import Proposal, Reflection, Step
 class Trace:
     """Turns node updates into one short line each; nodes with nothing to say print nothing."""
 
-    def __init__(self, out: TextIO) -> None:
+    def __init__(self, out: TextIO, notice: str = "") -> None:
         self.out = out
+        self.notice = notice
+        """Said once, under the task's line, when the run has started (`rewind_notice`)."""
         self.step = 0
         self.recalled: list[str] = []
         self.lines = {
@@ -39,7 +41,9 @@ class Trace:
 
     def _start(self, update: dict[str, Any]) -> str:
         task = update.get("task") or {}
-        return f"task {task.get('id', '')} ({task.get('env', '')}): {task.get('goal', '')}"
+        line = f"task {task.get('id', '')} ({task.get('env', '')}): {task.get('goal', '')}"
+        notice, self.notice = self.notice, ""
+        return f"{line}\n{notice}" if notice else line
 
     def _recall(self, update: dict[str, Any]) -> str:
         """Only when the lessons in front of the actor change: the same ones each step are noise."""
