@@ -84,7 +84,9 @@ def test_a_long_list_of_legal_commands_is_ranked_so_the_meant_one_survives():
     assert len(env.check("command", {"text": "unlock the cellar door"})) > REASON_CHARS  # listed last, past the cut
     reason = check_action(env, "command", {"text": "unlock the cellar door"})
     assert len(reason) <= REASON_CHARS
-    assert reason.startswith("there is no 'unlock the cellar door' here; the commands that work here: unlock cellar door,")
+    assert reason.startswith(
+        "there is no 'unlock the cellar door' here; the commands that work here: unlock cellar door,"
+    )
     assert reason.endswith("more not shown)")
 
 

@@ -32,7 +32,6 @@ from pivotal.core.models.literal import literal_reply
 from pivotal.core.models.streaming import as_chunks
 from pivotal.core.models.world import World, current
 
-
 LEGAL_SHARE = 0.5
 """Of the `sim` actor's wrong calls in an environment with one action, the share that are legal
 (the pre-check lets them through: the critic must judge them); the rest are calls the pre-check

@@ -62,7 +62,9 @@ class WordRoom:
     def step(self, name: str, arguments: dict[str, Any]) -> StepResult:
         if arguments.get("text") == PLAN[self.done]:
             self.done += 1
-            return StepResult(f"Done: {arguments['text']}.", done=self.done == len(PLAN), success=self.done == len(PLAN))
+            return StepResult(
+                f"Done: {arguments['text']}.", done=self.done == len(PLAN), success=self.done == len(PLAN)
+            )
         return StepResult("Nothing useful happens.")
 
     def snapshot(self) -> dict[str, Any]:
