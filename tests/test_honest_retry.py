@@ -14,6 +14,7 @@ from pivotal.core.context import Context
 from pivotal.core.environments import check_action, make_environment
 from pivotal.core.environments.base import REASON_CHARS
 from pivotal.core.environments.live import open_live, release
+from pivotal.core.errors import PivotalError
 from pivotal.core.models.factory import make_model
 from pivotal.core.models.sim import _answer
 from pivotal.core.models.world import given
@@ -21,6 +22,7 @@ from pivotal.core.task import Task
 from pivotal.graphs import arun
 from pivotal.graphs.runner import rewind_notice
 from pivotal.memory.store import close_stores
+from pivotal.nodes.start import _family
 from pivotal.testing.cli import finish
 from pivotal.testing.plugin_envs import PLAN
 
@@ -70,6 +72,21 @@ async def test_lessons_stay_within_the_kind_of_task_the_environment_names(tmp_pa
     assert again.lessons["recalled"] == 1
     assert other.task["family"] == "kinds-grid/b" and other.lessons["recalled"] == 0
     assert named.task["family"] == "mine"  # a family the task names wins over the hint
+
+
+class _Hinted:
+    def __init__(self, kind):
+        self.kind = kind
+
+    def family(self):
+        return self.kind
+
+
+def test_a_family_hint_is_cleaned_for_the_stores_and_a_bad_one_is_one_line():
+    assert _family(Task(env="adventure"), _Hinted("zork.v1 easy")) == "adventure/zork-v1-easy"
+    assert _family(Task(env="adventure"), _Hinted("")) == "adventure"
+    with pytest.raises(PivotalError, match=r"environment 'adventure': family\(\) returned int; return a str"):
+        _family(Task(env="adventure"), _Hinted(3))
 
 
 # --- 6. pre-check reasons that keep their use --------------------------------------------------
