@@ -46,7 +46,7 @@ class _LibraryLog(logging.FileHandler):
     it cannot be written: the record is lost, the command's own line is not.
     """
 
-    def _open(self):  # type: ignore[no-untyped-def]  # logging's own signature
+    def _open(self):  # logging's own signature
         Path(self.baseFilename).parent.mkdir(parents=True, exist_ok=True)
         return super()._open()
 

@@ -81,7 +81,7 @@ class Lease:
             try:
                 ours = await self.db.change(RENEW, (self.ttl, self.thread_id, self.owner)) == 1
             except Exception as exc:  # noqa: BLE001 — a blip of the database: try again until the lease runs out
-                logger().warning("lease_renewal_failed", thread_id=self.thread_id, error=f"{type(exc).__name__}: {exc}")
+                logger().info("lease_renewal_failed", thread_id=self.thread_id, error=f"{type(exc).__name__}: {exc}")
                 ours = time.monotonic() - self.renewed < self.ttl
                 if ours:
                     continue
@@ -100,7 +100,8 @@ class Lease:
             try:
                 await self.db.change(RELEASE, (self.done, self.thread_id, self.owner))
             except Exception as exc:  # noqa: BLE001 — unreleased, the lease simply runs out
-                logger().warning("lease_release_failed", thread_id=self.thread_id, error=f"{type(exc).__name__}: {exc}")
+                # not a warning: the fault that caused it (a database gone) is the command's own one line
+                logger().info("lease_release_failed", thread_id=self.thread_id, error=f"{type(exc).__name__}: {exc}")
 
 
 @asynccontextmanager
