@@ -49,7 +49,7 @@ def test_a_candidate_becomes_a_record_and_a_found_record_a_bounded_recalled_less
     lesson = Lesson.from_candidate(candidate, family="gridworld", run_id="r1", model="sim", instance="seed-1")
     assert (lesson.kind, lesson.level, lesson.verified, lesson.instances) == ("skill", "task", False, "seed-1")
     recalled = Found(lesson.id, lesson, 0.91234).recalled(clip)
-    assert list(recalled) == ["id", "kind", "situation", "text", "similarity"]
+    assert set(recalled) == set(get_type_hints(Recalled))
     assert recalled["similarity"] == 0.912 and len(recalled["text"]) <= 600 and "clipped" in recalled["text"]
     assert rendered(recalled).startswith("[skill] when at the door: open it")
     assert redacted({**candidate, "text": "use sk-abcdefghijklmnopqrstuvwx"}, [])["text"] != candidate["text"]
