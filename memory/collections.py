@@ -21,7 +21,7 @@ class Collections:
         self.client = client
         self.location = location
         self._opened: dict[str, Any] = {}
-        self._computes: dict[str, "Compute"] = {}
+        self._computes: dict[str, Compute] = {}
         """Each opened family's embedding compute (memory/embeddings.py `Compute`), from its collection's config."""
         self._filled: set[str] = set()
 

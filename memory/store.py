@@ -10,6 +10,11 @@ concurrent runs neither lose nor duplicate lessons. A store folder is locked to 
 that opened it (a second Chroma client on the same folder can hang on SQLite's busy
 timeout); several processes share a store through Chroma's server (`store_url`).
 Chroma calls block: async callers go through `asyncio.to_thread`.
+
+Its parts apart from it, each tested alone: the collections (memory/collections.py), the policy
+(memory/policy.py), the ledger (memory/ledger.py), revocation (memory/revocation.py), the kept
+recall answers (memory/neighbours.py), import/export (memory/transfer.py); the lesson and its
+forms (memory/lesson.py).
 """
 
 import atexit
@@ -27,7 +32,8 @@ from pydantic import ValidationError
 
 from pivotal.core.errors import PivotalError
 from pivotal.memory import policy
-from pivotal.memory.collections import PREFIX, Collections, collection_name
+from pivotal.memory.collections import PREFIX as PREFIX  # where the store's callers have always read it
+from pivotal.memory.collections import Collections, collection_name
 from pivotal.memory.connection import connect_folder, connect_server, one_line, usable_directory
 from pivotal.memory.ledger import ChromaLedger, Record, carried, evidence, family_runs, fold
 from pivotal.memory.lesson import DEFAULT_OWNER, SHARED, Found, Lesson
@@ -583,7 +589,10 @@ class ExperienceStore:
         for collection, group in self._by_collection(lessons):
             documents = [lesson.document for lesson in group]
             family = group[0].family
-            vectors = [self._chroma.vector(family, d) for d in documents] if embedded else self._chroma.embedder(family)(documents)
+            if embedded:
+                vectors = [self._chroma.vector(family, d) for d in documents]
+            else:
+                vectors = self._chroma.embedder(family)(documents)
             collection.upsert(
                 ids=[lesson.id for lesson in group],
                 documents=documents,

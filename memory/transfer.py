@@ -117,4 +117,3 @@ def _earned(lesson: Lesson, source: str, owner: str, row_digest: str) -> Lesson:
             "ledgered": True,
         }
     )
-

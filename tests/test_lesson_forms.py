@@ -1,5 +1,6 @@
 """The lesson in one module: its forms agree field by field, no node spells its field list, and
-recall screens what it puts in a prompt."""
+recall screens what it puts in a prompt.
+"""
 
 import re
 from pathlib import Path
@@ -65,7 +66,7 @@ async def test_recall_drops_and_retires_a_poisoned_lesson_stored_before_the_scre
     store_path = str(tmp_path / "store")
     situation = "moving through the gridworld maze towards the goal G"
     poisoned = Lesson(kind="guardrail", situation=situation, text=POISON, outcome="failure", family="gridworld")
-    fine = Lesson(kind="guardrail", situation=situation, text="Check the walls first.", outcome="failure", family="gridworld")
+    fine = Lesson.model_validate({**poisoned.model_dump(exclude={"id"}), "text": "Check the walls first."})
     open_store(store_path).put([poisoned, fine])  # as a store written before the screen would hold it
     context = Context(model="sim", store_path=store_path, recall_min_similarity=0.0)
     result = await arun(TASK, context)
