@@ -12,7 +12,8 @@ timeout); several processes share a store through Chroma's server (`store_url`).
 Chroma calls block: async callers go through `asyncio.to_thread`.
 
 Its parts apart from it, each tested alone: the collections (memory/collections.py), the policy
-(memory/policy.py), the ledger (memory/ledger.py), revocation (memory/revocation.py), the kept
+(memory/policy.py), the ledger (memory/ledger.py), revocation (memory/revocation.py), the lessons
+it knows (memory/known.py), the kept
 recall answers (memory/neighbours.py), import/export (memory/transfer.py); the lesson and its
 forms (memory/lesson.py).
 """
@@ -35,6 +36,7 @@ from pivotal.memory import policy
 from pivotal.memory.collections import PREFIX as PREFIX  # where the store's callers have always read it
 from pivotal.memory.collections import Collections, collection_name
 from pivotal.memory.connection import connect_folder, connect_server, one_line, usable_directory
+from pivotal.memory.known import KnownLessons
 from pivotal.memory.ledger import ChromaLedger, Record, carried, evidence, family_runs, fold
 from pivotal.memory.lesson import DEFAULT_OWNER, SHARED, Found, Lesson
 from pivotal.memory.neighbours import NeighbourCache, Neighbours
@@ -42,8 +44,6 @@ from pivotal.memory.revocation import Revoked, take_back
 
 OVERFETCH = 4
 """Recall asks Chroma for k × this many neighbours, so retired ones can be dropped unfiltered."""
-MAX_KNOWN = 5_000
-"""Lessons a private store keeps as last read or written (~3 KB each): more start over."""
 KNOWN_ENOUGH = 0.8
 """Queries leave the lessons' metadata out once this share of what they find is known."""
 BATCH = 500
@@ -93,15 +93,8 @@ class ExperienceStore:
         """No other process writes it (a folder is locked to its process): what this process
         remembers of it stays true. A server's other clients approve lessons this one never hears of."""
         self._near = NeighbourCache() if private else None
-        self._known: dict[str, Lesson] = {}
-        """The stored version of lessons this process read or wrote, in a private store: a `get`
-        of them needs no read, and while they cover what queries find, a query asks Chroma for
-        ids and distances only (reading each result's metadata is most of a small query's cost)."""
-        self._coverage = 0.0
-        """Share of the lessons recent queries found that were known (a moving average)."""
-        self._writes = 0
-        """Writes made so far: a read that a write overtook is not kept (it may be the older version)."""
-        self._known_lock = threading.Lock()
+        self._known = KnownLessons()
+        """The stored version of lessons this process read or wrote, in a private store (memory/known.py)."""
         self._deferred: dict[str, Lesson] = {}
         """Scored versions not yet written (see DEFER_LESSONS); a private store only."""
         self._deferred_since = 0.0
@@ -557,8 +550,8 @@ class ExperienceStore:
         self._ledger.delete(family, [r.id for _, records in [*removed, *reduced] for r in records] + runs)
         changed = [lesson for lesson, _ in reduced]
         self._put([lesson for lesson in changed], embedded=False)
+        self._known.forget(lesson.id for lesson, _ in removed)
         for lesson, _ in removed:
-            self._known.pop(lesson.id, None)
             self._deferred.pop(lesson.id, None)
         self._runs.pop(family, None)
 
@@ -637,22 +630,14 @@ class ExperienceStore:
         """Written lessons, once Chroma holds them (a failed write leaves the stored version known);
         read ones only if no write landed since `read_after`.
         """
-        if not self._private:
-            return
-        with self._known_lock:
-            if read_after is None:
-                self._writes += 1
-            elif read_after != self._writes:
-                return
-            if len(self._known) + len(lessons) > MAX_KNOWN:
-                self._known = {}
-            self._known.update((lesson.id, lesson) for lesson in lessons)
+        if self._private:
+            self._known.remember(lessons, read_after=read_after)
 
     def forget_recall(self) -> None:
         """Drop the kept recall answers and known lessons: benchmarks measure a process that starts cold."""
         if self._near is not None:
             self._near.forget()
-        self._known, self._coverage = {}, 0.0
+        self._known.forget()
 
     def _by_collection(self, lessons: list[Lesson]) -> Iterator[tuple[Any, list[Lesson]]]:
         """Each family's collection with its lessons; Chroma refuses a batch that repeats an id: the last wins."""
@@ -679,13 +664,13 @@ class ExperienceStore:
 
     def _stored(self, collection: Any, ids: list[str] | None) -> list[Lesson]:
         """What Chroma holds for `ids` (all when None); the versions this process knows need no read."""
-        kept = {} if ids is None else {i: self._known.get(i) for i in ids}  # one look: another thread may start over
+        kept = {} if ids is None else self._known.look(ids)
         # an id hashes its family (`lesson_id`): a lesson known in another family is not in this one
         known = [lesson for lesson in kept.values() if lesson and collection_name(lesson.family) == collection.name]
         missing = None if ids is None else [i for i, lesson in kept.items() if lesson is None]
         if missing == []:
             return known
-        writes = self._writes
+        writes = self._known.writes
         result = collection.get(ids=missing, include=["metadatas"])
         read = [self._lesson(i, m) for i, m in zip(result["ids"], result["metadatas"] or [], strict=True)]
         if ids is not None:
@@ -720,14 +705,14 @@ class ExperienceStore:
         lacks in one more call. Where they do not (a large store, a new process), that call would
         cost more than reading the metadata with the query (benchmarks/bench_store.py).
         """
-        known_first = self._private and self._coverage >= KNOWN_ENOUGH
+        known_first = self._private and self._known.coverage >= KNOWN_ENOUGH
         include = ["distances"] if known_first else ["metadatas", "distances"]
-        writes = self._writes
+        writes = self._known.writes
         texts = {"query_texts": [text]} if getattr(collection, "ranks_text", False) else {}
         result = collection.query(query_embeddings=[vector], n_results=n, where=where, include=include, **texts)
         ids, distances = result["ids"][0], result["distances"][0]
-        if self._private and ids:
-            self._coverage += 0.5 * (sum(i in self._known for i in ids) / len(ids) - self._coverage)
+        if self._private:
+            self._known.seen(ids)
         if known_first:
             lessons = {lesson.id: lesson for lesson in self._stored(collection, ids)}
         else:
