@@ -13,9 +13,8 @@ Chroma calls block: async callers go through `asyncio.to_thread`.
 
 Its parts apart from it, each tested alone: the collections (memory/collections.py), the policy
 (memory/policy.py), the ledger (memory/ledger.py), revocation (memory/revocation.py), the lessons
-it knows (memory/known.py), the kept
-recall answers (memory/neighbours.py), import/export (memory/transfer.py); the lesson and its
-forms (memory/lesson.py).
+it knows (memory/known.py), the kept recall answers (memory/neighbours.py), import/export
+(memory/transfer.py); the lesson and its forms (memory/lesson.py).
 """
 
 import atexit
