@@ -29,6 +29,15 @@ class KnownLessons:
     def __contains__(self, lesson_id: object) -> bool:
         return lesson_id in self._lessons
 
+    def __len__(self) -> int:
+        return len(self._lessons)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to the mapping of the lessons it holds: `{}` when it knows none."""
+        return self._lessons == (other._lessons if isinstance(other, KnownLessons) else other)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as a dict
+
     def look(self, ids: Iterable[str]) -> dict[str, Lesson | None]:
         """Each id's known version or None, in one look: another thread may start over meanwhile."""
         lessons = self._lessons

@@ -34,4 +34,4 @@ def test_coverage_moves_halfway_to_the_share_a_query_found_known():
     known.seen([])
     assert known.coverage == 0.25
     known.forget()
-    assert known.coverage == 0.0 and a.id not in known
+    assert known.coverage == 0.0 and a.id not in known and known == {} and len(known) == 0
