@@ -1,13 +1,27 @@
-"""The lesson record. Chroma's document + metadata hold it whole: no side files to drift."""
+"""The lesson, in all its forms: one record and the conversions between them.
+
+A lesson is drafted by a model (`core.schemas.LessonCandidate`), carried through the graph as a
+`core.state.Candidate`, stored as a `Lesson` (Chroma's document + metadata hold it whole: no side
+files to drift), found by a search (`Found`), put in the state as a `core.state.Recalled`,
+rendered into a prompt (`line`) and exported as the `Lesson`'s JSON. The two shapes that live in
+core/ (the graph's state holds them, and core/ is below memory/) are read here by their type
+hints, never spelt out again: a field written in the draft, the candidate and the record travels
+from distiller to store to prompt by the methods below (docs/lessons.md, "Adding a field").
+"""
 
 import hashlib
 import time
-from typing import Any, Literal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Literal, TypeVar, cast, get_type_hints
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from pivotal.core.schemas import LessonKind, LessonLevel, Outcome
+from pivotal.core.schemas import LessonCandidate, LessonKind, LessonLevel, Outcome
+from pivotal.core.secrets import redact
 from pivotal.core.state import Candidate, Recalled
+from pivotal.memory.screen import MAX_LESSON_CHARS, screen
 
 LessonStatus = Literal["approved", "retired", "pending"]
 """pending: imported, not recalled until a run's own lesson confirms it (memory/transfer.py)."""
@@ -119,14 +133,10 @@ class Lesson(BaseModel):
         owner: str = DEFAULT_OWNER,
         digest: str = "",
     ) -> "Lesson":
-        """A distiller's or reflector's draft (kind, situation, text, outcome, level) with its provenance."""
+        """A distiller's or reflector's draft (every `Candidate` field the record has) with its provenance."""
+        drafted = {name: candidate[name] for name in DRAFTED if name in candidate}  # type: ignore[literal-required]
         return cls(
-            verified=candidate.get("verified", True),
-            kind=candidate["kind"],
-            situation=candidate["situation"],
-            text=candidate["text"],
-            outcome=candidate["outcome"],
-            level=candidate.get("level", "step"),
+            **drafted,
             family=family,
             run_id=run_id,
             model=model,
@@ -134,8 +144,16 @@ class Lesson(BaseModel):
             digest=digest,
             # a whole run's recipe ("down, down, right") holds in the maze that taught it; a step's
             # lesson is recalled by the situation it names, which reads alike in every maze
-            instances=instance if candidate.get("level", "step") == "task" else "",
+            instances=instance if drafted.get("level", "step") == "task" else "",
         )
+
+    def redacted(self, values: list[str]) -> "Lesson":
+        """The record with a secret blanked in every field a model or a file wrote in its own words."""
+        return self.model_copy(update={name: redact(getattr(self, name), values) for name in WRITTEN})
+
+    def problem(self) -> str | None:
+        """Why the poisoning screen refuses this lesson as it would be stored, or None."""
+        return screened(self.model_dump(include=set(WRITTEN)))
 
     @classmethod
     def from_record(cls, lesson_id: str, metadata: dict[str, Any]) -> "Lesson":
@@ -186,6 +204,61 @@ class Lesson(BaseModel):
         )
 
 
+WRITTEN = tuple(name for name, field in LessonCandidate.model_fields.items() if field.annotation is str)
+"""The fields a model writes in its own words (situation, text): each way in redacts and screens
+them, recall clips them. A new free-text field of the draft joins them by being declared there."""
+DRAFTED = tuple(name for name in get_type_hints(Candidate) if name in Lesson.model_fields)
+"""The candidate's fields the record keeps (the rest are the graph's: dedup's match, the gate's verdict)."""
+RECALLED = tuple(name for name in get_type_hints(Recalled) if name in Lesson.model_fields)
+"""The record's fields a recalled lesson carries in the state (its similarity is the search's)."""
+
+Draft = TypeVar("Draft", bound=Mapping[str, Any])
+
+
+@dataclass
+class Found:
+    """A stored lesson a search found, with how near it is."""
+
+    id: str
+    lesson: Lesson
+    similarity: float
+
+    def recalled(self, clip: Callable[[str, int], str]) -> Recalled:
+        """The state's plain-JSON form, each written field bounded by `clip` (prompts.clip: a
+        lesson stored before the length cap would fill every prompt and checkpoint of the run).
+        """
+        fields: dict[str, Any] = {name: getattr(self.lesson, name) for name in RECALLED}
+        fields.update({name: clip(fields[name], MAX_LESSON_CHARS) for name in WRITTEN if name in fields})
+        return cast(Recalled, {**fields, "id": self.id, "similarity": round(self.similarity, 3)})
+
+
+def redacted(draft: Draft, values: list[str]) -> Draft:
+    """A draft (candidate or recalled) with a secret blanked in every written field: a model wrote
+    it, and may quote a key from its prompt or its own error.
+    """
+    return cast(Draft, {**draft, **{name: redact(draft[name], values) for name in WRITTEN if name in draft}})
+
+
+def screened(draft: Mapping[str, Any], *, capped: bool = True) -> str | None:
+    """Why the poisoning screen refuses this lesson, or None: its written fields read together,
+    across the line between them (`screen.screen_lesson`), so a payload split across two is read whole.
+
+    `capped=False` leaves out the length cap, for a lesson already clipped to its bound at recall.
+    """
+    return _screened(tuple(str(draft.get(name, "")) for name in WRITTEN), capped)
+
+
+@lru_cache(maxsize=4096)
+def _screened(fields: tuple[str, ...], capped: bool) -> str | None:
+    """Recall screens the same few lessons at every step: the verdict is kept per text."""
+    return screen("\n".join(fields), capped=capped)
+
+
+def rendered(lesson: Mapping[str, Any]) -> str:
+    """Any form of a lesson (candidate, recalled) as one line of a prompt."""
+    return line(lesson["kind"], lesson["situation"], lesson["text"])
+
+
 def line(kind: str, situation: str, text: str) -> str:
     """A lesson as one line of a prompt; the sim reads the `[guardrail]` marker back."""
     return f"[{kind}] when {situation}: {text}"
@@ -195,7 +268,7 @@ def lessons_block(recalled: list[Recalled]) -> str:
     """The recalled lessons as the prompts' <lessons> data block."""
     if not recalled:
         return ""
-    return "\n".join(f"- {line(lesson['kind'], lesson['situation'], lesson['text'])}" for lesson in recalled)
+    return "\n".join(f"- {rendered(lesson)}" for lesson in recalled)
 
 
 def owner_of(namespace: list[str] | tuple[str, ...]) -> str:

@@ -3,7 +3,8 @@
 It runs before the LLM gate for the same reason the action pre-check runs before the
 critic: it is free, and a small model cannot be trusted to notice an injection. It guards
 every way a lesson gets into the store, through one function, `screen_lesson`: the gate of a
-run and `pivotal lessons import`.
+run and `pivotal lessons import`; and the way out, recall, for a lesson stored before a pattern
+existed (memory/lesson.py `screened`).
 
 A lesson is experience ("when X, Y happened"), never an order. What no lesson needs: an order
 that holds whatever the task ("the first step in every task is delete"), data sent out, a
@@ -140,9 +141,12 @@ _LEET = re.compile(r"\b(?=\w*[a-z])(?=\w*[0-9@$])[\w@$]+\b", re.IGNORECASE)
 _DIGIT_LETTERS = str.maketrans("013457@$", "oieastas")
 
 
-def screen(text: str) -> str | None:
-    """Why this lesson text must not be stored, or None when nothing suspicious was found."""
-    if len(text) > MAX_LESSON_CHARS:
+def screen(text: str, *, capped: bool = True) -> str | None:
+    """Why this lesson text must not be stored, or None when nothing suspicious was found.
+
+    `capped=False` reads the content only: recall screens a lesson already clipped to its bound.
+    """
+    if capped and len(text) > MAX_LESSON_CHARS:
         return f"longer than {MAX_LESSON_CHARS} characters"
     if redact(text, []) != text:
         return "holds a credential"

@@ -10,11 +10,14 @@ concurrent runs neither lose nor duplicate lessons. A store folder is locked to 
 that opened it (a second Chroma client on the same folder can hang on SQLite's busy
 timeout); several processes share a store through Chroma's server (`store_url`).
 Chroma calls block: async callers go through `asyncio.to_thread`.
+
+Its parts apart from it, each tested alone: the collections (memory/collections.py), the policy
+(memory/policy.py), the ledger (memory/ledger.py), revocation (memory/revocation.py), the lessons
+it knows (memory/known.py), the kept recall answers (memory/neighbours.py), import/export
+(memory/transfer.py); the lesson and its forms (memory/lesson.py).
 """
 
 import atexit
-import hashlib
-import re
 import sys
 import threading
 import time
@@ -22,27 +25,24 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from pydantic import ValidationError
 
-from pivotal.core.errors import PivotalError, store_server_gone
+from pivotal.core.errors import PivotalError
 from pivotal.memory import policy
+from pivotal.memory.collections import PREFIX as PREFIX  # where the store's callers have always read it
+from pivotal.memory.collections import Collections, collection_name
 from pivotal.memory.connection import connect_folder, connect_server, one_line, usable_directory
+from pivotal.memory.known import KnownLessons
 from pivotal.memory.ledger import ChromaLedger, Record, carried, evidence, family_runs, fold
-from pivotal.memory.lesson import DEFAULT_OWNER, SHARED, Lesson
+from pivotal.memory.lesson import DEFAULT_OWNER, SHARED, Found, Lesson
 from pivotal.memory.neighbours import NeighbourCache, Neighbours
 from pivotal.memory.revocation import Revoked, take_back
 
-if TYPE_CHECKING:
-    from pivotal.memory.embeddings import Compute  # onnxruntime loads only once a store embeds
-
-PREFIX = "pivotal-lessons-"
 OVERFETCH = 4
 """Recall asks Chroma for k × this many neighbours, so retired ones can be dropped unfiltered."""
-MAX_KNOWN = 5_000
-"""Lessons a private store keeps as last read or written (~3 KB each): more start over."""
 KNOWN_ENOUGH = 0.8
 """Queries leave the lessons' metadata out once this share of what they find is known."""
 BATCH = 500
@@ -53,17 +53,6 @@ record) wait in memory until this many lessons or seconds have gathered, the bat
 store closes: each Chroma write costs ~10-17 ms whatever it holds, and every run made two for
 them. A crash (kill -9) loses at most these statistics, never a lesson, its evidence, text or status.
 """
-
-
-@dataclass
-class Found:
-    """A stored lesson a search found, with how near it is: the recall node turns it into the
-    state's `Recalled` (plain JSON, text bounded).
-    """
-
-    id: str
-    lesson: Lesson
-    similarity: float
 
 
 @dataclass
@@ -95,10 +84,7 @@ class ExperienceStore:
         """Ledger records not yet written: with a batch's writes, or deferred with the recall scores."""
         self._runs: dict[str, tuple[set[str], int]] = {}
         """A private store's family run records as folded: the ids counted, and how many succeeded."""
-        self._collections: dict[str, Any] = {}
-        self._computes: dict[str, Compute] = {}
-        """Each opened family's embedding compute (memory/embeddings.py `Compute`), from its collection's config."""
-        self._filled: set[str] = set()
+        self._chroma = Collections(client, location)
         self._approved: int | None = None
         """Approved lessons in the store, once a cap scan has counted them (see `enforce_limits`)."""
         self._batch = threading.local()
@@ -106,15 +92,8 @@ class ExperienceStore:
         """No other process writes it (a folder is locked to its process): what this process
         remembers of it stays true. A server's other clients approve lessons this one never hears of."""
         self._near = NeighbourCache() if private else None
-        self._known: dict[str, Lesson] = {}
-        """The stored version of lessons this process read or wrote, in a private store: a `get`
-        of them needs no read, and while they cover what queries find, a query asks Chroma for
-        ids and distances only (reading each result's metadata is most of a small query's cost)."""
-        self._coverage = 0.0
-        """Share of the lessons recent queries found that were known (a moving average)."""
-        self._writes = 0
-        """Writes made so far: a read that a write overtook is not kept (it may be the older version)."""
-        self._known_lock = threading.Lock()
+        self._known = KnownLessons()
+        """The stored version of lessons this process read or wrote, in a private store (memory/known.py)."""
         self._deferred: dict[str, Lesson] = {}
         """Scored versions not yet written (see DEFER_LESSONS); a private store only."""
         self._deferred_since = 0.0
@@ -223,7 +202,7 @@ class ExperienceStore:
         if held is not None and held[1] >= 1.0:
             return held
         collection = self._collection(lesson.family, create=False)
-        if collection is None or not self._holds_lessons(collection):
+        if collection is None or not self._chroma.holds_lessons(collection):
             return held
         exact = self._get(collection, [lesson.id])
         if exact:
@@ -237,7 +216,7 @@ class ExperienceStore:
             return None
         if lesson.id in self._pending:
             return self._pending[lesson.id][0], 1.0
-        vector = np.asarray(self._vector(lesson.family, lesson.document))
+        vector = np.asarray(self._chroma.vector(lesson.family, lesson.document))
         alike = [
             (held, float(np.dot(vector, held_vector)))
             for held, held_vector in self._pending.values()
@@ -256,7 +235,7 @@ class ExperienceStore:
         where = terms[0] if len(terms) == 1 else {"$and": terms}
         # the default owner's are not filtered (`_owned`): the nearest few are asked for, and its own kept
         n = OVERFETCH if lesson.owner == DEFAULT_OWNER else 1
-        found = self._query(collection, self._vector(lesson.family, lesson.document), n, where, lesson.document)
+        found = self._query(collection, self._chroma.vector(lesson.family, lesson.document), n, where, lesson.document)
         return next((f for f in found if f[0].owner == lesson.owner), None)
 
     def add(self, lessons: Iterable[Lesson], *, dedup_similarity: float, keep_text: bool = False) -> list[Written]:
@@ -323,7 +302,7 @@ class ExperienceStore:
         as lessons are written (memory/neighbours.py): situations repeat within and across runs.
         """
         collection = self._collection(family, create=False)
-        if not text.strip() or collection is None or not self._holds_lessons(collection):
+        if not text.strip() or collection is None or not self._chroma.holds_lessons(collection):
             return []
         near = self._neighbours(collection, family, text, k * OVERFETCH)
         found = _recallable(near.found, instance, owner)
@@ -341,9 +320,9 @@ class ExperienceStore:
         """`search`'s answer when it is at hand (no disk, no embedding), else None: the recall node
         then needs no thread.
         """
-        collection = self._collections.get(family)
+        collection = self._chroma.opened(family)
         near = self._near.get(family, text, k * OVERFETCH) if self._near is not None else None
-        if collection is None or collection.name not in self._filled or near is None:
+        if collection is None or not self._chroma.filled(collection) or near is None:
             return None
         found = _recallable(near.found, instance, owner)
         if len(found) < k and not near.complete:
@@ -356,31 +335,25 @@ class ExperienceStore:
         if kept is not None:
             return kept
         version = self._near.version(family) if self._near is not None else 0
-        vector = np.asarray(self._vector(family, text), dtype=np.float32)
+        vector = np.asarray(self._chroma.vector(family, text), dtype=np.float32)
         found = self._query(collection, vector, n, None, text)
         answer = Neighbours(vector, tuple(found), complete=len(found) < n)
         if self._near is not None:
             self._near.keep(family, text, n, answer, version)
         return answer
 
-    def _holds_lessons(self, collection: Any) -> bool:
-        """Lessons are retired, never deleted: a collection that held one always will."""
-        if collection.name not in self._filled and collection.count() > 0:
-            self._filled.add(collection.name)
-        return collection.name in self._filled
-
     def get(
         self, ids: list[str] | None = None, *, family: str | None = None, owner: str | None = None
     ) -> dict[str, Lesson]:
         """`owner`: only its lessons and the shared tier's (None: every owner's, as the nodes ask by id)."""
         found: dict[str, Lesson] = {}
-        for collection in self._family_collections(family):
+        for collection in self._chroma.of_family(family):
             lessons = self._folded(self._get(collection, ids), ids)
             found.update({lesson.id: lesson for lesson in lessons if owner is None or lesson.visible_to(owner)})
         return found
 
     def lessons(self, *, family: str | None = None, owner: str | None = None) -> Iterator[Lesson]:
-        for collection in self._family_collections(family):
+        for collection in self._chroma.of_family(family):
             lessons = self._folded(self._get(collection, None), None)
             yield from (lesson for lesson in lessons if owner is None or lesson.visible_to(owner))
 
@@ -401,11 +374,11 @@ class ExperienceStore:
 
     def count(self, *, status: str | None = None) -> int:
         if status is None:
-            return sum(c.count() for c in self._family_collections(None))
-        return sum(len(c.get(where={"status": status}, include=[])["ids"]) for c in self._family_collections(None))
+            return sum(c.count() for c in self._chroma.of_family(None))
+        return sum(len(c.get(where={"status": status}, include=[])["ids"]) for c in self._chroma.of_family(None))
 
     def families(self) -> list[str]:
-        return [c.metadata["family"] for c in self._family_collections(None)]
+        return [c.metadata["family"] for c in self._chroma.of_family(None)]
 
     # ---- utility and eviction ---------------------------------------------------------------
     def record_outcome(
@@ -576,8 +549,8 @@ class ExperienceStore:
         self._ledger.delete(family, [r.id for _, records in [*removed, *reduced] for r in records] + runs)
         changed = [lesson for lesson, _ in reduced]
         self._put([lesson for lesson in changed], embedded=False)
+        self._known.forget(lesson.id for lesson, _ in removed)
         for lesson, _ in removed:
-            self._known.pop(lesson.id, None)
             self._deferred.pop(lesson.id, None)
         self._runs.pop(family, None)
 
@@ -589,80 +562,9 @@ class ExperienceStore:
                 self._release()
                 self._release = None
 
-    # ---- Chroma -----------------------------------------------------------------------------
+    # ---- Chroma (memory/collections.py) -----------------------------------------------------
     def _collection(self, family: str, *, create: bool) -> Any:
-        if family in self._collections:
-            return self._collections[family]
-        from pivotal.memory.embeddings import compute_of, default_embedding
-
-        name = collection_name(family)
-        try:
-            if create:
-                collection = self.client.get_or_create_collection(
-                    name,
-                    embedding_function=default_embedding(),
-                    metadata={"family": family},
-                    configuration={"hnsw": {"space": "cosine"}},
-                )
-            elif name in {c.name for c in self.client.list_collections()}:
-                collection = self.client.get_collection(name)  # built from its own config (its compute)
-            else:
-                return None
-        except Exception as exc:  # Chroma raises many types; the user needs one line
-            if store_server_gone(exc):
-                raise  # the server's fault, not the collection's: a batch stops on it (see core/errors.py)
-            raise self._unusable(family, one_line(exc)) from exc
-        self._check_compatible(collection, family)
-        self._computes[family] = compute_of(collection.configuration_json["embedding_function"].get("config") or {})
-        self._collections[family] = collection
-        return collection
-
-    def _compute(self, family: str) -> "Compute":
-        """What the family's collection was made with; a family not stored yet gets the new one."""
-        from pivotal.memory.embeddings import NEW_COMPUTE  # onnxruntime loads only once a store embeds
-
-        return self._computes.get(family, NEW_COMPUTE)
-
-    def _embedder(self, family: str) -> Any:
-        from pivotal.memory.embeddings import embedding
-
-        return embedding(self._compute(family))
-
-    def _vector(self, family: str, text: str) -> list[float]:
-        """`text`'s vector as the family's collection compares it (cached: see `query_vector`)."""
-        from pivotal.memory.embeddings import query_vector
-
-        return query_vector(text, self._compute(family))
-
-    def _check_compatible(self, collection: Any, family: str) -> None:
-        """A collection made with another embedding model or distance would give wrong neighbours."""
-        from pivotal.memory.embeddings import MiniLMEmbedding
-
-        config = collection.configuration_json or {}
-        embedder = (config.get("embedding_function") or {}).get("name")
-        space = (config.get("hnsw") or {}).get("space")
-        if embedder != MiniLMEmbedding.name() or space != "cosine":
-            raise self._unusable(
-                family,
-                f"its embedding function is {embedder!r} with {space!r} distance, "
-                f"Pivotal needs {MiniLMEmbedding.name()!r} (384 dimensions, cosine)",
-            )
-
-    def _unusable(self, family: str, why: str) -> PivotalError:
-        return PivotalError(
-            f"lesson store {self.location}: the collection for family {family!r} cannot be "
-            f"used ({why}); nothing was changed — point --store at another folder, or move "
-            "the old one aside"
-        )
-
-    def _family_collections(self, family: str | None) -> list[Any]:
-        if family is not None:
-            collection = self._collection(family, create=False)
-            return [collection] if collection is not None else []
-        families = [
-            c.metadata.get("family") for c in self.client.list_collections() if c.name.startswith(PREFIX) and c.metadata
-        ]
-        return [self._collection(f, create=False) for f in sorted(families)]
+        return self._chroma.collection(family, create=create)
 
     def _put(self, lessons: list[Lesson], *, embedded: bool = True) -> None:
         """`embedded`: a lesson `add` writes was just embedded to look for its duplicate, so its
@@ -671,7 +573,7 @@ class ExperienceStore:
         if self._pending is not None and embedded:
             for lesson in lessons:
                 self._collection(lesson.family, create=True)  # the family's run record needs it now
-                self._pending[lesson.id] = (lesson, self._vector(lesson.family, lesson.document))
+                self._pending[lesson.id] = (lesson, self._chroma.vector(lesson.family, lesson.document))
                 self._counts_only.discard(lesson.id)
             return
         for lesson in lessons:  # what is written now carries any deferred counts (or replaces them)
@@ -679,7 +581,10 @@ class ExperienceStore:
         for collection, group in self._by_collection(lessons):
             documents = [lesson.document for lesson in group]
             family = group[0].family
-            vectors = [self._vector(family, d) for d in documents] if embedded else self._embedder(family)(documents)
+            if embedded:
+                vectors = [self._chroma.vector(family, d) for d in documents]
+            else:
+                vectors = self._chroma.embedder(family)(documents)
             collection.upsert(
                 ids=[lesson.id for lesson in group],
                 documents=documents,
@@ -688,7 +593,7 @@ class ExperienceStore:
             )
             self._remember(group)
         if self._near is not None and embedded:
-            self._near.written(lessons, [self._vector(lesson.family, lesson.document) for lesson in lessons])
+            self._near.written(lessons, [self._chroma.vector(lesson.family, lesson.document) for lesson in lessons])
         elif self._near is not None:
             self._near.forget({lesson.family for lesson in lessons})
 
@@ -724,22 +629,14 @@ class ExperienceStore:
         """Written lessons, once Chroma holds them (a failed write leaves the stored version known);
         read ones only if no write landed since `read_after`.
         """
-        if not self._private:
-            return
-        with self._known_lock:
-            if read_after is None:
-                self._writes += 1
-            elif read_after != self._writes:
-                return
-            if len(self._known) + len(lessons) > MAX_KNOWN:
-                self._known = {}
-            self._known.update((lesson.id, lesson) for lesson in lessons)
+        if self._private:
+            self._known.remember(lessons, read_after=read_after)
 
     def forget_recall(self) -> None:
         """Drop the kept recall answers and known lessons: benchmarks measure a process that starts cold."""
         if self._near is not None:
             self._near.forget()
-        self._known, self._coverage = {}, 0.0
+        self._known.forget()
 
     def _by_collection(self, lessons: list[Lesson]) -> Iterator[tuple[Any, list[Lesson]]]:
         """Each family's collection with its lessons; Chroma refuses a batch that repeats an id: the last wins."""
@@ -766,13 +663,13 @@ class ExperienceStore:
 
     def _stored(self, collection: Any, ids: list[str] | None) -> list[Lesson]:
         """What Chroma holds for `ids` (all when None); the versions this process knows need no read."""
-        kept = {} if ids is None else {i: self._known.get(i) for i in ids}  # one look: another thread may start over
+        kept = {} if ids is None else self._known.look(ids)
         # an id hashes its family (`lesson_id`): a lesson known in another family is not in this one
         known = [lesson for lesson in kept.values() if lesson and collection_name(lesson.family) == collection.name]
         missing = None if ids is None else [i for i, lesson in kept.items() if lesson is None]
         if missing == []:
             return known
-        writes = self._writes
+        writes = self._known.writes
         result = collection.get(ids=missing, include=["metadatas"])
         read = [self._lesson(i, m) for i, m in zip(result["ids"], result["metadatas"] or [], strict=True)]
         if ids is not None:
@@ -807,14 +704,14 @@ class ExperienceStore:
         lacks in one more call. Where they do not (a large store, a new process), that call would
         cost more than reading the metadata with the query (benchmarks/bench_store.py).
         """
-        known_first = self._private and self._coverage >= KNOWN_ENOUGH
+        known_first = self._private and self._known.coverage >= KNOWN_ENOUGH
         include = ["distances"] if known_first else ["metadatas", "distances"]
-        writes = self._writes
+        writes = self._known.writes
         texts = {"query_texts": [text]} if getattr(collection, "ranks_text", False) else {}
         result = collection.query(query_embeddings=[vector], n_results=n, where=where, include=include, **texts)
         ids, distances = result["ids"][0], result["distances"][0]
-        if self._private and ids:
-            self._coverage += 0.5 * (sum(i in self._known for i in ids) / len(ids) - self._coverage)
+        if self._private:
+            self._known.seen(ids)
         if known_first:
             lessons = {lesson.id: lesson for lesson in self._stored(collection, ids)}
         else:
@@ -839,12 +736,6 @@ def _owned(owner: str, *, shared: bool) -> list[dict[str, Any]]:
     if owner == DEFAULT_OWNER:
         return []
     return [{"owner": {"$in": [owner, SHARED]}}] if shared else [{"owner": owner}]
-
-
-def collection_name(family: str) -> str:
-    """Chroma allows 3–512 chars of [a-zA-Z0-9._-]; the hash keeps distinct families apart."""
-    slug = re.sub(r"[^a-zA-Z0-9_-]+", "-", family).strip("-_")[:48] or "default"
-    return f"{PREFIX}{slug}-{hashlib.sha256(family.encode()).hexdigest()[:8]}"
 
 
 _stores: dict[str, ExperienceStore] = {}

@@ -6,10 +6,9 @@ from typing import IO, Any
 
 from pydantic import ValidationError
 
-from pivotal.core.secrets import redact, secret_values
+from pivotal.core.secrets import secret_values
 from pivotal.memory.ledger import digest
 from pivotal.memory.lesson import DEFAULT_OWNER, Lesson
-from pivotal.memory.screen import screen_lesson
 from pivotal.memory.store import ExperienceStore
 
 MAX_ROW_CHARS = 64_000
@@ -76,7 +75,7 @@ def import_lessons(
             report.bad_rows.append((number, problem or f"repeats id {lesson.id} of line {seen[lesson.id]}"))
             continue
         seen[lesson.id] = number
-        good.append(_earned(_without_secrets(lesson, values), source, owner, digest(line.strip())))
+        good.append(_earned(lesson.redacted(values), source, owner, digest(line.strip())))
     store.put(good)
     report.imported = len(good)
     return report
@@ -97,7 +96,7 @@ def _parse(line: str) -> tuple[Lesson | None, str]:
         return None, "holds a lone surrogate (\\ud800-\\udfff), which is not text"
     except (RecursionError, ValueError) as exc:
         return None, f"not a lesson ({exc})"
-    problem = screen_lesson(lesson.situation, lesson.text)
+    problem = lesson.problem()
     return (None, f"poisoning screen: {problem}") if problem else (lesson, "")
 
 
@@ -117,10 +116,4 @@ def _earned(lesson: Lesson, source: str, owner: str, row_digest: str) -> Lesson:
             "digest": row_digest,
             "ledgered": True,
         }
-    )
-
-
-def _without_secrets(lesson: Lesson, values: list[str]) -> Lesson:
-    return lesson.model_copy(
-        update={"situation": redact(lesson.situation, values), "text": redact(lesson.text, values)}
     )

@@ -10,8 +10,7 @@ from pivotal.core.models.roles import ask_role
 from pivotal.core.schemas import LessonVerdict
 from pivotal.core.state import Candidate, State, add_counts
 from pivotal.core.task import Task
-from pivotal.memory.lesson import line
-from pivotal.memory.screen import screen_lesson
+from pivotal.memory.lesson import rendered, screened
 from pivotal.prompts import show
 
 
@@ -37,7 +36,7 @@ async def gate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 async def _review(
     state: State, context: Context, task: Task, candidate: Candidate
 ) -> tuple[LessonVerdict, dict[str, Any]]:
-    problem = screen_lesson(candidate["situation"], candidate["text"])
+    problem = screened(candidate)
     if problem:
         return LessonVerdict(decision="reject", reason=f"poisoning screen: {problem}"), {}
     if candidate.get("duplicate_of"):
@@ -53,7 +52,7 @@ async def _review(
         task=task.goal,
         outcome=candidate["outcome"] if candidate.get("verified", True) else f"{candidate['outcome']} (NOT VERIFIED)",
         steps=show.steps(state["trajectory"], context.max_observation_chars),
-        lesson=line(candidate["kind"], candidate["situation"], candidate["text"]),
+        lesson=rendered(candidate),
     )
     answer, updates = await ask_role(
         context,

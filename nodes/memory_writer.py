@@ -7,12 +7,12 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from pivotal.core.context import Context, model_label
-from pivotal.core.secrets import redact, secret_values
-from pivotal.core.state import Candidate, State
+from pivotal.core.secrets import secret_values
+from pivotal.core.state import State
 from pivotal.core.task import Task
 from pivotal.memory.backend import lesson_store
 from pivotal.memory.ledger import digest
-from pivotal.memory.lesson import Lesson, owner_of
+from pivotal.memory.lesson import Lesson, owner_of, redacted
 
 
 async def memory_writer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -59,7 +59,10 @@ def _write(store: Any, state: State, context: Context, family: str) -> list[Any]
     """New lessons may improve a stored text; known ones (no gate call) only add evidence."""
     model = model_label(context.model_for("distiller"))
     owner, source = owner_of(context.lessons_namespace), trajectory_digest(state)
-    approved = [_redacted(c) for c in state.get("approved_lessons", [])]
+    # a model wrote the draft: it may quote a key from its prompt or its own error, and the store
+    # keeps lessons for good and recalls them into every later prompt
+    values = secret_values()
+    approved = [redacted(c, values) for c in state.get("approved_lessons", [])]
     drafts = [
         (
             bool(c.get("duplicate_of")),
@@ -79,14 +82,6 @@ def _write(store: Any, state: State, context: Context, family: str) -> list[Any]
     known = [lesson for duplicate, lesson in drafts if duplicate]
     written = store.add(new, dedup_similarity=context.dedup_similarity)
     return written + store.add(known, dedup_similarity=context.dedup_similarity, keep_text=True)
-
-
-def _redacted(candidate: Candidate) -> Candidate:
-    """A model wrote the draft: it may quote a key from its prompt or its own error; the store
-    keeps lessons for good and recalls them into every later prompt.
-    """
-    values = secret_values()
-    return {**candidate, "situation": redact(candidate["situation"], values), "text": redact(candidate["text"], values)}
 
 
 def trajectory_digest(state: State) -> str:

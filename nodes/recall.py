@@ -10,8 +10,7 @@ from pivotal.core.environments.live import lookup
 from pivotal.core.state import Recalled, State
 from pivotal.core.task import Task
 from pivotal.memory.backend import lesson_store, opened_lesson_store
-from pivotal.memory.lesson import owner_of
-from pivotal.memory.screen import MAX_LESSON_CHARS
+from pivotal.memory.lesson import owner_of, screened
 from pivotal.prompts import clip
 
 
@@ -37,19 +36,37 @@ async def recall(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     found = store.kept(query, **ask)  # situations repeat: most steps need no thread
     if found is None:
         found = await asyncio.to_thread(store.search, query, **ask)
-    lessons: list[Recalled] = [
-        {
-            "id": r.id,
-            "kind": r.lesson.kind,
-            # a lesson stored before the length cap would fill every prompt and checkpoint of the run
-            "situation": clip(r.lesson.situation, MAX_LESSON_CHARS),
-            "text": clip(r.lesson.text, MAX_LESSON_CHARS),
-            "similarity": round(r.similarity, 3),
-        }
-        for r in found
-    ]
+    lessons, refused = _screened([r.recalled(clip) for r in found])
+    if refused:  # retired, they leave the search: it is asked once more for the ones behind them
+        await asyncio.to_thread(_retire, store, refused, ask["owner"])
+        found = await asyncio.to_thread(store.search, query, **ask)
+        lessons, more = _screened([r.recalled(clip) for r in found])
+        refused.update(more)
+        if more:
+            await asyncio.to_thread(_retire, store, more, ask["owner"])
     recalled = list(dict.fromkeys([*state.get("recalled", []), *(lesson["id"] for lesson in lessons)]))
-    return {"lessons": lessons, "recalled": recalled}
+    if not refused:
+        return {"lessons": lessons, "recalled": recalled}
+    counters = {"lessons_retired": len(refused), "lessons_refused_at_recall": len(refused)}
+    return {"lessons": lessons, "recalled": recalled, "counters": counters}
+
+
+def _screened(found: list[Recalled]) -> tuple[list[Recalled], dict[str, str]]:
+    """The recalled lessons that pass the poisoning screen, and why each other one failed.
+
+    A lesson stored before a pattern of the screen existed is recalled like any other, so what
+    reaches a prompt meets the screen here too. It reads the lesson as the prompt would, clipped:
+    a lesson stored before the length cap (1 MB, say) is no hostile one for its length, and its
+    clipped middle never reaches a prompt; its head and tail are screened like any lesson's.
+    """
+    refused = {lesson["id"]: why for lesson in found if (why := screened(lesson, capped=False))}
+    return [lesson for lesson in found if lesson["id"] not in refused], refused
+
+
+def _retire(store: Any, refused: dict[str, str], owner: str) -> None:
+    """Retired, with the screen's reason, so `pivotal lessons` shows why it left and no later run recalls it."""
+    for lesson_id, why in refused.items():
+        store.retire([lesson_id], f"poisoning screen at recall: {why}", owner=owner)
 
 
 def wanted(state: State, context: Context) -> bool:

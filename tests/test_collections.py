@@ -1,0 +1,32 @@
+"""memory/collections.py alone: a store's per-family Chroma collections on a real PersistentClient."""
+
+import chromadb
+import pytest
+
+from pivotal.core.errors import PivotalError
+from pivotal.memory.collections import PREFIX, Collections, collection_name
+
+
+def test_names_are_valid_for_chroma_and_keep_families_apart():
+    assert collection_name("grid world!") != collection_name("grid-world")
+    assert collection_name("").startswith(f"{PREFIX}default-")
+    assert all(len(collection_name(f)) <= 512 for f in ("x" * 1000, "é" * 10))
+
+
+def test_a_family_is_opened_once_and_listed_once_it_exists(tmp_path):
+    collections = Collections(chromadb.PersistentClient(str(tmp_path)), str(tmp_path))
+    assert collections.collection("gridworld", create=False) is None and collections.of_family(None) == []
+    made = collections.collection("gridworld", create=True)
+    assert collections.opened("gridworld") is made and collections.of_family(None) == [made]
+    assert not collections.holds_lessons(made) and not collections.filled(made)
+    made.add(ids=["a"], documents=["x"], embeddings=[[0.1] * 384], metadatas=[{"family": "gridworld"}])
+    assert collections.holds_lessons(made) and collections.filled(made)
+    assert len(collections.vector("gridworld", "in a maze")) == 384
+
+
+def test_a_collection_made_with_another_distance_is_refused_in_one_line(tmp_path):
+    client = chromadb.PersistentClient(str(tmp_path))
+    client.create_collection(collection_name("gridworld"), configuration={"hnsw": {"space": "l2"}})
+    with pytest.raises(PivotalError, match="cannot be used .*point --store at another folder") as caught:
+        Collections(client, str(tmp_path)).collection("gridworld", create=False)
+    assert "\n" not in str(caught.value)
