@@ -241,3 +241,31 @@ def test_an_agents_tools_declare_what_may_repeat_and_what_makes_two_calls_the_sa
     assert stable_name(tools, None, ["refund"], None, "", {"repeatable": [], "once_keys": {}}) == stable_name(
         tools, None, ["refund"], None, ""
     )
+
+
+class CountingSaver(InMemorySaver):
+    """Counts the checkpoints a listing hands out."""
+
+    handed = 0
+
+    async def alist(self, *args, **kwargs):
+        async for item in super().alist(*args, **kwargs):
+            self.handed += 1
+            yield item
+
+
+async def test_the_guard_reads_each_checkpoint_of_a_thread_once_however_often_it_is_forked(tmp_path):
+    """A long conversation, or a thread forked again and again, would otherwise be read whole at every
+    irreversible proposal: reads grew with forks × checkpoints (a forked thread's replays took minutes).
+    """
+    saver = CountingSaver()
+    result, at_refund = await refunded_once(tmp_path, saver)
+    graph = build_graph(checkpointer=saver)
+    for _ in range(3):
+        fork = await graph.aupdate_state(at_refund, None, as_node="critic")
+        await graph.ainvoke(None, fork, context=Context(**SIM))
+    assert len(refunds(tmp_path)) == 1
+    thread = {"configurable": {"thread_id": result.thread_id, "checkpoint_ns": ""}}
+    checkpoints = len([item async for item in InMemorySaver.alist(saver, thread)])
+    reads = 8  # each irreversible proposal or execution also reads the one checkpoint it stops at
+    assert saver.handed <= checkpoints + reads * 4, (saver.handed, checkpoints)

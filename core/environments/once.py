@@ -21,8 +21,10 @@ checkpoint of the thread for this run, all branches; only an environment that re
 """
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
@@ -101,28 +103,50 @@ async def executed(env: Environment, state: State) -> tuple[list[Call], set[str]
     Read from the thread's checkpoints, every branch, when a fork shares this environment's world;
     from this branch's trajectory when the environment puts its world back.
     """
-    trajectories = [state.get("trajectory") or []]
+    seen = Seen()
+    seen.add(state.get("trajectory") or [])
     if rewind_mode(env) not in ("snapshot", "replay"):
-        trajectories += await _thread_trajectories(state.get("run_id", ""))
-    return executed_calls(trajectories), _spent(trajectories)
+        seen.merge(await _thread_seen(state.get("run_id", "")))
+    return seen.calls(), set(seen.spent)
 
 
 def executed_calls(trajectories: Iterable[list[Step]]) -> list[Call]:
     """Each executed step once (branches share their prefix), less those a compensating step undid."""
-    calls: dict[str, Call] = {}
-    undone: set[str] = set()
+    seen = Seen()
     for trajectory in trajectories:
+        seen.add(trajectory)
+    return seen.calls()
+
+
+@dataclass
+class Seen:
+    """What the trajectories read so far executed: each step once by its id (branches share their
+    prefix), the steps a compensating step undid, and the reviews executions spent. Kept per thread
+    and run between reads, so a read takes only the checkpoints written since the last one.
+    """
+
+    done: dict[str, Call] = field(default_factory=dict)
+    undone: set[str] = field(default_factory=set)
+    spent: set[str] = field(default_factory=set)
+
+    def add(self, trajectory: list[Step]) -> None:
         ids = {step["index"]: _step_id(step) for step in trajectory}
         for step in trajectory:
             if not step.get("error"):  # the tool raised: the world did not change
-                calls.setdefault(ids[step["index"]], (step["action"], step.get("arguments") or {}))
+                self.done.setdefault(ids[step["index"]], (step["action"], step.get("arguments") or {}))
             if (undid := step.get("compensates")) is not None and undid in ids:
-                undone.add(ids[undid])
-    return [call for ident, call in calls.items() if ident not in undone]
+                self.undone.add(ids[undid])
+            if step.get("review"):
+                self.spent.add(step["review"])
 
+    def merge(self, other: "Seen") -> None:
+        for ident, call in other.done.items():
+            self.done.setdefault(ident, call)
+        self.undone |= other.undone
+        self.spent |= other.spent
 
-def _spent(trajectories: Iterable[list[Step]]) -> set[str]:
-    return {step["review"] for trajectory in trajectories for step in trajectory if step.get("review")}
+    def calls(self) -> list[Call]:
+        return [call for ident, call in self.done.items() if ident not in self.undone]
 
 
 def _step_id(step: Step) -> str:
@@ -130,23 +154,68 @@ def _step_id(step: Step) -> str:
     return step.get("review") or f"{step.get('checkpoint_id')}:{step['index']}"
 
 
-async def _thread_trajectories(run_id: str) -> list[list[Step]]:
-    """The trajectory of every checkpoint of this thread (and namespace) that belongs to this run."""
+@dataclass
+class _Read:
+    """A thread's checkpoints read so far: the newest id, and per run what they executed."""
+
+    saver: Any
+    newest: str = ""
+    runs: dict[str, Seen] = field(default_factory=dict)
+
+
+_reads: dict[tuple[int, str, str], _Read] = {}
+"""Per (checkpointer, thread, namespace): checkpoint ids are time-ordered and a checkpoint never
+changes, so each read goes back only to the newest one read before (a long conversation, or a thread
+forked many times, would otherwise be read whole at every irreversible proposal)."""
+
+
+async def _thread_seen(run_id: str) -> Seen:
+    """What every checkpoint of this thread (and namespace) that belongs to this run executed."""
     try:
         configurable = get_config().get("configurable") or {}
     except RuntimeError:  # called outside a graph: no thread to read
-        return []
+        return Seen()
     saver, thread = configurable.get(CONFIG_KEY_CHECKPOINTER), configurable.get("thread_id")
     if saver is None or thread is None:
-        return []
+        return Seen()
     # a node's own namespace is its graph's plus "|node:task" (where a subgraph of it would checkpoint)
     graph_ns = "|".join(str(configurable.get("checkpoint_ns", "")).split("|")[:-1])
+    key = (id(saver), str(thread), graph_ns)
+    read = _reads.get(key)
+    if read is None or read.saver is not saver:
+        if len(_reads) > 4096:
+            _reads.clear()
+        read = _reads[key] = _Read(saver)
     query = {"configurable": {"thread_id": thread, "checkpoint_ns": graph_ns}}
     try:
-        values = [item.checkpoint["channel_values"] async for item in saver.alist(query)]
+        newer = await _newer(saver, query, read.newest)
     except NotImplementedError:  # a synchronous saver (SqliteSaver)
-        values = await asyncio.to_thread(lambda: [item.checkpoint["channel_values"] for item in saver.list(query)])
-    return [v.get("trajectory") or [] for v in values if isinstance(v, Mapping) and v.get("run_id") == run_id]
+        newer = await asyncio.to_thread(_newer_sync, saver, query, read.newest)
+    for checkpoint_id, values in reversed(newer):
+        if isinstance(values, Mapping) and values.get("run_id"):
+            read.runs.setdefault(values["run_id"], Seen()).add(values.get("trajectory") or [])
+        read.newest = max(read.newest, checkpoint_id)
+    return read.runs.get(run_id) or Seen()
+
+
+async def _newer(saver: Any, query: dict[str, Any], newest: str) -> list[tuple[str, Any]]:
+    """The checkpoints after `newest`, newest first; the listing is closed at once (it holds the saver's lock)."""
+    found = []
+    async with contextlib.aclosing(saver.alist(query)) as listing:
+        async for item in listing:
+            if item.checkpoint["id"] <= newest:
+                break
+            found.append((item.checkpoint["id"], item.checkpoint["channel_values"]))
+    return found
+
+
+def _newer_sync(saver: Any, query: dict[str, Any], newest: str) -> list[tuple[str, Any]]:
+    found = []
+    for item in saver.list(query):
+        if item.checkpoint["id"] <= newest:
+            break
+        found.append((item.checkpoint["id"], item.checkpoint["channel_values"]))
+    return found
 
 
 def _spec(env: Environment, action: str) -> ActionSpec | None:
