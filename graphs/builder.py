@@ -16,6 +16,7 @@ The actor/critic loop stays in this one graph (no subgraphs) so Studio shows eve
 and a user can fork from any of them.
 """
 
+import dataclasses
 import functools
 import time
 from typing import Any
@@ -26,10 +27,12 @@ from langgraph._internal._runnable import RunnableCallable
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime, get_runtime
+from langgraph.types import Command
 
 from pivotal.core.context import Context, context_schema
 from pivotal.core.errors import PivotalError
 from pivotal.core.logs import logger
+from pivotal.core.secrets import redact_tree
 from pivotal.core.state import InputState, OutputState, State
 from pivotal.graphs import routes
 from pivotal.graphs.blocking import run_blocking
@@ -130,12 +133,14 @@ class PivotalGraph(CompiledStateGraph):
         return _node_output(await super().ainvoke(input, config, **self._node_keys(kwargs)))
 
     def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any):
+        input = _redacted(input)  # invoke runs through here too
         if not _as_node(config):
             return super().stream(input, config, **kwargs)
         chunks = super().stream(_node_input(input), self._node_config(config), **self._node_keys(kwargs))
         return chunks if kwargs.get("stream_mode") else map(_node_output, chunks)
 
     def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any):
+        input = _redacted(input)  # ainvoke and astream_events run through here too
         if not _as_node(config):
             return super().astream(input, config, **kwargs)
         chunks = super().astream(_node_input(input), self._node_config(config), **self._node_keys(kwargs))
@@ -178,6 +183,16 @@ def _as_node(config: RunnableConfig | None) -> bool:
     (its own test for a nested run, `is_nested` in langgraph/pregel/_loop.py).
     """
     return CONFIG_KEY_TASK_ID in ((config or {}).get("configurable") or {})
+
+
+def _redacted(input: Any) -> Any:
+    """The caller's input with secrets blanked before LangGraph saves it: it checkpoints the input as
+    given (the `__start__` checkpoint and the one after it) before any node could blank it. A resume's
+    reply is blanked by the node that reads it; a `Command`'s state update is blanked here.
+    """
+    if isinstance(input, Command):
+        return dataclasses.replace(input, update=redact_tree(input.update)) if input.update is not None else input
+    return redact_tree(input) if isinstance(input, dict) else input
 
 
 def _node_input(input: Any) -> Any:

@@ -565,3 +565,31 @@ async def test_a_callers_messages_are_blanked_in_every_checkpoint_after_the_inpu
     after_input = [s for s in history if s.metadata.get("step", -1) >= 1]
     assert after_input and all(_planted_in(json.dumps(s.values, default=str).encode()) == [] for s in after_input)
     assert _planted_in(json.dumps(final, default=str).encode()) == []
+
+
+# --- a graph invoked directly: LangGraph saves the input before any node runs ------------------
+
+
+@pytest.mark.parametrize("shape", ["task", "messages"])
+async def test_a_graph_invoked_directly_checkpoints_no_key_from_its_input(tmp_path, monkeypatch, shape):
+    from langchain_core.messages import HumanMessage
+
+    from pivotal.graphs import build_graph
+    from pivotal.graphs.runner import open_checkpointer
+
+    monkeypatch.setenv("MY_SERVICE_KEY", PLAIN_KEY)
+    goal = f"Reach G. (deploy with {PLAIN_KEY}, aws_secret_access_key = {AWS_SECRET})"
+    given = {"task": {"goal": goal, "env": "gridworld", "params": {"seed": 1}}}
+    if shape == "messages":
+        given = {"messages": [HumanMessage(goal)]}
+    path = tmp_path / "direct.sqlite"
+    async with open_checkpointer(str(path)) as saver:
+        graph = build_graph(checkpointer=saver)
+        config = {"configurable": {"thread_id": "direct"}}
+        final = await graph.ainvoke(given, config, context=Context(model="sim", memory=False, max_steps=12))
+        assert final["status"] == "success"
+        first = [c async for c in saver.alist(config)][-1]  # the input checkpoint, saved before `start`
+        assert first.metadata["source"] == "input"
+    blob = _bytes_under(*tmp_path.glob("direct.sqlite*"))
+    assert b"deploy with [redacted]" in blob  # the goal itself was kept
+    assert [s for s in (PLAIN_KEY, AWS_SECRET) if s.encode() in blob] == []
