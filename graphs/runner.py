@@ -9,6 +9,7 @@ import asyncio
 import inspect
 import time
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -22,6 +23,7 @@ from pydantic import BaseModel, Field
 from pivotal.core.checkpoints import check_file, is_postgres
 from pivotal.core.context import Context
 from pivotal.core.environments import Idempotent, make_environment
+from pivotal.core.environments.base import RewindWarning
 from pivotal.core.environments.base import rewind_notice as notice_for
 from pivotal.core.environments.live import release
 from pivotal.core.errors import InfrastructureFault, PivotalError, infrastructure_fault, make_folder
@@ -134,6 +136,15 @@ def rewind_notice(task: Task | dict[str, Any] | str, context: Context) -> str:
     return notice_for(env, parsed.env, context.retry, context.max_pivot_retries)
 
 
+def warn_rewinds(tasks: list[Task], context: Context) -> None:
+    """The rewind notice once per environment of these tasks, as a `RewindWarning`: a script
+    asked for a retry that its environment cannot give (the CLI prints the line itself).
+    """
+    for name in dict.fromkeys(task.env for task in tasks):
+        if notice := notice_for(make_environment(name), name, context.retry, context.max_pivot_retries):
+            warnings.warn(notice, RewindWarning, stacklevel=3)
+
+
 def check_task(task: Task | dict[str, Any] | str, default_env: str = "") -> Task:
     parsed = parse_task(task, default_env)
     make_environment(parsed.env)
@@ -187,6 +198,7 @@ async def arun(
     """
     context = context or Context()
     parsed = preflight(task, context)
+    warn_rewinds([parsed], context)
     thread_id = thread_id or uuid.uuid4().hex
     async with _graph(checkpointer, checkpoint_path) as graph, thread_lease(graph.checkpointer, thread_id):
         return await _run(graph, parsed, context, thread_id, list(plugins), on_update)
@@ -341,6 +353,7 @@ def batch_threads(
     """
     check_context(context)
     parsed = [check_task(task, context.default_env) for task in tasks]
+    warn_rewinds(parsed, context)
     prefix = thread_prefix or uuid.uuid4().hex[:12]
     keys = thread_keys or [str(i) for i in range(len(parsed))]
     if len(keys) != len(parsed):

@@ -4,6 +4,7 @@ reason keeps the command the actor meant, and the `sim` actor's mistakes in a on
 environment are legal as well as illegal, so the critic is tested too.
 """
 
+import json
 import random
 
 import pytest
@@ -12,14 +13,14 @@ import pivotal.testing.plugin_envs  # noqa: F401 — registers forward-grid, kin
 from pivotal.cli.main import main
 from pivotal.core.context import Context
 from pivotal.core.environments import check_action, make_environment
-from pivotal.core.environments.base import REASON_CHARS
+from pivotal.core.environments.base import REASON_CHARS, RewindWarning
 from pivotal.core.environments.live import open_live, release
 from pivotal.core.errors import PivotalError
 from pivotal.core.models.factory import make_model
 from pivotal.core.models.sim import _answer
 from pivotal.core.models.world import given
 from pivotal.core.task import Task
-from pivotal.graphs import arun
+from pivotal.graphs import arun, run
 from pivotal.graphs.runner import rewind_notice
 from pivotal.memory.store import close_stores
 from pivotal.nodes.start import _family
@@ -150,3 +151,17 @@ def test_the_legal_share_is_a_sim_option():
     assert make_model("sim:legal=0.2").legal == 0.2
     with pytest.raises(Exception, match="legal must be between 0 and 1"):
         make_model("sim:legal=2")
+
+
+def test_the_notice_reaches_json_runs_batches_and_scripts(tmp_path):
+    code, out, err = finish("run", *PLUGIN, "--env", "forward-grid", *SIM_RUN, "--json", cwd=tmp_path)
+    assert code == 0 and json.loads(out)["status"] in ("success", "failure")
+    assert sum("note: forward-grid cannot go back" in line for line in err.splitlines()) == 1
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"env": env, "params": {"seed": n}}) + "\n" for n, env in
+                             enumerate(["forward-grid", "gridworld", "forward-grid"])))  # fmt: skip
+    code, out, err = finish("batch", str(tasks), "--out", str(tmp_path / "r.jsonl"), *PLUGIN, *SIM_RUN, cwd=tmp_path)
+    assert code == 0, err
+    assert sum("cannot go back" in line for line in err.splitlines()) == 1  # once for the environment, not per task
+    with pytest.warns(RewindWarning, match="forward-grid cannot go back"):
+        run({"env": "forward-grid", "params": {"seed": 1}}, Context(model="sim", memory=False, max_steps=4))

@@ -138,6 +138,10 @@ REWIND_WORDS: dict[str, str] = {
 """How a retry puts the world back, per rewind mode: `pivotal envs` shows it for each environment."""
 
 
+class RewindWarning(UserWarning):
+    """Issued by `arun` and `run_batch` with the `rewind_notice` line: filter it with `warnings`."""
+
+
 def rewind_notice(env: Any, env_name: str, retry: str, retries: int) -> str:
     """One line for the start of a run whose retries cannot rewind, else "".
 

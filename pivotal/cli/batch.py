@@ -131,9 +131,22 @@ def _run_pending(
                     },
                 )
         pending = [(number, task) for number, task in lines if number not in done]
+        _say_rewinds([task for _, task in pending], context)
         with asyncio.Runner() as runner:
             runner.get_loop().set_exception_handler(_quiet_about_stops)
             runner.run(_run(pending, context, args.concurrency, state, results, args))
+
+
+def _say_rewinds(tasks: list[dict[str, Any]], context: Any) -> None:
+    """`pivotal run`'s rewind notice, once per environment of the batch, on stderr."""
+    from pivotal.graphs.runner import rewind_notice
+
+    first: dict[str, dict[str, Any]] = {}
+    for task in tasks:
+        first.setdefault(str(task.get("env") or context.default_env), task)
+    for task in first.values():
+        if notice := rewind_notice(task, context):
+            print(notice, file=sys.stderr)
 
 
 def _check_checkpoints(path: str | None) -> None:
