@@ -19,6 +19,7 @@ and a user can fork from any of them.
 import dataclasses
 import functools
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -36,6 +37,7 @@ from pivotal.core.secrets import redact_tree
 from pivotal.core.state import InputState, OutputState, State
 from pivotal.graphs import routes
 from pivotal.graphs.blocking import run_blocking
+from pivotal.graphs.lease import invocation_lease
 from pivotal.nodes.actor import actor
 from pivotal.nodes.critic import critic
 from pivotal.nodes.dedup import dedup
@@ -129,7 +131,8 @@ class PivotalGraph(CompiledStateGraph):
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         if not _as_node(config):
-            return await super().ainvoke(input, config, **kwargs)
+            async with invocation_lease(self.checkpointer, config):  # then astream finds it held
+                return await super().ainvoke(input, config, **kwargs)
         return _node_output(await super().ainvoke(input, config, **self._node_keys(kwargs)))
 
     def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any):
@@ -142,7 +145,7 @@ class PivotalGraph(CompiledStateGraph):
     def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any):
         input = _redacted(input)  # ainvoke and astream_events run through here too
         if not _as_node(config):
-            return super().astream(input, config, **kwargs)
+            return _leased(super().astream(input, config, **kwargs), self.checkpointer, config)
         chunks = super().astream(_node_input(input), self._node_config(config), **self._node_keys(kwargs))
         return chunks if kwargs.get("stream_mode") else _node_outputs(chunks)
 
@@ -183,6 +186,13 @@ def _as_node(config: RunnableConfig | None) -> bool:
     (its own test for a nested run, `is_nested` in langgraph/pregel/_loop.py).
     """
     return CONFIG_KEY_TASK_ID in ((config or {}).get("configurable") or {})
+
+
+async def _leased(chunks: AsyncIterator[Any], saver: Any, config: RunnableConfig | None) -> AsyncIterator[Any]:
+    """The stream, under its thread's lease (graphs/lease.py `invocation_lease`)."""
+    async with invocation_lease(saver, config):
+        async for chunk in chunks:
+            yield chunk
 
 
 def _redacted(input: Any) -> Any:

@@ -17,8 +17,9 @@ already have a successor: its run is cancelled and ends with `LeaseLost`, and un
 gone through again it writes no checkpoint (the saver's writes are fenced), so a process that wakes
 from a freeze cannot put its stale step on top of its successor's. The clock is the database's, so
 machines need not agree on the time.
-Savers other than LangGraph's SQLite and Postgres ones (in memory, an application's own) hold no
-lease: they are not shared between processes.
+Savers other than LangGraph's async SQLite and Postgres ones (in memory, an application's own)
+hold no lease: they are not shared between processes. A graph an app invokes itself (`ainvoke`,
+`astream`) holds the lease for the call (`invocation_lease`), as the runners do.
 """
 
 import asyncio
@@ -69,6 +70,8 @@ class Lease:
     """Set by the holder once the run ended and its result was reported: released with the row."""
     lost: bool = False
     renewed: float = field(default_factory=time.monotonic)
+    released: bool = False
+    """Its holder ended (a stream abandoned mid-way may leave it in its task's context: it counts for nothing)."""
     first_write: Callable[[], Awaitable[None]] | None = None
     """Awaited once, after the run's first checkpoint is written and before any node of it runs."""
 
@@ -96,6 +99,7 @@ class Lease:
         return not self.lost and time.monotonic() - self.renewed < self.ttl
 
     async def release(self) -> None:
+        self.released = True
         if self.db is not None and not self.lost:
             try:
                 await self.db.change(RELEASE, (self.done, self.thread_id, self.owner))
@@ -134,11 +138,28 @@ async def thread_lease(
             ) from None
         raise
     finally:
-        _holding.reset(token)
+        with suppress(ValueError):  # a stream abandoned mid-way is closed later, from another context
+            _holding.reset(token)
         keeper.cancel()
         with suppress(asyncio.CancelledError):
             await keeper
         await lease.release()
+
+
+@asynccontextmanager
+async def invocation_lease(saver: Any, config: Any) -> AsyncIterator[None]:
+    """The thread's lease around a graph invoked directly (`ainvoke`, `astream`), as `arun` holds it:
+    an app that runs one thread from two processes (two workers given the same chat, a retried
+    request) runs its turns one after the other instead of both going on from the same checkpoint.
+    Nothing to do without a thread, for a saver that holds no lease, or inside a run that holds it.
+    """
+    thread = ((config or {}).get("configurable") or {}).get("thread_id")
+    held = _holding.get()
+    if saver is None or thread is None or (held is not None and held.thread_id == str(thread) and not held.released):
+        yield
+        return
+    async with thread_lease(saver, str(thread)):
+        yield
 
 
 async def _take(db: "_Database", lease: Lease, busy: Busy) -> None:
@@ -301,7 +322,7 @@ def _fence(saver: Any) -> None:
 
         async def fenced(*args: Any, _write: Any = write, _name: str = name, **kwargs: Any) -> Any:
             lease = _holding.get()
-            if lease is not None and not lease.current():
+            if lease is not None and not lease.released and not lease.current():
                 raise LeaseLost(
                     f"thread {lease.thread_id!r}: this process went {lease.ttl:g} s (PIVOTAL_LEASE_S) without "
                     "renewing its lease, so another may have taken it over; its checkpoint was not written"

@@ -203,3 +203,43 @@ async def test_the_studio_server_keeps_a_thread_a_conversation(tmp_path):
                                            input={"messages": [message]}, context=context)  # fmt: skip
             assert final["status"] == "success", final
     assert refunds(ledger) == ["A1", "B2"] and final["task"]["goal"] == SECOND
+
+
+async def test_two_messages_sent_at_once_to_one_thread_are_two_turns_one_after_the_other(desk, tmp_path):
+    """Two requests of one chat arriving together (two workers, a retried request) hold the thread
+    in turn, as `arun` does: neither goes on from a checkpoint the other is moving past.
+    """
+    import asyncio
+
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    server, model, ledger = desk
+    server.responder = clerk()
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "chat.sqlite")) as saver:
+        agent = support_desk.support_agent(model, memory=False, require_approval_for=[], checkpointer=saver)
+        config = {"configurable": {"thread_id": "ticket-2"}}
+        asked = [agent.ainvoke({"messages": [("user", text)]}, config) for text in (FIRST, SECOND)]
+        answers = await asyncio.gather(*asked)
+        final = (await agent.aget_state(config)).values
+    assert sorted(refunds(ledger)) == ["A1", "B2"]
+    assert sorted(t["goal"] for t in final["turns"]) == sorted([FIRST, SECOND])
+    assert [t["status"] for t in final["turns"]] == ["success", "success"]
+    assert sorted(a["answer"] for a in answers) == ["Refunded A1.", "Refunded B2."]
+
+
+async def test_a_stream_left_mid_way_never_blocks_the_next_call_on_its_thread(desk, tmp_path):
+    import asyncio
+
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    server, model, ledger = desk
+    server.responder = clerk()
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "chat.sqlite")) as saver:
+        agent = support_desk.support_agent(model, memory=False, require_approval_for=[], checkpointer=saver)
+        config = {"configurable": {"thread_id": "ticket-3"}}
+        stream = agent.astream({"messages": [("user", FIRST)]}, config, stream_mode="updates")
+        async for _update in stream:
+            break  # the app stops reading, and keeps the stream
+        answer = await asyncio.wait_for(agent.ainvoke({"messages": [("user", SECOND)]}, config), 60)
+        del stream
+    assert answer["answer"] == "Refunded B2." and refunds(ledger) == ["B2"]

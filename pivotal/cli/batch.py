@@ -138,7 +138,9 @@ def _run_pending(
 
 
 def _say_rewinds(tasks: list[dict[str, Any]], context: Any) -> None:
-    """`pivotal run`'s rewind notice, once per environment of the batch, on stderr."""
+    """`pivotal run`'s rewind notice, once per environment of the batch, above the summary on
+    stdout: stderr keeps its one line for a fault (and JSON logs, when asked for, stay JSON).
+    """
     from pivotal.graphs.runner import rewind_notice
 
     first: dict[str, dict[str, Any]] = {}
@@ -146,7 +148,7 @@ def _say_rewinds(tasks: list[dict[str, Any]], context: Any) -> None:
         first.setdefault(str(task.get("env") or context.default_env), task)
     for task in first.values():
         if notice := rewind_notice(task, context):
-            print(notice, file=sys.stderr)
+            print(notice)
 
 
 def _check_checkpoints(path: str | None) -> None:

@@ -132,10 +132,7 @@ def _run(args: argparse.Namespace) -> int:
     options.load_plugins(args.plugin)
     context = options.context_from(args)
     task = options.task_from(args)
-    notice = rewind_notice(task, context)
-    if args.json and notice:  # stdout is the result's JSON: the line goes where a person reads it
-        print(notice, file=sys.stderr)
-    live = None if args.json else Trace(sys.stdout, notice=notice)
+    live = None if args.json else Trace(sys.stdout, notice=rewind_notice(task, context))
     result = run(
         task,
         context,
