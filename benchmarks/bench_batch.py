@@ -43,7 +43,7 @@ from pivotal.core.schemas import Verdict, proposal_schema
 from pivotal.core.task import Task
 from pivotal.graphs import run_batch
 from pivotal.memory.embeddings import _cached_vector
-from pivotal.memory.store import close_stores, open_store
+from pivotal.memory.registry import close_stores, open_store
 
 MAX_STEPS = 20
 

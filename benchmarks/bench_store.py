@@ -25,7 +25,8 @@ import chromadb
 
 from pivotal.memory.embeddings import default_embedding
 from pivotal.memory.lesson import Lesson
-from pivotal.memory.store import PREFIX, close_stores, open_store
+from pivotal.memory.store import PREFIX
+from pivotal.memory.registry import close_stores, open_store
 
 FAMILIES = ["gridworld", "frozenlake", "files", "billing", "deploys"]
 KINDS = ["strategy", "guardrail", "skill"]
