@@ -23,9 +23,9 @@ from pathlib import Path
 
 import chromadb
 
+from pivotal.memory.collections import PREFIX
 from pivotal.memory.embeddings import default_embedding
 from pivotal.memory.lesson import Lesson
-from pivotal.memory.store import PREFIX
 from pivotal.memory.registry import close_stores, open_store
 
 FAMILIES = ["gridworld", "frozenlake", "files", "billing", "deploys"]

@@ -32,8 +32,8 @@ from pivotal.core.task import Task, parse_task
 from pivotal.graphs.builder import build_graph, recursion_limit
 from pivotal.graphs.lease import Busy, ThreadBusy, thread_lease
 from pivotal.graphs.postgres import open_postgres
-from pivotal.memory.store import ExperienceStore
 from pivotal.memory.registry import check_memory, opened_store
+from pivotal.memory.store import ExperienceStore
 
 OnUpdate = Callable[[str, dict[str, Any]], None]
 """Told each node's name and the state it wrote, as the node finishes."""

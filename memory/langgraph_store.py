@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import numpy as np
 from langgraph.store.base import BaseStore, Item
 
-from pivotal.memory.store import PREFIX, collection_name
+from pivotal.memory.collections import PREFIX, collection_name
 
 PAGE = 1000
 INDEXED = ["document"]

@@ -8,8 +8,10 @@ called here. Tested alone in tests/test_store_parts.py.
 from collections.abc import Iterable
 from typing import Any
 
+from pivotal.memory import policy
 from pivotal.memory.ledger import ChromaLedger, Record, StoreLedger, family_runs
-from pivotal.memory.lesson import Lesson
+from pivotal.memory.lesson import DEFAULT_OWNER, Lesson
+from pivotal.memory.shelf import Shelf
 from pivotal.memory.write_buffer import WriteBuffer
 
 
@@ -44,8 +46,9 @@ class FamilyRuns:
             runs = family_runs([*self._ledger.read(family, kind="run"), *self._buffer.records.values()])
         return int(before.get("runs", 0)) + runs[0], int(before.get("run_successes", 0)) + runs[1]
 
-    def forget(self, family: str) -> None:
-        self._runs.pop(family, None)
+    def forget(self) -> None:
+        """Fold the records again at the next use (a revocation deleted some)."""
+        self._runs.clear()
 
     def _folded(self, family: str) -> tuple[set[str], int]:
         if family not in self._runs:
@@ -82,3 +85,57 @@ class ApprovedCounts:
         """Lessons changed in ways not counted (an import, a retirement by id, a revocation)."""
         self._approved.clear()
 
+
+class Limits:
+    """The policy applied to a store's lessons: weak ones retired, each owner held to its cap."""
+
+    def __init__(self, shelf: Shelf, runs: FamilyRuns) -> None:
+        self.shelf = shelf
+        self.runs = runs
+        self.approved = ApprovedCounts()
+
+    def family_runs(self, family: str) -> tuple[int, int]:
+        collection = self.shelf.io.collection(family, create=False)
+        return (0, 0) if collection is None else self.runs.of(family, collection.metadata or {})
+
+    def enforce(
+        self, *, floor: float, min_retrievals: int, cap: int, scored: list[Lesson] | None, owner: str
+    ) -> list[Lesson]:
+        """The lessons retired, as written. `scored`: only these can newly fall below the floor.
+        The store is scanned for the cap only when `owner` may be over it: once it was counted,
+        never again while this process's writes keep the count.
+        """
+        candidates = scored if scored is not None else self._owned(owner)
+        weak = []
+        runs: dict[str, tuple[int, int]] = {}
+        for lesson in (c for c in candidates if c.status == "approved"):
+            if lesson.family not in runs:
+                runs[lesson.family] = self.family_runs(lesson.family)
+            reason = policy.weak(lesson, floor=floor, min_retrievals=min_retrievals, family_runs=runs[lesson.family])
+            if reason:
+                weak.append(policy.retired(lesson, reason))
+                self.approved.retired(lesson.owner, 1)
+        self.shelf.update(weak)
+        over = self._over_cap(cap, owner) if self._may_exceed(cap, owner) else []
+        self.shelf.update(over)
+        return [*weak, *over]
+
+    def forget(self) -> None:
+        self.runs.forget()
+        self.approved.forget()
+
+    def _may_exceed(self, cap: int, owner: str) -> bool:
+        approved = self.approved.known(owner)
+        if approved is not None:
+            return approved > cap
+        # the stored count misses a batch's inserts, and counts every owner's lessons
+        return self.shelf.buffer.pending is not None or owner != DEFAULT_OWNER or self.shelf.count() > cap
+
+    def _over_cap(self, cap: int, owner: str) -> list[Lesson]:
+        gone, kept = policy.over_cap(self._owned(owner), cap)
+        self.approved.counted(owner, kept)
+        return gone
+
+    def _owned(self, owner: str) -> list[Lesson]:
+        """`owner`'s own lessons, every family's (not the shared tier's: those are no one's to cap)."""
+        return [lesson for lesson in self.shelf.lessons(family=None, owner=None) if lesson.owner == owner]

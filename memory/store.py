@@ -30,15 +30,14 @@ from typing import Any
 
 import numpy as np
 
-from pivotal.memory import policy
-from pivotal.memory.collections import PREFIX as PREFIX  # where the store's callers have always read it
-from pivotal.memory.collections import collection_name as collection_name
-from pivotal.memory.ledger import ChromaLedger, Record, evidence, fold, recall
+from pivotal.memory import policy, revocation
+from pivotal.memory.ledger import ChromaLedger, Record, evidence, recall
 from pivotal.memory.lesson import DEFAULT_OWNER, Found, Lesson
 from pivotal.memory.lesson_io import LessonIO, owned, where
-from pivotal.memory.limits import ApprovedCounts, FamilyRuns
+from pivotal.memory.limits import FamilyRuns, Limits
 from pivotal.memory.neighbours import NeighbourCache, Neighbours
-from pivotal.memory.revocation import Revoked, take_back
+from pivotal.memory.revocation import Revoked
+from pivotal.memory.shelf import Shelf
 from pivotal.memory.write_buffer import WriteBuffer
 
 OVERFETCH = 4
@@ -76,9 +75,9 @@ class ExperienceStore:
         remembers of it stays true. A server's other clients approve lessons this one never hears of."""
         self.io = LessonIO(client, location, private=private)
         self.buffer = WriteBuffer()
-        self._runs = FamilyRuns(self._ledger, self.buffer, private=private)
-        self._approved = ApprovedCounts()
         self._near = NeighbourCache() if private else None
+        self.shelf = Shelf(self.io, self.buffer, self._ledger, self._near, private=private)
+        self._limits = Limits(self.shelf, FamilyRuns(self._ledger, self.buffer, private=private))
         self.faulted = False
         """A storage fault already stopped the work and was reported (see `fault_reported`)."""
 
@@ -97,11 +96,11 @@ class ExperienceStore:
             try:
                 yield
                 texts, updates, scores = self.buffer.take()
-                self._put(texts)
-                self._update(updates)
-                self._update(scores, counts_only=True)
+                self.shelf.put(texts)
+                self.shelf.update(updates)
+                self.shelf.update(scores, counts_only=True)
                 if not self._private:
-                    self._write_records()
+                    self.shelf.write_records()
             finally:
                 self.buffer.end()
 
@@ -110,9 +109,7 @@ class ExperienceStore:
         only once written, so a failed write is tried again at the next flush.
         """
         with self._lock:
-            self.io.update(list(self.buffer.deferred.values()))
-            self.buffer.deferred = {}
-            self._write_records()
+            self.shelf.flush()
 
     def fault_reported(self) -> None:
         """A storage fault already stopped the work and was reported (a batch says it in one line):
@@ -139,7 +136,7 @@ class ExperienceStore:
         collection = self.io.collection(lesson.family, create=False)
         if collection is None or not self.io.collections.holds_lessons(collection):
             return held
-        exact = self._get(collection, [lesson.id])
+        exact = self.shelf.read(collection, [lesson.id])
         if exact:
             return exact[0], 1.0
         terms = [{"kind": lesson.kind}, *owned(lesson.owner, shared=False)]
@@ -147,7 +144,7 @@ class ExperienceStore:
             terms.append({"scope": {"$in": ["", lesson.scope]}})
         # the default owner's are not filtered (`owned`): the nearest few are asked for, and its own kept
         n = OVERFETCH if lesson.owner == DEFAULT_OWNER else 1
-        found = self._query(collection, vector, n, where(*terms), lesson.document)
+        found = self.shelf.query(collection, vector, n, where(*terms), lesson.document)
         stored = next((f for f in found if f[0].owner == lesson.owner), None)
         return max((f for f in (held, stored) if f is not None), key=lambda f: f[1], default=None)
 
@@ -164,8 +161,8 @@ class ExperienceStore:
                 match = self.duplicate(lesson, dedup_similarity)
                 if match is None:
                     self.buffer.note([evidence(lesson, lesson.id)])
-                    self._put([lesson])
-                    self._approved.added([lesson])
+                    self.shelf.put([lesson])
+                    self._limits.approved.added([lesson])
                     written.append(Written(lesson.id, merged=False))
                     continue
                 stored = self.buffer.carried(counted.get(match.lesson.id, match.lesson))
@@ -176,12 +173,12 @@ class ExperienceStore:
                         counted[merged.id] = merged
                     else:
                         counted.pop(merged.id, None)
-                        self._put([merged])
+                        self.shelf.put([merged])
                 # ...but is reported as before: inserted if this run created the lesson, else merged
                 written.append(Written(match.lesson.id, merged=match.lesson.run_id != lesson.run_id))
-            self._update(list(counted.values()))  # evidence: written with the run, never deferred
+            self.shelf.update(list(counted.values()))  # evidence: written with the run, never deferred
             if self.buffer.pending is None:
-                self._write_records()
+                self.shelf.write_records()
         return written
 
     def put(self, lessons: list[Lesson]) -> None:
@@ -195,9 +192,9 @@ class ExperienceStore:
             lessons = [lesson for lesson in lessons if lesson.origin != "import" or lesson.id not in stored]
             self.buffer.note([evidence(lesson, lesson.id) for lesson in lessons if lesson.origin == "import"])
             for start in range(0, len(lessons), BATCH):
-                self._put(lessons[start : start + BATCH], embedded=False)
-            self._write_records()
-            self._approved.forget()  # replaced lessons may change status either way: count again
+                self.shelf.put(lessons[start : start + BATCH], embedded=False)
+            self.shelf.write_records()
+            self._limits.forget()  # replaced lessons may change status either way: count again
 
     # ---- read path --------------------------------------------------------------------------
     def search(
@@ -222,7 +219,7 @@ class ExperienceStore:
             terms = [{"status": "approved"}, *owned(owner, shared=True)]
             if instance:
                 terms.append({"scope": {"$in": ["", instance]}})
-            found = _recallable(self._query(collection, near.vector, k, where(*terms), text), instance, owner)
+            found = _recallable(self.shelf.query(collection, near.vector, k, where(*terms), text), instance, owner)
         return [r for r in found if r.similarity >= min_similarity][:k]
 
     def kept(
@@ -247,7 +244,7 @@ class ExperienceStore:
             return kept
         version = self._near.version(family) if self._near is not None else 0
         vector = np.asarray(self.io.collections.vector(family, text), dtype=np.float32)
-        found = self._query(collection, vector, n, None, text)
+        found = self.shelf.query(collection, vector, n, None, text)
         answer = Neighbours(vector, tuple(found), complete=len(found) < n)
         if self._near is not None:
             self._near.keep(family, text, n, answer, version)
@@ -257,41 +254,17 @@ class ExperienceStore:
         self, ids: list[str] | None = None, *, family: str | None = None, owner: str | None = None
     ) -> dict[str, Lesson]:
         """`owner`: only its lessons and the shared tier's (None: every owner's, as the nodes ask by id)."""
-        found: dict[str, Lesson] = {}
-        for collection in self.io.collections.of_family(family):
-            lessons = self._folded(self._get(collection, ids), ids)
-            found.update({lesson.id: lesson for lesson in lessons if owner is None or lesson.visible_to(owner)})
-        return found
+        return self.shelf.get(ids, family=family, owner=owner)
 
     def lessons(self, *, family: str | None = None, owner: str | None = None) -> Iterator[Lesson]:
         """`owner`: only its lessons and the shared tier's (None: every owner's)."""
-        for collection in self.io.collections.of_family(family):
-            lessons = self._folded(self._get(collection, None), None)
-            yield from (lesson for lesson in lessons if owner is None or lesson.visible_to(owner))
-
-    def _folded(self, lessons: list[Lesson], ids: list[str] | None) -> list[Lesson]:
-        """A shared store's lessons with their counts folded from the ledger: the counts in a
-        lesson's own fields are the last writer's, and two writers at once each wrote their own.
-        A private store's are exact (it is the only writer), and held writes are newer than both.
-        """
-        if self._private or not lessons:
-            return lessons
-        family = lessons[0].family
-        wanted = [lesson.id for lesson in lessons if lesson.ledgered] if ids is not None else None
-        counts = fold([*self._ledger.read(family, wanted), *self.buffer.records.values()])
-        return [
-            lesson.model_copy(update=counts[lesson.id].fields()) if lesson.ledgered and lesson.id in counts else lesson
-            for lesson in lessons
-        ]
+        return self.shelf.lessons(family=family, owner=owner)
 
     def count(self, *, status: str | None = None) -> int:
-        collections = self.io.collections.of_family(None)
-        if status is None:
-            return sum(c.count() for c in collections)
-        return sum(len(c.get(where={"status": status}, include=[])["ids"]) for c in collections)
+        return self.shelf.count(status=status)
 
     def families(self) -> list[str]:
-        return [c.metadata["family"] for c in self.io.collections.of_family(None)]
+        return self.shelf.families()
 
     # ---- utility and eviction (memory/policy.py, memory/limits.py) --------------------------
     def record_outcome(
@@ -304,7 +277,7 @@ class ExperienceStore:
         """
         with self._lock:
             if self.io.collection(family, create=False) is not None:  # else nothing to compare with
-                run = self._runs.count(family, run_id, success)
+                run = self._limits.runs.count(family, run_id, success)
                 if self._private and self.buffer.defer():
                     self.flush()
                 self.buffer.note([run])
@@ -315,15 +288,14 @@ class ExperienceStore:
                 shown, approved = usage[i]
                 self.buffer.note([recall(lesson, run_id, success=success, steps=shown, approved=approved)])
                 scored.append(lesson.scored(run_id, success=success, steps=shown, approved_steps=approved))
-            self._update(scored, counts_only=True)
+            self.shelf.update(scored, counts_only=True)
             if not self._private and self.buffer.pending is None:
-                self._write_records()
+                self.shelf.write_records()
         return scored
 
     def family_runs(self, family: str) -> tuple[int, int]:
         """(runs, successes) of the family, the baseline `policy.hurts` compares a lesson's runs with."""
-        collection = self.io.collection(family, create=False)
-        return (0, 0) if collection is None else self._runs.of(family, collection.metadata or {})
+        return self._limits.family_runs(family)
 
     def enforce_limits(
         self,
@@ -334,48 +306,21 @@ class ExperienceStore:
         scored: list[Lesson] | None = None,
         owner: str = DEFAULT_OWNER,
     ) -> list[str]:
-        """Retire lessons whose utility fell below `floor` after enough recalls, or that hurt (see
-        memory/policy.py), then the lowest utility (oldest first on ties) until at most `cap` of
-        `owner`'s own stay approved: one tenant's lessons never push out another's. Retired ones are kept.
-
-        `scored`: the lessons whose utility just changed; only they can newly fall below the
-        floor. The whole store is scanned for the cap only when the owner may be over it (memory/limits.py).
+        """Retire lessons whose utility fell below `floor` after enough recalls, or that hurt, then
+        the lowest utility until at most `cap` of `owner`'s own stay approved (memory/limits.py).
+        `scored`: the lessons whose utility just changed (None: all of `owner`'s). Retired ones are kept.
         """
         with self._lock:
-            candidates = scored if scored is not None else [c for c in self.lessons() if c.owner == owner]
-            weak = []
-            runs: dict[str, tuple[int, int]] = {}
-            for lesson in (c for c in candidates if c.status == "approved"):
-                runs.setdefault(lesson.family, self.family_runs(lesson.family))
-                reason = policy.weak(
-                    lesson, floor=floor, min_retrievals=min_retrievals, family_runs=runs[lesson.family]
-                )
-                if reason:
-                    weak.append(policy.retired(lesson, reason))
-            self._update(weak)
-            for lesson in weak:
-                self._approved.retired(lesson.owner, 1)
-            over = self._over_cap(cap, owner) if self._may_exceed(cap, owner) else []
-            self._update(over)
-        return [lesson.id for lesson in [*weak, *over]]
-
-    def _may_exceed(self, cap: int, owner: str) -> bool:
-        approved = self._approved.known(owner)
-        if approved is not None:
-            return approved > cap
-        # Chroma's count misses a batch's inserts, and counts every owner's lessons
-        return self.buffer.pending is not None or owner != DEFAULT_OWNER or self.count() > cap
-
-    def _over_cap(self, cap: int, owner: str) -> list[Lesson]:
-        gone, kept = policy.over_cap((lesson for lesson in self.lessons() if lesson.owner == owner), cap)
-        self._approved.counted(owner, kept)
-        return gone
+            retired = self._limits.enforce(
+                floor=floor, min_retrievals=min_retrievals, cap=cap, scored=scored, owner=owner
+            )
+        return [lesson.id for lesson in retired]
 
     def retire(self, ids: list[str], reason: str, *, owner: str | None = None) -> list[str]:
         with self._lock:
             found = self.get(ids, owner=owner)
-            self._update([policy.retired(lesson, reason) for lesson in found.values()])
-            self._approved.forget()
+            self.shelf.update([policy.retired(lesson, reason) for lesson in found.values()])
+            self._limits.forget()
         return list(found)
 
     # ---- lineage and revocation -------------------------------------------------------------
@@ -392,34 +337,13 @@ class ExperienceStore:
         text. Only `owner`'s own lessons are touched; those stored before the ledger have no
         known sources and count as built from something else.
         """
-        report = Revoked()
         with self._lock:
             self.flush()
-            for family in self.families():
-                records = self._ledger.read(family)
-                runs = [r.id for r in records if r.kind == "run" and revoked(r)]
-                by_lesson: dict[str, list[Record]] = {}
-                for record in records:
-                    by_lesson.setdefault(record.lesson, []).append(record)
-                for lesson in self.lessons(family=family, owner=owner):
-                    if lesson.owner == owner:
-                        take_back(lesson, by_lesson.get(lesson.id, []), revoked, report)
-                report.runs += len(runs)
-                if not dry_run:
-                    self._apply(family, report, runs)
+            report = revocation.revoke(self.shelf, revoked, owner=owner, dry_run=dry_run)
             if not dry_run:
-                self.forget_recall()
-                self._approved.forget()
+                self.shelf.forget_recall()
+                self._limits.forget()
         return report
-
-    def _apply(self, family: str, report: Revoked, runs: list[str]) -> None:
-        removed = [(lesson, records) for lesson, records in report.removed if lesson.family == family]
-        reduced = [(lesson, gone) for lesson, gone in report.reduced if lesson.family == family]
-        self.io.delete(family, [lesson.id for lesson, _ in removed])
-        self._ledger.delete(family, [r.id for _, records in [*removed, *reduced] for r in records] + runs)
-        self._put([lesson for lesson, _ in reduced], embedded=False)
-        self.buffer.written(lesson.id for lesson, _ in removed)
-        self._runs.forget(family)
 
     def close(self) -> None:
         try:
@@ -428,57 +352,6 @@ class ExperienceStore:
             if self._release:
                 self._release()
                 self._release = None
-
-    def forget_recall(self) -> None:
-        """Drop the kept recall answers and known lessons: benchmarks measure a process that starts cold."""
-        if self._near is not None:
-            self._near.forget()
-        self.io.known.forget()
-
-    # ---- the parts together: held, deferred, written ----------------------------------------
-    def _put(self, lessons: list[Lesson], *, embedded: bool = True) -> None:
-        """New texts: held in a batch, else written now. `embedded`: see `LessonIO.upsert`."""
-        if self.buffer.pending is not None and embedded:
-            for lesson in lessons:
-                self.io.collection(lesson.family, create=True)  # the family's run record needs it now
-                self.buffer.hold(lesson, self.io.collections.vector(lesson.family, lesson.document))
-            return
-        self.buffer.written(lesson.id for lesson in lessons)
-        self.io.upsert(lessons, embedded=embedded)
-        if self._near is not None and embedded:
-            vectors = [self.io.collections.vector(lesson.family, lesson.document) for lesson in lessons]
-            self._near.written(lessons, vectors)
-        elif self._near is not None:
-            self._near.forget({lesson.family for lesson in lessons})
-
-    def _update(self, lessons: list[Lesson], *, counts_only: bool = False) -> None:
-        """Counts, utility, status, the text unchanged: held in a batch, else written now.
-        `counts_only`: nothing but recall scores changed, so a private store defers the write.
-        """
-        if self.buffer.pending is not None:
-            self.buffer.hold_update(lessons, counts_only=counts_only)
-            return
-        if counts_only and self._private:
-            if self.buffer.defer(lessons):
-                self.flush()
-        else:
-            self.buffer.written(lesson.id for lesson in lessons)  # this version carries the deferred counts too
-            self.io.update(lessons)
-        if self._near is not None:
-            self._near.written(lessons, None)
-
-    def _write_records(self) -> None:
-        if self.buffer.records:
-            self._ledger.append(list(self.buffer.records.values()))
-            self.buffer.records = {}
-
-    def _get(self, collection: Any, ids: list[str] | None) -> list[Lesson]:
-        return self.buffer.joined(self.io.read(collection, ids), ids, collection.name)
-
-    def _query(
-        self, collection: Any, vector: np.ndarray | list[float], n: int, where: dict[str, Any] | None, text: str
-    ) -> list[tuple[Lesson, float]]:
-        return [(self.buffer.held(lesson), s) for lesson, s in self.io.query(collection, vector, n, where, text)]
 
 
 def _recallable(found: Iterable[tuple[Lesson, float]], instance: str, owner: str) -> list[Found]:

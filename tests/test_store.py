@@ -13,9 +13,9 @@ import pytest
 from pivotal.core.context import Context
 from pivotal.core.errors import PivotalError
 from pivotal.graphs import run_batch
+from pivotal.memory.collections import PREFIX, collection_name
 from pivotal.memory.embeddings import MiniLMEmbedding, embedding
 from pivotal.memory.lesson import Lesson
-from pivotal.memory.store import PREFIX, collection_name
 from pivotal.memory.registry import close_stores, open_store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -513,7 +513,7 @@ def test_kept_answers_stay_equal_to_a_fresh_query_through_writes(store, tmp_path
             store.retire([written[0].id], "test")
         for query in queries:
             kept = store.search(query, family="files", k=3, min_similarity=0.0)
-            store.forget_recall()
+            store.shelf.forget_recall()
             fresh = store.search(query, family="files", k=3, min_similarity=0.0)
             assert [r.id for r in kept] == [r.id for r in fresh], (index, query)
             assert [round(r.similarity, 4) for r in kept] == [round(r.similarity, 4) for r in fresh]
@@ -631,7 +631,7 @@ def test_a_store_whose_queries_find_lessons_it_does_not_know_reads_them_with_the
     store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)
     asked = _spy_reads(store, "files", monkeypatch)
     for _ in range(10):
-        store.forget_recall()  # nothing known, as in a store far larger than what it keeps
+        store.shelf.forget_recall()  # nothing known, as in a store far larger than what it keeps
         store.search("reading a file", family="files", k=1, min_similarity=0.0)
     assert asked["query"] == [["metadatas", "distances"]] * 10 and asked["get"] == []
 
@@ -673,7 +673,7 @@ def test_a_read_that_a_write_overtook_is_not_kept(store, monkeypatch):
     replace the newer one the store knows.
     """
     written = store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)[0]
-    store.forget_recall()  # nothing known: the next get reads Chroma
+    store.shelf.forget_recall()  # nothing known: the next get reads Chroma
     collection = store.io.collection("files", create=False)
     get, overtaken = collection.get, []
 
