@@ -10,10 +10,14 @@ from typing import Any
 import numpy as np
 
 from pivotal.memory.ledger import ChromaLedger, StoreLedger, fold
-from pivotal.memory.lesson import Lesson
-from pivotal.memory.lesson_io import LessonIO
-from pivotal.memory.neighbours import NeighbourCache
+from pivotal.memory.lesson import DEFAULT_OWNER, Lesson
+from pivotal.memory.lesson_io import LessonIO, owned, where
+from pivotal.memory.neighbours import NeighbourCache, Neighbours
 from pivotal.memory.write_buffer import WriteBuffer
+
+OVERFETCH = 4
+"""Recall asks for k × this many neighbours, so retired ones can be dropped unfiltered; dedup
+asks the default owner's nearest this many (its lessons are not filtered by owner)."""
 
 
 class Shelf:
@@ -90,6 +94,40 @@ class Shelf:
     ) -> list[tuple[Lesson, float]]:
         """`LessonIO.query`, each lesson in its latest version."""
         return [(self.buffer.held(lesson), s) for lesson, s in self.io.query(collection, vector, n, where, text)]
+
+    def nearest(self, lesson: Lesson) -> tuple[Lesson, float] | None:
+        """The stored (or held) lesson of the same kind, family and owner most like `lesson`, any status."""
+        vector = self.io.collections.vector(lesson.family, lesson.document)
+        held = self.buffer.nearest_held(lesson, vector)
+        if held is not None and held[1] >= 1.0:
+            return held
+        collection = self.io.collection(lesson.family, create=False)
+        if collection is None or not self.io.collections.holds_lessons(collection):
+            return held
+        exact = self.read(collection, [lesson.id])
+        if exact:
+            return exact[0], 1.0
+        terms = [{"kind": lesson.kind}, *owned(lesson.owner, shared=False)]
+        if lesson.scope:  # a lesson one maze taught merges only where it would be recalled
+            terms.append({"scope": {"$in": ["", lesson.scope]}})
+        # the default owner's are not filtered (`owned`): the nearest few are asked for, and its own kept
+        n = OVERFETCH if lesson.owner == DEFAULT_OWNER else 1
+        found = self.query(collection, vector, n, where(*terms), lesson.document)
+        stored = next((f for f in found if f[0].owner == lesson.owner), None)
+        return max((f for f in (held, stored) if f is not None), key=lambda f: f[1], default=None)
+
+    def neighbours(self, collection: Any, family: str, text: str, n: int) -> Neighbours:
+        """The collection's top `n` for `text`, any status; kept (see memory/neighbours.py) in a private store."""
+        kept = self.near.get(family, text, n) if self.near is not None else None
+        if kept is not None:
+            return kept
+        version = self.near.version(family) if self.near is not None else 0
+        vector = np.asarray(self.io.collections.vector(family, text), dtype=np.float32)
+        found = self.query(collection, vector, n, None, text)
+        answer = Neighbours(vector, tuple(found), complete=len(found) < n)
+        if self.near is not None:
+            self.near.keep(family, text, n, answer, version)
+        return answer
 
     def get(self, ids: list[str] | None, *, family: str | None, owner: str | None) -> dict[str, Lesson]:
         found: dict[str, Lesson] = {}

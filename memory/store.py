@@ -1,9 +1,9 @@
 """The experience store: lessons in Chroma (or a LangGraph store), one collection per task family.
 
-What the nodes, the `pivotal lessons` CLI, middleware and import/export call, and all they call:
-  batch() · add() · duplicate() · search() · kept() · get() · lessons() · put() · record_outcome()
-  · enforce_limits() · retire() · lineage() · revoke() · families() · count() · flush() · close()
-  · fault_reported()
+The small API the nodes, the `pivotal lessons` CLI, the runners and import/export call (16
+methods, nothing else of the store): batch · add · duplicate · search · kept · get · lessons · put
+· record_outcome · enforce_limits · retire · lineage · revoke · flush · close · fault_reported;
+reports and tests also read families · count · family_runs.
 Open one with memory/registry.py `open_store` (a folder or server) or memory/backend.py
 `lesson_store` (the run's LangGraph store too).
 
@@ -15,8 +15,9 @@ retired lessons itself.
 One client per store per process, with every read-modify-write under one lock, so concurrent
 runs neither lose nor duplicate lessons. Chroma calls block: async callers use `asyncio.to_thread`.
 
-Its parts, each tested alone: reads, writes and queries (memory/lesson_io.py), the writes yet to
-be made (memory/write_buffer.py), the policy (memory/policy.py) and what it is applied with
+Its parts, each tested alone (tests/test_store_parts.py and their own): reads, writes and queries
+(memory/lesson_io.py), the writes yet to be made (memory/write_buffer.py), both together as this
+process sees them (memory/shelf.py), the policy (memory/policy.py) and how it is applied
 (memory/limits.py), the ledger (memory/ledger.py), revocation (memory/revocation.py), the kept
 recall answers (memory/neighbours.py), the open stores (memory/registry.py), import/export
 (memory/transfer.py); the lesson and its forms (memory/lesson.py).
@@ -28,20 +29,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from pivotal.memory import policy, revocation
 from pivotal.memory.ledger import ChromaLedger, Record, evidence, recall
 from pivotal.memory.lesson import DEFAULT_OWNER, Found, Lesson
 from pivotal.memory.lesson_io import LessonIO, owned, where
 from pivotal.memory.limits import FamilyRuns, Limits
-from pivotal.memory.neighbours import NeighbourCache, Neighbours
+from pivotal.memory.neighbours import NeighbourCache
 from pivotal.memory.revocation import Revoked
-from pivotal.memory.shelf import Shelf
+from pivotal.memory.shelf import OVERFETCH, Shelf
 from pivotal.memory.write_buffer import WriteBuffer
 
-OVERFETCH = 4
-"""Recall asks for k × this many neighbours, so retired ones can be dropped unfiltered."""
 BATCH = 500
 
 
@@ -124,29 +121,8 @@ class ExperienceStore:
         The one place a lesson is matched against the store: the dedup node asks it before the
         gate, `add` asks it again under the store's lock before writing.
         """
-        found = self._nearest(lesson)
+        found = self.shelf.nearest(lesson)
         return Match(*found) if found is not None and found[1] >= threshold else None
-
-    def _nearest(self, lesson: Lesson) -> tuple[Lesson, float] | None:
-        """The stored (or held) lesson of the same kind, family and owner most like `lesson`, any status."""
-        vector = self.io.collections.vector(lesson.family, lesson.document)
-        held = self.buffer.nearest_held(lesson, vector)
-        if held is not None and held[1] >= 1.0:
-            return held
-        collection = self.io.collection(lesson.family, create=False)
-        if collection is None or not self.io.collections.holds_lessons(collection):
-            return held
-        exact = self.shelf.read(collection, [lesson.id])
-        if exact:
-            return exact[0], 1.0
-        terms = [{"kind": lesson.kind}, *owned(lesson.owner, shared=False)]
-        if lesson.scope:  # a lesson one maze taught merges only where it would be recalled
-            terms.append({"scope": {"$in": ["", lesson.scope]}})
-        # the default owner's are not filtered (`owned`): the nearest few are asked for, and its own kept
-        n = OVERFETCH if lesson.owner == DEFAULT_OWNER else 1
-        found = self.shelf.query(collection, vector, n, where(*terms), lesson.document)
-        stored = next((f for f in found if f[0].owner == lesson.owner), None)
-        return max((f for f in (held, stored) if f is not None), key=lambda f: f[1], default=None)
 
     def add(self, lessons: Iterable[Lesson], *, dedup_similarity: float, keep_text: bool = False) -> list[Written]:
         """Insert each lesson, or merge it into a stored one of the same kind and family at least
@@ -213,7 +189,7 @@ class ExperienceStore:
         collection = self.io.collection(family, create=False)
         if not text.strip() or collection is None or not self.io.collections.holds_lessons(collection):
             return []
-        near = self._neighbours(collection, family, text, k * OVERFETCH)
+        near = self.shelf.neighbours(collection, family, text, k * OVERFETCH)
         found = _recallable(near.found, instance, owner)
         if len(found) < k and not near.complete:  # the rest of the top may hold more that apply
             terms = [{"status": "approved"}, *owned(owner, shared=True)]
@@ -236,19 +212,6 @@ class ExperienceStore:
         if len(found) < k and not near.complete:
             return None
         return [r for r in found if r.similarity >= min_similarity][:k]
-
-    def _neighbours(self, collection: Any, family: str, text: str, n: int) -> Neighbours:
-        """The collection's top `n` for `text`, any status; kept (see memory/neighbours.py) in a private store."""
-        kept = self._near.get(family, text, n) if self._near is not None else None
-        if kept is not None:
-            return kept
-        version = self._near.version(family) if self._near is not None else 0
-        vector = np.asarray(self.io.collections.vector(family, text), dtype=np.float32)
-        found = self.shelf.query(collection, vector, n, None, text)
-        answer = Neighbours(vector, tuple(found), complete=len(found) < n)
-        if self._near is not None:
-            self._near.keep(family, text, n, answer, version)
-        return answer
 
     def get(
         self, ids: list[str] | None = None, *, family: str | None = None, owner: str | None = None
