@@ -102,8 +102,9 @@ class Limits:
         self, *, floor: float, min_retrievals: int, cap: int, scored: list[Lesson] | None, owner: str
     ) -> list[Lesson]:
         """The lessons retired, as written. `scored`: only these can newly fall below the floor.
-        The store is scanned for the cap only when `owner` may be over it: once it was counted,
-        never again while this process's writes keep the count.
+        The store is scanned for the cap only when `owner` may be over it: once counted, not
+        again while this process's writes keep the count (in a store no one else writes; the
+        default owner's everywhere, as before owners).
         """
         candidates = scored if scored is not None else self._owned(owner)
         weak = []
@@ -133,7 +134,8 @@ class Limits:
 
     def _over_cap(self, cap: int, owner: str) -> list[Lesson]:
         gone, kept = policy.over_cap(self._owned(owner), cap)
-        self.approved.counted(owner, kept)
+        if self.shelf.private or owner == DEFAULT_OWNER:  # elsewhere other writers add an owner's lessons unseen
+            self.approved.counted(owner, kept)
         return gone
 
     def _owned(self, owner: str) -> list[Lesson]:

@@ -18,6 +18,7 @@ from pivotal.memory.lesson import SHARED, Lesson
 from pivotal.memory.lesson_io import LessonIO, owned, where
 from pivotal.memory.limits import ApprovedCounts, FamilyRuns
 from pivotal.memory.registry import close_store, open_store, opened_store
+from pivotal.memory.store import ExperienceStore
 from pivotal.memory.write_buffer import WriteBuffer
 
 DEDUP = 0.9
@@ -207,7 +208,8 @@ def test_the_cap_counts_each_owners_own_lessons(store):
     assert sorted(x.owner for x in approved) == sorted([ALICE, BOB])
 
 
-def test_an_owner_under_its_cap_is_counted_once_not_scanned_at_every_run(store, monkeypatch):
+def test_an_owner_under_its_cap_is_counted_once_not_scanned_at_every_run(tmp_path, monkeypatch):
+    store = open_store(str(tmp_path / "store"))
     store.add([lesson(TEXT, owner=ALICE)], dedup_similarity=DEDUP)
     store.enforce_limits(floor=0.0, min_retrievals=99, cap=5, scored=[], owner=ALICE)
     scans = []
@@ -216,3 +218,13 @@ def test_an_owner_under_its_cap_is_counted_once_not_scanned_at_every_run(store, 
     store.add([lesson("Close every socket you open.", owner=ALICE)], dedup_similarity=DEDUP)
     assert store.enforce_limits(floor=0.0, min_retrievals=99, cap=5, scored=[], owner=ALICE) == []
     assert scans == []
+
+
+def test_an_owner_in_a_store_others_write_is_scanned_for_its_cap_each_time():
+    """Other processes add an owner's lessons to a shared store unseen: its count would go stale."""
+    store = lesson_store(Context(), InMemoryStore())
+    store.add([lesson(TEXT, owner=ALICE)], dedup_similarity=DEDUP)
+    store.enforce_limits(floor=0.0, min_retrievals=99, cap=1, scored=[], owner=ALICE)
+    other = ExperienceStore("other writer", store.client, private=False)
+    other.add([lesson("Close every socket you open.", owner=ALICE)], dedup_similarity=DEDUP)
+    assert len(store.enforce_limits(floor=0.0, min_retrievals=99, cap=1, scored=[], owner=ALICE)) == 1
