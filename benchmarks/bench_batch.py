@@ -43,7 +43,7 @@ from pivotal.core.schemas import Verdict, proposal_schema
 from pivotal.core.task import Task
 from pivotal.graphs import run_batch
 from pivotal.memory.embeddings import _cached_vector
-from pivotal.memory.store import close_stores, open_store
+from pivotal.memory.registry import close_stores, open_store
 
 MAX_STEPS = 20
 
@@ -232,7 +232,7 @@ async def _pivotal_pass(
     """
     context = Context(model="sim", memory=memory, store_path=store, max_pivot_retries=0, max_steps=MAX_STEPS)
     if not warm:  # the store stays open (its index loaded), as in a batch: only what it remembered goes
-        open_store(store).forget_recall()
+        open_store(store).shelf.forget_recall()
         _cached_vector.cache_clear()
 
     async def work() -> int:

@@ -23,9 +23,10 @@ from pathlib import Path
 
 import chromadb
 
+from pivotal.memory.collections import PREFIX
 from pivotal.memory.embeddings import default_embedding
 from pivotal.memory.lesson import Lesson
-from pivotal.memory.store import PREFIX, close_stores, open_store
+from pivotal.memory.registry import close_stores, open_store
 
 FAMILIES = ["gridworld", "frozenlake", "files", "billing", "deploys"]
 KINDS = ["strategy", "guardrail", "skill"]

@@ -34,7 +34,8 @@ from pivotal.core.task import Task, parse_task
 from pivotal.graphs.builder import build_graph, recursion_limit
 from pivotal.graphs.lease import Busy, ThreadBusy, thread_lease
 from pivotal.graphs.postgres import open_postgres
-from pivotal.memory.store import ExperienceStore, check_memory, opened_store
+from pivotal.memory.registry import check_memory, opened_store
+from pivotal.memory.store import ExperienceStore
 
 OnUpdate = Callable[[str, dict[str, Any]], None]
 """Told each node's name and the state it wrote, as the node finishes."""
@@ -333,7 +334,7 @@ async def run_batch(
 
 
 async def _flush_memory(context: Context) -> None:
-    """The batch's deferred lesson counts (memory/store.py `DEFER_LESSONS`) are on disk when it returns."""
+    """The batch's deferred lesson counts (memory/write_buffer.py `DEFER_LESSONS`) are on disk when it returns."""
     if (store := _opened_memory(context)) is not None:
         await asyncio.to_thread(store.flush)
 

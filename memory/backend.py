@@ -5,7 +5,8 @@ from typing import Any
 
 from pivotal.core.context import Context
 from pivotal.core.errors import PivotalError
-from pivotal.memory.store import ExperienceStore, open_store, opened_store
+from pivotal.memory.registry import open_store, opened_store
+from pivotal.memory.store import ExperienceStore
 
 _in_stores: dict[tuple[int, tuple[str, ...]], tuple[Any, ExperienceStore]] = {}
 """One policy object per (LangGraph store, namespace), keeping the store alive beside it."""

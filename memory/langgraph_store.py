@@ -2,9 +2,10 @@
 the server's store under `langgraph dev`.
 
 The seam between the lesson policy (memory/store.py `ExperienceStore`: dedup, the gate's shortcut,
-utility, scope, retirement, caps) and where lessons are kept is the handful of collection calls
-the policy makes (`LessonCollection` below). A Chroma collection has them; `StoreCollection` gives
-them to one family's namespace of a LangGraph store, so the policy is the same code on both.
+utility, scope, owners and the shared tier, retirement, caps) and where lessons are kept is the
+handful of collection calls memory/lesson_io.py makes (`LessonCollection` below). A Chroma
+collection has them; `StoreCollection` gives them to one family's namespace of a LangGraph store,
+so the policy is the same code on both.
 
 Layout: each family's lessons are items of `(*namespace, family)`, keyed by lesson id, valued by
 the lesson's fields plus `document` (what is embedded: situation and text), so an app's nodes read
@@ -25,7 +26,7 @@ from typing import Any, Protocol
 import numpy as np
 from langgraph.store.base import BaseStore, Item
 
-from pivotal.memory.store import PREFIX, collection_name
+from pivotal.memory.collections import PREFIX, collection_name
 
 PAGE = 1000
 INDEXED = ["document"]

@@ -111,6 +111,21 @@ def carried(lesson: Lesson) -> Record:
     )
 
 
+def recall(lesson: Lesson, run: str, *, success: bool, steps: int, approved: int) -> Record:
+    """A run that recalled `lesson`: shown for `steps` steps, `approved` of them approved."""
+    return Record(
+        kind="recall",
+        lesson=lesson.id,
+        family=lesson.family,
+        owner=lesson.owner,
+        run=run,
+        recalls=1,
+        successes=int(success),
+        steps=steps,
+        approved=approved,
+    )
+
+
 def record_id(kind: str, subject: str, source: str) -> str:
     """What the record counts names it: the same run's record written twice is one record."""
     return hashlib.sha256(f"{kind}|{subject}|{source}".encode()).hexdigest()[:32]
@@ -193,7 +208,7 @@ class ChromaLedger:
     def _collection(self, family: str, *, create: bool) -> Any:
         if family in self._collections:
             return self._collections[family]
-        from pivotal.memory.store import collection_name
+        from pivotal.memory.collections import collection_name
 
         name = LEDGER_PREFIX + collection_name(family).split("-", 2)[2]
         if create:

@@ -1,5 +1,5 @@
 """What revoking a source takes back from one lesson, decided from its ledger records alone
-(memory/ledger.py); the store removes and rewrites what this decides (`ExperienceStore.revoke`).
+(memory/ledger.py), and the lessons and records removed and rewritten as decided (`revoke`).
 """
 
 from collections.abc import Callable
@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from pivotal.memory.ledger import Record, fold
 from pivotal.memory.lesson import Lesson, better_text
+from pivotal.memory.shelf import Shelf
 
 
 @dataclass
@@ -39,3 +40,31 @@ def take_back(lesson: Lesson, records: list[Record], revoked: Callable[[Record],
             best = record if better_text(record.text, best.text) else best
         update.update(text=best.text, situation=best.situation)
     report.reduced.append((lesson.model_copy(update=update), gone))
+
+
+def revoke(shelf: Shelf, revoked: Callable[[Record], bool], *, owner: str, dry_run: bool) -> Revoked:
+    """`ExperienceStore.revoke`, its deferred writes flushed: each family's `owner`'s lessons
+    decided from their records, then (unless `dry_run`) removed and rewritten.
+    """
+    report = Revoked()
+    for family in shelf.families():
+        records = shelf.ledger.read(family)
+        runs = [r.id for r in records if r.kind == "run" and revoked(r)]
+        by_lesson: dict[str, list[Record]] = {}
+        for record in records:
+            by_lesson.setdefault(record.lesson, []).append(record)
+        for lesson in shelf.lessons(family=family, owner=owner):
+            if lesson.owner == owner:
+                take_back(lesson, by_lesson.get(lesson.id, []), revoked, report)
+        report.runs += len(runs)
+        if not dry_run:
+            _apply(shelf, family, report, runs)
+    return report
+
+
+def _apply(shelf: Shelf, family: str, report: Revoked, runs: list[str]) -> None:
+    removed = [(lesson, records) for lesson, records in report.removed if lesson.family == family]
+    reduced = [(lesson, gone) for lesson, gone in report.reduced if lesson.family == family]
+    shelf.remove(family, [lesson.id for lesson, _ in removed])
+    shelf.ledger.delete(family, [r.id for _, records in [*removed, *reduced] for r in records] + runs)
+    shelf.put([lesson for lesson, _ in reduced], embedded=False)

@@ -25,7 +25,7 @@ from pivotal.core.secrets import redact_tree
 from pivotal.core.state import State, Turn, turn_summary
 from pivotal.core.task import Task, parse_task
 from pivotal.memory.backend import uses_graph_store
-from pivotal.memory.store import check_memory
+from pivotal.memory.registry import check_memory
 from pivotal.prompts import SEE_MORE, clip
 
 Question = tuple[str, str]

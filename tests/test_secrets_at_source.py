@@ -31,8 +31,8 @@ from pivotal.core.secrets import MARK, redact, secret_values
 from pivotal.core.task import Task
 from pivotal.graphs import arun
 from pivotal.memory.lesson import Lesson
+from pivotal.memory.registry import close_stores, open_store
 from pivotal.memory.screen import MAX_LESSON_CHARS, normalise, screen, screen_lesson
-from pivotal.memory.store import close_stores, open_store
 from pivotal.memory.transfer import import_lessons
 
 AWS_ID = "AKIAZ7QWERTY12345678"

@@ -13,9 +13,10 @@ import pytest
 from pivotal.core.context import Context
 from pivotal.core.errors import PivotalError
 from pivotal.graphs import run_batch
+from pivotal.memory.collections import PREFIX, collection_name
 from pivotal.memory.embeddings import MiniLMEmbedding, embedding
 from pivotal.memory.lesson import Lesson
-from pivotal.memory.store import PREFIX, close_stores, collection_name, open_store
+from pivotal.memory.registry import close_stores, open_store
 
 ROOT = Path(__file__).resolve().parents[1]
 DEDUP = 0.9
@@ -186,7 +187,7 @@ def test_the_cap_retires_the_lowest_utility_first(store):
 
 def _count_writes(store, family: str, monkeypatch) -> dict[str, int]:
     """Chroma write calls on one family's collection: each costs ~20 ms of fsync on disk."""
-    collection = store._collection(family, create=True)
+    collection = store.io.collection(family, create=True)
     calls = {"upsert": 0, "update": 0}
     for name in calls:
         method = getattr(collection, name)
@@ -233,7 +234,7 @@ def _reopened(store):
 
 
 def test_deferred_counts_are_written_together_once_enough_gather(store, monkeypatch):
-    import pivotal.memory.store as module
+    import pivotal.memory.write_buffer as module
 
     written = store.add(
         [lesson(f"Lesson number {n} about {topic}.") for n, topic in enumerate(["files", "sockets", "folders"])],
@@ -252,7 +253,7 @@ def test_deferred_counts_are_written_together_once_enough_gather(store, monkeypa
 
 
 def test_deferred_counts_are_written_once_they_are_old_enough(store, monkeypatch):
-    import pivotal.memory.store as module
+    import pivotal.memory.write_buffer as module
 
     (written,) = store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)
     store.flush()
@@ -284,7 +285,7 @@ def test_deferred_counts_reach_the_disk_when_the_process_exits_without_closing(t
     folder = tmp_path / "store"
     script = f"""
 from pivotal.memory.lesson import Lesson
-from pivotal.memory.store import open_store
+from pivotal.memory.registry import open_store
 store = open_store({str(folder)!r})
 (w,) = store.add([Lesson(kind="guardrail", situation="reading files", text="Check the file exists before reading it.",
                          outcome="failure", family="files", run_id="run-a")], dedup_similarity=0.9)
@@ -354,7 +355,7 @@ def test_a_store_held_by_another_process_is_refused_clearly(tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys, time; from memory.store import open_store; "
+            "import sys, time; from memory.registry import open_store; "
             "open_store(sys.argv[1]); print('open', flush=True); time.sleep(60)",
             str(folder),
         ],
@@ -512,7 +513,7 @@ def test_kept_answers_stay_equal_to_a_fresh_query_through_writes(store, tmp_path
             store.retire([written[0].id], "test")
         for query in queries:
             kept = store.search(query, family="files", k=3, min_similarity=0.0)
-            store.forget_recall()
+            store.shelf.forget_recall()
             fresh = store.search(query, family="files", k=3, min_similarity=0.0)
             assert [r.id for r in kept] == [r.id for r in fresh], (index, query)
             assert [round(r.similarity, 4) for r in kept] == [round(r.similarity, 4) for r in fresh]
@@ -521,7 +522,7 @@ def test_kept_answers_stay_equal_to_a_fresh_query_through_writes(store, tmp_path
 def test_a_kept_answer_serves_every_instance_without_asking_chroma(store, monkeypatch):
     store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)
     store.search("reading files", family="files", k=3, min_similarity=0.0, instance="maze-a")
-    collection = store._collection("files", create=False)
+    collection = store.io.collection("files", create=False)
     asked = []
     monkeypatch.setattr(collection, "query", lambda *a, **k: asked.append(k))
     found = store.search("reading files", family="files", k=3, min_similarity=0.0, instance="maze-b")
@@ -579,7 +580,7 @@ def test_a_resumed_run_counts_once_in_the_familys_record(store):
 
 def _spy_reads(store, family: str, monkeypatch) -> dict[str, list]:
     """What a private store asks Chroma to read: each `get`, and what each query includes."""
-    collection = store._collection(family, create=True)
+    collection = store.io.collection(family, create=True)
     asked: dict[str, list] = {"get": [], "query": []}
     get, query = collection.get, collection.query
 
@@ -630,7 +631,7 @@ def test_a_store_whose_queries_find_lessons_it_does_not_know_reads_them_with_the
     store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)
     asked = _spy_reads(store, "files", monkeypatch)
     for _ in range(10):
-        store.forget_recall()  # nothing known, as in a store far larger than what it keeps
+        store.shelf.forget_recall()  # nothing known, as in a store far larger than what it keeps
         store.search("reading a file", family="files", k=1, min_similarity=0.0)
     assert asked["query"] == [["metadatas", "distances"]] * 10 and asked["get"] == []
 
@@ -645,10 +646,10 @@ def test_the_lessons_a_store_knows_stay_equal_to_what_chroma_holds(store):
     store.record_outcome("r2", "files", {first[0].id: (2, 1), first[1].id: (1, 1)}, success=False)
     store.flush()
     store.retire([first[1].id], "test")
-    collection = store._collection("files", create=False)
+    collection = store.io.collection("files", create=False)
     on_disk = collection.get(include=["metadatas"])
     stored = {i: Lesson.from_record(i, dict(m)) for i, m in zip(on_disk["ids"], on_disk["metadatas"], strict=True)}
-    assert stored == {i: store._known[i] for i in stored}
+    assert stored == {i: store.io.known[i] for i in stored}
     assert stored[first[0].id].evidence == 2 and stored[first[0].id].retrievals == 1
     assert stored[first[1].id].status == "retired"
 
@@ -663,7 +664,7 @@ def test_a_server_store_reads_every_lesson_from_chroma(tmp_path):
     ExperienceStore("shared", client, private=False).record_outcome(
         "run-b", "files", {written[0].id: (1, 1)}, success=True
     )
-    assert shared._known == {}
+    assert shared.io.known == {}
     assert shared.search("reading files", family="files", k=1, min_similarity=0.0)[0].lesson.retrievals == 1
 
 
@@ -672,8 +673,8 @@ def test_a_read_that_a_write_overtook_is_not_kept(store, monkeypatch):
     replace the newer one the store knows.
     """
     written = store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)[0]
-    store.forget_recall()  # nothing known: the next get reads Chroma
-    collection = store._collection("files", create=False)
+    store.shelf.forget_recall()  # nothing known: the next get reads Chroma
+    collection = store.io.collection("files", create=False)
     get, overtaken = collection.get, []
 
     def slow_get(*args, **kwargs):
@@ -685,7 +686,7 @@ def test_a_read_that_a_write_overtook_is_not_kept(store, monkeypatch):
 
     monkeypatch.setattr(collection, "get", slow_get)
     assert store.get([written.id])[written.id].status == "approved"  # what that read saw
-    assert overtaken == [written.id] and store._known[written.id].status == "retired"
+    assert overtaken == [written.id] and store.io.known[written.id].status == "retired"
     assert store.get([written.id])[written.id].status == "retired"
 
 
@@ -695,6 +696,6 @@ def test_a_lesson_read_back_from_chroma_equals_the_one_written(store):
     """
     written = [lesson(f"Lesson number {n} about files.", created_at=1796139886.2185519 + n / 7) for n in range(40)]
     store.add(written, dedup_similarity=1.01)
-    on_disk = store._collection("files", create=False).get(include=["metadatas"])
+    on_disk = store.io.collection("files", create=False).get(include=["metadatas"])
     times = {i: m["created_at"] for i, m in zip(on_disk["ids"], on_disk["metadatas"], strict=True)}
-    assert times == {w.id: store._known[w.id].created_at for w in written}
+    assert times == {w.id: store.io.known[w.id].created_at for w in written}

@@ -15,7 +15,8 @@ from pivotal.graphs import build_graph
 from pivotal.memory.backend import lesson_store
 from pivotal.memory.embeddings import langgraph_index
 from pivotal.memory.lesson import Lesson
-from pivotal.memory.store import ExperienceStore, open_store
+from pivotal.memory.registry import open_store
+from pivotal.memory.store import ExperienceStore
 
 POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 DEDUP = 0.9

@@ -62,7 +62,7 @@ def _action(actions: Any, name: str, help_text: str, handler: Any) -> argparse.A
 
 def _store(args: argparse.Namespace):
     from pivotal.core.settings import settings
-    from pivotal.memory.store import open_store
+    from pivotal.memory.registry import open_store
 
     return open_store(args.store_path or settings().store_path, args.store_url or settings().store_url)
 

@@ -1,0 +1,174 @@
+"""A store's lessons as this process sees them: what is stored (memory/lesson_io.py) with what it
+has yet to write on top (memory/write_buffer.py), counts folded from the ledger where others write
+too, and the kept recall answers (memory/neighbours.py) kept true by every write. The store's
+policy reads and writes through here only, so a held or deferred version is never missed.
+"""
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+from pivotal.memory.ledger import ChromaLedger, StoreLedger, fold
+from pivotal.memory.lesson import DEFAULT_OWNER, Lesson
+from pivotal.memory.lesson_io import LessonIO, owned, where
+from pivotal.memory.neighbours import NeighbourCache, Neighbours
+from pivotal.memory.write_buffer import WriteBuffer
+
+OVERFETCH = 4
+"""Recall asks for k × this many neighbours, so retired ones can be dropped unfiltered; dedup
+asks the default owner's nearest this many (its lessons are not filtered by owner)."""
+
+
+class Shelf:
+    def __init__(
+        self,
+        io: LessonIO,
+        buffer: WriteBuffer,
+        ledger: ChromaLedger | StoreLedger,
+        near: NeighbourCache | None,
+        *,
+        private: bool,
+    ) -> None:
+        self.io = io
+        self.buffer = buffer
+        self.ledger = ledger
+        self.near = near
+        self.private = private
+
+    def put(self, lessons: list[Lesson], *, embedded: bool = True) -> None:
+        """New texts: held in a batch, else written now. `embedded`: see `LessonIO.upsert`."""
+        if self.buffer.pending is not None and embedded:
+            for lesson in lessons:
+                self.io.collection(lesson.family, create=True)  # the family's run record needs it now
+                self.buffer.hold(lesson, self.io.collections.vector(lesson.family, lesson.document))
+            return
+        self.buffer.written(lesson.id for lesson in lessons)
+        self.io.upsert(lessons, embedded=embedded)
+        if self.near is not None and embedded:
+            vectors = [self.io.collections.vector(lesson.family, lesson.document) for lesson in lessons]
+            self.near.written(lessons, vectors)
+        elif self.near is not None:
+            self.near.forget({lesson.family for lesson in lessons})
+
+    def update(self, lessons: list[Lesson], *, counts_only: bool = False) -> None:
+        """Counts, utility, status, the text unchanged: held in a batch, else written now.
+        `counts_only`: nothing but recall scores changed, so a private store defers the write.
+        """
+        if self.buffer.pending is not None:
+            self.buffer.hold_update(lessons, counts_only=counts_only)
+            return
+        if counts_only and self.private:
+            if self.buffer.defer(lessons):
+                self.flush()
+        else:
+            self.buffer.written(lesson.id for lesson in lessons)  # this version carries the deferred counts too
+            self.io.update(lessons)
+        if self.near is not None:
+            self.near.written(lessons, None)
+
+    def flush(self) -> None:
+        """The deferred counts and records: they leave memory only once written, so a failed
+        write is tried again at the next flush.
+        """
+        self.io.update(list(self.buffer.deferred.values()))
+        self.buffer.deferred = {}
+        self.write_records()
+
+    def write_records(self) -> None:
+        if self.buffer.records:
+            self.ledger.append(list(self.buffer.records.values()))
+            self.buffer.records = {}
+
+    def remove(self, family: str, ids: list[str]) -> None:
+        """Lessons deleted (a revocation): their deferred counts go with them."""
+        self.io.delete(family, ids)
+        self.buffer.written(ids)
+
+    def read(self, collection: Any, ids: list[str] | None) -> list[Lesson]:
+        """The collection's lessons of `ids` (all when None) in their latest versions, held ones too."""
+        return self.buffer.joined(self.io.read(collection, ids), ids, collection.name)
+
+    def query(
+        self, collection: Any, vector: np.ndarray | list[float], n: int, where: dict[str, Any] | None, text: str
+    ) -> list[tuple[Lesson, float]]:
+        """`LessonIO.query`, each lesson in its latest version."""
+        return [(self.buffer.held(lesson), s) for lesson, s in self.io.query(collection, vector, n, where, text)]
+
+    def nearest(self, lesson: Lesson) -> tuple[Lesson, float] | None:
+        """The stored (or held) lesson of the same kind, family and owner most like `lesson`, any status."""
+        vector = self.io.collections.vector(lesson.family, lesson.document)
+        held = self.buffer.nearest_held(lesson, vector)
+        if held is not None and held[1] >= 1.0:
+            return held
+        collection = self.io.collection(lesson.family, create=False)
+        if collection is None or not self.io.collections.holds_lessons(collection):
+            return held
+        exact = self.read(collection, [lesson.id])
+        if exact:
+            return exact[0], 1.0
+        terms = [{"kind": lesson.kind}, *owned(lesson.owner, shared=False)]
+        if lesson.scope:  # a lesson one maze taught merges only where it would be recalled
+            terms.append({"scope": {"$in": ["", lesson.scope]}})
+        # the default owner's are not filtered (`owned`): the nearest few are asked for, and its own kept
+        n = OVERFETCH if lesson.owner == DEFAULT_OWNER else 1
+        found = self.query(collection, vector, n, where(*terms), lesson.document)
+        stored = next((f for f in found if f[0].owner == lesson.owner), None)
+        return max((f for f in (held, stored) if f is not None), key=lambda f: f[1], default=None)
+
+    def neighbours(self, collection: Any, family: str, text: str, n: int) -> Neighbours:
+        """The collection's top `n` for `text`, any status; kept (see memory/neighbours.py) in a private store."""
+        kept = self.near.get(family, text, n) if self.near is not None else None
+        if kept is not None:
+            return kept
+        version = self.near.version(family) if self.near is not None else 0
+        vector = np.asarray(self.io.collections.vector(family, text), dtype=np.float32)
+        found = self.query(collection, vector, n, None, text)
+        answer = Neighbours(vector, tuple(found), complete=len(found) < n)
+        if self.near is not None:
+            self.near.keep(family, text, n, answer, version)
+        return answer
+
+    def get(self, ids: list[str] | None, *, family: str | None, owner: str | None) -> dict[str, Lesson]:
+        found: dict[str, Lesson] = {}
+        for collection in self.io.collections.of_family(family):
+            found.update((lesson.id, lesson) for lesson in self._visible(collection, ids, owner))
+        return found
+
+    def lessons(self, *, family: str | None, owner: str | None) -> Iterator[Lesson]:
+        for collection in self.io.collections.of_family(family):
+            yield from self._visible(collection, None, owner)
+
+    def count(self, *, status: str | None = None) -> int:
+        collections = self.io.collections.of_family(None)
+        if status is None:
+            return sum(c.count() for c in collections)
+        return sum(len(c.get(where={"status": status}, include=[])["ids"]) for c in collections)
+
+    def families(self) -> list[str]:
+        return [c.metadata["family"] for c in self.io.collections.of_family(None)]
+
+    def forget_recall(self) -> None:
+        """Drop the kept recall answers and known lessons: benchmarks measure a process that starts cold."""
+        if self.near is not None:
+            self.near.forget()
+        self.io.known.forget()
+
+    def _visible(self, collection: Any, ids: list[str] | None, owner: str | None) -> Iterable[Lesson]:
+        lessons = self._folded(self.read(collection, ids), ids)
+        return (lesson for lesson in lessons if owner is None or lesson.visible_to(owner))
+
+    def _folded(self, lessons: list[Lesson], ids: list[str] | None) -> list[Lesson]:
+        """A shared store's lessons with their counts folded from the ledger: the counts in a
+        lesson's own fields are the last writer's, and two writers at once each wrote their own.
+        A private store's are exact (it is the only writer), and held writes are newer than both.
+        """
+        if self.private or not lessons:
+            return lessons
+        family = lessons[0].family
+        wanted = [lesson.id for lesson in lessons if lesson.ledgered] if ids is not None else None
+        counts = fold([*self.ledger.read(family, wanted), *self.buffer.records.values()])
+        return [
+            lesson.model_copy(update=counts[lesson.id].fields()) if lesson.ledgered and lesson.id in counts else lesson
+            for lesson in lessons
+        ]

@@ -1,0 +1,147 @@
+"""What a store has yet to write: a `batch()`'s held lessons (this thread's), the recall scores a
+private store defers, and the ledger records that go with them. Each Chroma write costs ~10-20 ms
+on disk whatever it holds, so writes wait here and leave together; reads see them meanwhile.
+Apart from the store so what is held, and which version wins, is tested alone
+(tests/test_store_parts.py). No storage calls here: the store writes what it takes from it.
+"""
+
+import threading
+import time
+from collections.abc import Iterable
+
+import numpy as np
+
+from pivotal.memory.ledger import Record, carried
+from pivotal.memory.lesson import Lesson
+
+DEFER_LESSONS = 64
+DEFER_SECONDS = 5.0
+"""Recall statistics (the lessons a run recalled, scored with its outcome; the family's run
+record) wait in memory until this many lessons or seconds have gathered, the batch ends or the
+store closes: each Chroma write costs ~10-17 ms whatever it holds, and every run made two for
+them. A crash (kill -9) loses at most these statistics, never a lesson, its evidence, text or status.
+"""
+
+Held = dict[str, tuple[Lesson, list[float] | None]]
+"""Each held lesson's latest version, with its vector when its text is new (an upsert), without
+when only counts or status changed (an update)."""
+
+
+class WriteBuffer:
+    def __init__(self) -> None:
+        self._batch = threading.local()
+        self.deferred: dict[str, Lesson] = {}
+        """Scored versions not yet written (DEFER_LESSONS); a private store only."""
+        self._deferred_since = 0.0
+        self.records: dict[str, Record] = {}
+        """Ledger records not yet written: with a batch's writes, or deferred with the recall scores."""
+
+    @property
+    def pending(self) -> Held | None:
+        """This thread's `batch()` writes, or None outside one: other threads read what is stored."""
+        return getattr(self._batch, "pending", None)
+
+    def start(self) -> bool:
+        """Begin holding this thread's writes; False when a batch already holds them."""
+        if self.pending is not None:
+            return False
+        self._batch.pending, self._batch.counts_only = {}, set()
+        return True
+
+    def take(self) -> tuple[list[Lesson], list[Lesson], list[Lesson]]:
+        """The held writes, and holding ends: (new texts, full updates, recall scores only)."""
+        pending, counts_only = self.pending or {}, self._batch.counts_only
+        self.end()
+        texts = [lesson for lesson, vector in pending.values() if vector is not None]
+        updates = [lesson for lesson, vector in pending.values() if vector is None]
+        full = [lesson for lesson in updates if lesson.id not in counts_only]
+        return texts, full, [lesson for lesson in updates if lesson.id in counts_only]
+
+    def end(self) -> None:
+        self._batch.pending = None
+
+    def hold(self, lesson: Lesson, vector: list[float]) -> None:
+        """A lesson whose text is new: written with its vector (an upsert)."""
+        assert self.pending is not None
+        self.pending[lesson.id] = (lesson, vector)
+        self._batch.counts_only.discard(lesson.id)
+
+    def hold_update(self, lessons: list[Lesson], *, counts_only: bool) -> None:
+        """Lessons whose text is unchanged; one inserted in this batch stays an insert, with its latest counts."""
+        assert self.pending is not None
+        for lesson in lessons:
+            held = self.pending.get(lesson.id)
+            if not counts_only:
+                self._batch.counts_only.discard(lesson.id)
+            elif held is None:  # a held insert or full update stays what it is
+                self._batch.counts_only.add(lesson.id)
+            self.pending[lesson.id] = (lesson, held[1] if held is not None else None)
+
+    def held(self, lesson: Lesson) -> Lesson:
+        """The version a `batch()` or a deferred write has yet to write, if any."""
+        pending = self.pending
+        if pending and lesson.id in pending:
+            return pending[lesson.id][0]
+        return self.deferred.get(lesson.id, lesson)
+
+    def joined(self, stored: list[Lesson], ids: list[str] | None, collection: str) -> list[Lesson]:
+        """`stored` (lessons of the collection named `collection`) in their held versions, and the
+        held lessons of that collection not stored yet (of `ids`, or all when None).
+        """
+        from pivotal.memory.collections import collection_name
+
+        stored = [self.held(lesson) for lesson in stored]
+        if not self.pending:
+            return stored
+        known, wanted = {lesson.id for lesson in stored}, set(ids) if ids is not None else None
+        held = [
+            lesson
+            for lesson, _ in self.pending.values()
+            if lesson.id not in known
+            and (wanted is None or lesson.id in wanted)
+            and collection_name(lesson.family) == collection
+        ]
+        return stored + held
+
+    def nearest_held(self, lesson: Lesson, vector: list[float]) -> tuple[Lesson, float] | None:
+        """Among the held new texts: the most alike of `lesson`'s family, kind and owner, in scope."""
+        if not self.pending:
+            return None
+        if lesson.id in self.pending:
+            return self.pending[lesson.id][0], 1.0
+        query = np.asarray(vector)
+        alike = [
+            (held, float(np.dot(query, held_vector)))
+            for held, held_vector in self.pending.values()
+            if held_vector is not None
+            and held.family == lesson.family
+            and held.kind == lesson.kind
+            and held.owner == lesson.owner
+            and (not lesson.scope or held.scope in ("", lesson.scope))
+        ]
+        return max(alike, key=lambda found: found[1], default=None)
+
+    def defer(self, lessons: Iterable[Lesson] = ()) -> bool:
+        """Keep these recall scores back; True when enough have waited to be written now."""
+        if not self.deferred:
+            self._deferred_since = time.monotonic()
+        self.deferred.update((lesson.id, lesson) for lesson in lessons)
+        return len(self.deferred) >= DEFER_LESSONS or time.monotonic() - self._deferred_since >= DEFER_SECONDS
+
+    def written(self, ids: Iterable[str]) -> None:
+        """What is written now carries any deferred counts of these lessons (or replaced them)."""
+        for lesson_id in ids:
+            self.deferred.pop(lesson_id, None)
+
+    def note(self, records: list[Record]) -> None:
+        """Keep what happened to a lesson for the ledger (written with the lesson)."""
+        self.records.update((record.id, record) for record in records)
+
+    def carried(self, stored: Lesson) -> Lesson:
+        """A lesson stored before the ledger, as the ledger will count it: one record carrying
+        the counts it had, before anything is added to them, so none is lost or counted twice.
+        """
+        if stored.ledgered:
+            return stored
+        self.records.setdefault(carried(stored).id, carried(stored))
+        return stored.model_copy(update={"ledgered": True})
