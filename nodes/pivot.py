@@ -1,7 +1,8 @@
 """Go back to just before the pivotal step, as far as the environment allows.
 
-Which step is redone is `Context.pivot`: the reflection's first mistake, or its point of no
-return (the last state from which the goal was still reachable, which keeps more of the path).
+Which step is redone is `Context.pivot`: the reflection's first mistake, its point of no return
+(the last state from which the goal was still reachable, which keeps more of the path), or per
+failure whichever of the two leaves the shorter retry that still fits the path budget ("best").
 `full` retry goes back to step 0 instead. How the world goes back is the environment's
 declaration (`rewind`): restored from a snapshot or replayed (the trajectory is cut), undone by
 compensating actions that the actor proposes next and the critic reviews, or not at all: the
@@ -15,14 +16,13 @@ from langgraph.runtime import Runtime
 
 from pivotal.core.context import Context
 from pivotal.core.environments.live import rewind
-from pivotal.core.schemas import PivotChoice
 from pivotal.core.state import Proposal, Reflection, State, Step
 from pivotal.core.task import Task
 
 
 async def pivot(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     reflections = state["reflections"]
-    keep = _pivot_step(reflections[-1], runtime.context.pivot) if runtime.context.retry == "pivotal" else 0
+    keep = _pivot_step(reflections[-1], runtime.context) if runtime.context.retry == "pivotal" else 0
     task = Task.model_validate(state["task"])
     rewound = await rewind(state["run_id"], task, state["trajectory"], keep, runtime.context.step_timeout)
     trajectory = rewound.trajectory
@@ -51,13 +51,37 @@ async def pivot(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     }
 
 
-def _pivot_step(reflection: Reflection, choice: PivotChoice) -> int:
+def _pivot_step(reflection: Reflection, context: Context) -> int:
     """The step the retry redoes: every step before it is kept. A reflection checkpointed before
     reflections named a point of no return has only its first mistake.
     """
-    if choice == "no_return":
-        return reflection.get("no_return_step", reflection["pivotal_step"])
-    return reflection["pivotal_step"]
+    first = reflection["pivotal_step"]
+    late = reflection.get("no_return_step", first)
+    if context.pivot == "first_mistake" or late <= first:
+        return first
+    if context.pivot == "no_return":
+        return late
+    return best_restart(
+        first, late, reflection.get("steps_left_at_pivotal"), reflection.get("steps_left_at_no_return"), context
+    )
+
+
+SLACK = 0.5
+"""Room a retry needs beyond the steps the reflection estimates, as a share of them: the actor still
+errs (at the bench's sim error rates a wrong move costs about two steps)."""
+
+
+def best_restart(first: int, late: int, left_first: int | None, left_late: int | None, context: Context) -> int:
+    """Keep the detour after the first mistake (restart at `late`) only when it leaves fewer steps
+    to execute than restarting at `first` and the retry still fits the budget with SLACK to spare.
+    Under a path budget kept steps use up the path's room; under "new" they do not. Without
+    estimates the detour is kept while it uses at most half the path's room.
+    """
+    kept_counts = context.budget != "new"
+    if left_first is None or left_late is None:
+        return late if not kept_counts or late * 2 <= context.max_steps else first
+    fits = late * kept_counts + left_late * (1 + SLACK) <= context.max_steps
+    return late if left_late < left_first and fits else first
 
 
 def _not_undone(trajectory: list[Step], keep: int, compensations: list[Proposal]) -> list[int]:
