@@ -66,22 +66,24 @@ def _pivot_step(reflection: Reflection, context: Context) -> int:
     )
 
 
-SLACK = 0.5
-"""Room a retry needs beyond the steps the reflection estimates, as a share of them: the actor still
-errs (at the bench's sim error rates a wrong move costs about two steps)."""
-
-
 def best_restart(first: int, late: int, left_first: int | None, left_late: int | None, context: Context) -> int:
-    """Keep the detour after the first mistake (restart at `late`) only when it leaves fewer steps
-    to execute than restarting at `first` and the retry still fits the budget with SLACK to spare.
-    Under a path budget kept steps use up the path's room; under "new" they do not. Without
-    estimates the detour is kept while it uses at most half the path's room.
+    """Keep the detour after the first mistake (restart at `late`) when it made progress and the
+    retry from there is likely to fit: the steps still needed, at the pace this attempt kept on the
+    detour (its steps per step of progress), within the room the path budget leaves; or when it
+    leaves more room per step still needed than restarting at `first` does. A detour that made no
+    progress is redone. Under "new" kept steps take no room. Without estimates the detour is kept
+    while it uses at most half the path's room.
     """
     kept_counts = context.budget != "new"
     if left_first is None or left_late is None:
         return late if not kept_counts or late * 2 <= context.max_steps else first
-    fits = late * kept_counts + left_late * (1 + SLACK) <= context.max_steps
-    return late if left_late < left_first and fits else first
+    if left_late >= left_first:
+        return first
+    pace = max((late - first) / (left_first - left_late), 1.0)
+    room_late, room_first = (context.max_steps - kept * kept_counts for kept in (late, first))
+    if left_late * pace <= room_late:
+        return late
+    return late if room_late * left_first > room_first * left_late else first
 
 
 def _not_undone(trajectory: list[Step], keep: int, compensations: list[Proposal]) -> list[int]:
