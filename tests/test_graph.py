@@ -268,7 +268,7 @@ async def test_a_parent_streaming_events_without_recursion_limit_does_not_cut_th
     assert len(node_starts) > 25 and final["pivotal_result"]["status"] == "success"
 
 
-@pytest.mark.parametrize(("budget", "attempt_start"), [("new", 3), ("path", 0)])
+@pytest.mark.parametrize(("budget", "attempt_start"), [("new", 3), ("path", 0), ("fair", 0)])
 async def test_a_pivotal_retry_gets_a_full_budget_of_new_steps(budget, attempt_start):
     """Kept steps are not the retry's: with budget "new" it may execute max_steps steps of its own."""
     from langgraph.runtime import Runtime

@@ -66,11 +66,12 @@ async def test_under_the_new_budget_a_pivotal_path_may_outgrow_max_steps():
 
 def test_best_keeps_a_cheap_detour_and_drops_a_costly_one():
     context = Context(model="sim", max_steps=20)
-    # mistake at 3 (8 steps left), the detour moved on: 4 left from step 9 and it fits -> restart at 9
+    # mistake at 3 (8 steps left), the detour moved on: 4 left from step 9; at its pace (6 steps for
+    # 4 of progress) they take 6 of the 11 steps of room -> restart at 9
     assert best_restart(3, 9, 8, 4, context) == 9
     # the detour led away: more steps left from 9 than from 3 -> back to the first mistake
     assert best_restart(3, 9, 5, 7, context) == 3
-    # fewer steps left, but kept 16 + 3 x 1.5 leaves the path no room -> the first mistake
+    # fewer steps left, but at the detour's pace (13 steps for 5) 3 steps need ~8 of 4 -> the first mistake
     assert best_restart(3, 16, 8, 3, context) == 3
     # under "new" kept steps cost the path nothing: the same late restart fits
     assert best_restart(3, 16, 8, 3, Context(model="sim", max_steps=20, budget="new")) == 16
