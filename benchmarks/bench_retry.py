@@ -144,17 +144,21 @@ def tables(rows: list[dict[str, Any]], loop: str) -> list[dict[str, Any]]:
     return [{**fair, "loops": loop}, {**table(mine, "path, new (full retry: fair)", other, base), "loops": loop}]
 
 
+COLUMNS = ("steps vs full (95% CI)", "success (full)", "Δ success 95% CI")
+
+
 def markdown(found: list[dict[str, Any]], header: str) -> str:
     lines = [header, ""]
     for t in found:
         lines += [f"### budget: {t['budget']}{' · ' + t['loops'] if t['loops'] else ''} — against {t['baseline']}", ""]
-        lines += ["| config | group | tasks | steps vs full (95% CI) | success (full) | Δ success 95% CI |", "|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [f"| config | group | tasks | {' | '.join(COLUMNS)} |", "|---|---|---|---|---|---|"]
         for name, groups in t["rows"].items():
             for group, c in groups.items():
                 ci = c["steps_ratio_ci95"]
                 ratio = f"{c['steps_ratio']}× ({ci[0]}–{ci[1]})" if ci else f"{c['steps_ratio']}×"
                 delta = c["success_delta_ci95"]
-                lines.append(f"| {name} | {group} | {c['tasks']} | {ratio} | {c['success']} ({c['success_baseline']}) | {delta} |")  # fmt: skip
+                success = f"{c['success']} ({c['success_baseline']})"
+                lines.append(f"| {name} | {group} | {c['tasks']} | {ratio} | {success} | {delta} |")
         lines.append("")
     return "\n".join(lines)
 

@@ -192,7 +192,8 @@ class Context:
 
     def budget_spent(self, attempt_steps: int, executed: int) -> str:
         """Why the attempt must stop after a step, or "": `attempt_steps` are the steps it counts
-        against `max_steps`, `executed` the run's executed steps so far, this one included."""
+        against `max_steps`, `executed` the run's executed steps so far, this one included.
+        """
         total = self.total_steps()
         if total is not None and executed >= total:
             return f"total step budget of {total} spent without reaching the goal (budget {self.budget})"

@@ -82,7 +82,8 @@ def test_best_keeps_a_cheap_detour_and_drops_a_costly_one():
 
 async def test_best_restarts_later_than_first_mistake_when_the_detour_paid_off():
     """cave-quest, seed 0: the lamp is taken and lit, then the potion is drunk. The first mistake
-    is an early wasted look around; the point of no return is the potion, with 3 steps left."""
+    is an early wasted look around; the point of no return is the potion, with 3 steps left.
+    """
     env = CaveQuest()
     env.reset(Task(env="cave-quest", params={"seed": 0}))
     room = env.lamp_room

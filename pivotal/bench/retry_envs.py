@@ -300,7 +300,8 @@ class CaveQuest(SearchWorld):
     def calls(self, state: State) -> list[Call]:
         room, lamp, key, vault = state
         said = [f"go to the {other}" for other in ROOMS[room] if other != "vault" or vault]
-        said += ["examine the walls", "drink the potion"] + (["drop the lamp down the well"] if lamp in ("held", "lit") and room == "hall" else [])  # fmt: skip
+        said += ["examine the walls", "drink the potion"]
+        said += ["drop the lamp down the well"] if lamp in ("held", "lit") and room == "hall" else []
         said += ["take the lamp"] if room == self.lamp_room and lamp == "none" else []
         said += ["light the lamp"] if lamp == "held" else []
         said += ["take the key"] if room == self.key_room and not key else []
@@ -324,7 +325,8 @@ class CaveQuest(SearchWorld):
 
     def show(self, state: State) -> str:
         room, lamp, key, vault = state
-        return f"You are in the {room}. Lamp: {lamp}. Key: {'held' if key else 'not found'}. Vault: {'open' if vault else 'locked'}."
+        found = "held" if key else "not found"
+        return f"You are in the {room}. Lamp: {lamp}. Key: {found}. Vault: {'open' if vault else 'locked'}."
 
 
 register_environment("cliff-grid", CliffGrid)

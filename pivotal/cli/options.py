@@ -33,7 +33,9 @@ def context_options(parser: argparse.ArgumentParser) -> None:
         group.add_argument(f"--{role}model", help=f"model spec for {role.rstrip('-') or 'every role'}")
     group.add_argument("--retry", choices=get_args(RetryStrategy), help="after a failed attempt")
     group.add_argument(
-        "--budget", choices=get_args(StepBudget), help="what --max-steps counts (default fair: the path per attempt and one total for all attempts)"
+        "--budget",
+        choices=get_args(StepBudget),
+        help="what --max-steps counts (default fair: the path per attempt and one total for all attempts)",
     )
     group.add_argument(
         "--pivot", choices=get_args(PivotChoice), help="which step a pivotal retry redoes (default best)"
