@@ -158,7 +158,7 @@ class GridWorldBase(SearchWorld):
 
     def calls(self, state: State) -> list[Call]:
         row, col = state[0], state[1]
-        legal = []
+        legal: list[Call] = []
         for name, (dr, dc) in MOVES.items():
             cell = (row + dr, col + dc)
             if 0 <= cell[0] < self.rows and 0 <= cell[1] < self.cols and self.passable(state, cell):
