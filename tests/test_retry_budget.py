@@ -2,6 +2,12 @@
 point per failure (`pivot="best"`), and the bench's own environments with consistent oracles.
 """
 
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from langgraph.runtime import Runtime
 
@@ -9,11 +15,13 @@ import pivotal.bench.retry_envs  # noqa: F401  (registers the bench environments
 import pivotal.testing.plugin_envs  # noqa: F401  (registers word-room)
 from pivotal.bench.retry_envs import CaveQuest, CliffGrid, LavaKeyGrid
 from pivotal.core.context import Context
+from pivotal.core.environments.gridworld import GridWorld
 from pivotal.core.task import Task
 from pivotal.graphs import arun
 from pivotal.nodes.pivot import best_restart
 from pivotal.nodes.reflector import reflector
 
+ROOT = Path(__file__).resolve().parents[1]
 ENVS = [(CliffGrid, "cliff-grid"), (LavaKeyGrid, "lava-key-grid"), (CaveQuest, "cave-quest")]
 
 
@@ -143,3 +151,51 @@ def test_cave_quest_loses_the_goal_without_ending_when_the_lamp_goes_down_the_we
         result = env.step(*call)
     assert not result.done  # the game goes on
     assert env.last_recoverable(path) == 3 and env.steps_to_goal(path) is None
+
+
+def test_the_sim_reflector_estimates_the_steps_left_from_the_oracle():
+    from pivotal.core.environments.live import open_live, release, run_step
+    from pivotal.core.models.sim import _reflect
+
+    task = Task(env="cave-quest", params={"seed": 0})
+    live = open_live("sim-steps-left", task)
+    try:
+        room = live.env.lamp_room
+        for index, text in enumerate(("examine the walls", f"go to the {room}", "take the lamp", "drink the potion")):
+            run_step(live, "command", {"text": text}, f"k{index}")
+        reflection = _reflect(live, live.env, random.Random(0), wrong=False)
+    finally:
+        release("sim-steps-left")
+    assert (reflection["pivotal_step"], reflection["no_return_step"]) == (0, 3)
+    assert (reflection["steps_left_at_pivotal"], reflection["steps_left_at_no_return"]) == (10, 8)
+
+
+def test_the_gridworld_oracle_counts_the_steps_left():
+    grid = GridWorld()
+    grid.reset(Task(env="gridworld", params={"seed": 3}))
+    start = grid.steps_to_goal([])
+    assert start == len(_expert_path(grid)) and grid.steps_to_goal([("up", {})]) == start  # a wall: no move
+
+
+def _expert_path(env) -> list:
+    saved, path = env.snapshot(), []
+    while (call := env.expert_action()) is not None:
+        path.append(call)
+        env.step(*call)
+    env.restore(saved)
+    return path
+
+
+def test_the_retry_bench_heads_each_table_with_its_budget(tmp_path):
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_retry.py"), "--seeds", "4", "--configs", "best/fair",
+         "--loop-detection", "on", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads((tmp_path / "retry.json").read_text())
+    assert [t["budget"] for t in found["tables"]][0] == "fair"
+    assert {r["budget"] for r in found["runs"]} == {"fair"} and len(found["runs"]) == 8
+    assert "### budget: fair" in (tmp_path / "retry.md").read_text() and "wall time" in done.stdout
+    if "loop_detection" not in Context.field_names():
+        assert "--loop-detection on ignored" in done.stdout
