@@ -16,7 +16,7 @@ from pivotal.core.schemas import PivotChoice
 from pivotal.core.settings import settings
 
 RetryStrategy = Literal["pivotal", "full", "none"]
-StepBudget = Literal["new", "path"]
+StepBudget = Literal["fair", "new", "path"]
 RecallMode = Literal["step", "task", "off"]
 LessonsBackend = Literal["auto", "chroma", "langgraph"]
 OnCritiqueExhausted = Literal["execute_best", "fail"]
@@ -66,10 +66,16 @@ class Context:
 
     max_steps: int = 20
     """Executed environment steps allowed per attempt before the attempt counts as failed."""
-    budget: StepBudget = "new"
-    """What `max_steps` counts. "new": the steps an attempt executes itself, so a pivotal retry that
-    keeps 5 steps still gets max_steps new ones, as a full retry does (strategies compare on equal
-    terms). "path": the length of the trajectory, kept steps included (a late pivot leaves little)."""
+    budget: StepBudget = "fair"
+    """What `max_steps` counts, so that pivotal and full retry are compared at equal cost. "fair"
+    (the default): every attempt's path, kept steps included, is held to `max_steps` whatever the
+    strategy (the finished path a user gets has one limit), and all attempts together execute at
+    most `total_steps()` = max_steps x (1 + max_pivot_retries), the most a full retry can spend, so
+    no strategy gets a longer path or more steps than the other. "path": the same path limit
+    without the shared total. "new": the steps an attempt executes itself, so a pivotal retry that
+    kept 5 steps still gets max_steps new ones and its path can be longer than a full retry's (it
+    favoured pivotal retry in the issue 32 bench). Where the world cannot go back (rewind `forward`,
+    `compensate`) kept steps stay in the world and every budget counts an attempt's new steps."""
     max_critique_rounds: int = 2
     """Actor proposals the critic may send back per step before `on_critique_exhausted` applies
     (every proposal of the step it reviewed counts, those a person then rejected too)."""
@@ -104,11 +110,14 @@ class Context:
     """Actions a human must approve before they execute (the graph pauses with `interrupt()`):
     action names, "irreversible" (those the environment marks so) or "*" (every action)."""
     retry: RetryStrategy = "pivotal"
-    pivot: PivotChoice = "first_mistake"
+    pivot: PivotChoice = "best"
     """Where a pivotal retry goes back to. "first_mistake": just before the first step that went
     wrong (the reflection's pivotal step). "no_return": just before the step after which the goal
     was out of reach, keeping every step from which success was still possible (a hole fallen into
-    late keeps the whole path before it; in a plain maze that is every step but the last)."""
+    late keeps the whole path before it; in a plain maze that is every step but the last). "best"
+    (the default): per failure, the point of no return when keeping the detour after the first
+    mistake saves steps and still leaves the path room to finish, else the first mistake; it reads
+    the reflection's estimates of the steps still needed from each (`nodes/pivot.py`)."""
     memory: bool = True
     recall: RecallMode = "step"
     recall_k: int = 3
@@ -176,6 +185,21 @@ class Context:
         for name in ("recall_min_similarity", "dedup_similarity", "utility_floor"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise PivotalError(f"{name} must be between 0 and 1 (got {getattr(self, name)})")
+
+    def total_steps(self) -> int | None:
+        """The executed steps all attempts share under the "fair" budget (None: no shared cap)."""
+        return self.max_steps * (1 + self.max_pivot_retries) if self.budget == "fair" else None
+
+    def budget_spent(self, attempt_steps: int, executed: int) -> str:
+        """Why the attempt must stop after a step, or "": `attempt_steps` are the steps it counts
+        against `max_steps`, `executed` the run's executed steps so far, this one included.
+        """
+        total = self.total_steps()
+        if total is not None and executed >= total:
+            return f"total step budget of {total} spent without reaching the goal (budget {self.budget})"
+        if attempt_steps >= self.max_steps:
+            return f"step budget of {self.max_steps} spent without reaching the goal"
+        return ""
 
     def critic_has_veto(self) -> bool:
         if self.critic_veto is not None:

@@ -22,8 +22,9 @@ LessonKind = Literal["strategy", "guardrail", "skill"]
 Outcome = Literal["success", "failure"]
 LessonLevel = Literal["task", "step"]
 """step lessons come from reflections on one step, task lessons from whole successful runs."""
-PivotChoice = Literal["first_mistake", "no_return"]
-"""Which step a pivotal retry redoes: the reflection's first mistake, or its point of no return."""
+PivotChoice = Literal["best", "first_mistake", "no_return"]
+"""Which step a pivotal retry redoes: the reflection's first mistake, its point of no return, or per
+failure the better of the two ("best")."""
 
 
 class ProposalReply(BaseModel):
@@ -188,6 +189,12 @@ class ReflectionReply(BaseModel):
         ge=0,
         description="index of the first step after which the goal could no longer be reached "
         "(at or after pivotal_step; the last step if the goal stayed reachable throughout)",
+    )
+    steps_left_at_pivotal: int | None = Field(
+        None, ge=0, description="estimated steps still needed to reach the goal from just before pivotal_step"
+    )
+    steps_left_at_no_return: int | None = Field(
+        None, ge=0, description="estimated steps still needed to reach the goal from just before no_return_step"
     )
     error_type: ErrorType
     diagnosis: str = Field(max_length=500, description="what the agent did wrong at that step, and why it mattered")

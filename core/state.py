@@ -109,6 +109,9 @@ class Reflection(TypedDict, total=False):
     pivotal_step: int
     no_return_step: int
     """The first step after which the goal was out of reach (>= pivotal_step): `pivot="no_return"` redoes it."""
+    steps_left_at_pivotal: int | None
+    steps_left_at_no_return: int | None
+    """The reflection's estimates of the steps still needed from each restart point: `pivot="best"` reads them."""
     error_type: ErrorType
     diagnosis: str
     advice: str

@@ -532,6 +532,8 @@ def summarise(
         },
         retries={
             "strategy": context.retry,
+            "budget": context.budget,
+            "pivot": context.pivot,
             "count": int(final.get("retries", 0)),
             "kept_steps": int(counters.get("kept_steps", 0)),
             "replayed_steps": int(counters.get("replayed", 0)),

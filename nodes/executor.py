@@ -72,8 +72,8 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                       if verified else f"the agent answered after {len(trajectory)} steps (not verified)")  # fmt: skip
     elif result.done:
         update["attempt_failed"] = f"the environment ended the task at step {step['index']}: {_first_line(observation)}"
-    elif len(trajectory) - state.get("attempt_start", 0) >= context.max_steps:
-        update["attempt_failed"] = f"step budget of {context.max_steps} spent without reaching the goal"
+    elif why := context.budget_spent(len(trajectory) - state.get("attempt_start", 0), _executed(state) + 1):
+        update["attempt_failed"] = why
     elif (circle := _circling(trajectory[state.get("attempt_start", 0) :])) is not None:
         update["attempt_failed"] = (
             f"going in circles: steps {', '.join(map(str, circle))} each returned to the same state"
@@ -109,6 +109,10 @@ def _send_back(state: State, chosen: Proposal, why: str) -> dict[str, Any]:
     }
     logger().info("sent_back", run_id=state.get("run_id"), action=chosen["action"], why=why)
     return {"proposal": proposal, "chosen": None, "critiques": [note], "counters": {"sent_back": 1}}
+
+
+def _executed(state: State) -> int:
+    return int((state.get("counters") or {}).get("executed", 0))
 
 
 LOOP_LIMIT = 2

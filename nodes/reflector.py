@@ -25,6 +25,7 @@ from pivotal.prompts import show
 async def reflector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     context = runtime.context
     will_retry = context.retry != "none" and state.get("retries", 0) < context.max_pivot_retries
+    will_retry = will_retry and not _total_spent(state, context)
     if not will_retry and not context.memory:
         return _give_up(state)  # a reflection would feed neither a retry nor a lesson
     task = Task.model_validate(state["task"])
@@ -78,6 +79,12 @@ async def reflector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         **updates,
     }
     return result if will_retry else {**result, **_give_up(state)}
+
+
+def _total_spent(state: State, context: Context) -> bool:
+    """The run's shared step total (budget "fair") is used up: a retry could not execute a step."""
+    total = context.total_steps()
+    return total is not None and int((state.get("counters") or {}).get("executed", 0)) >= total
 
 
 def _answers_itself(env: Any) -> bool:

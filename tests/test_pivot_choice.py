@@ -37,7 +37,7 @@ def test_reflection_schema_refuses_steps_past_the_attempt():
 
 
 def test_an_unknown_pivot_choice_is_refused_in_one_line():
-    with pytest.raises(PivotalError, match="pivot must be one of first_mistake, no_return"):
+    with pytest.raises(PivotalError, match="pivot must be one of best, first_mistake, no_return"):
         Context(model="sim", pivot="latest")
 
 

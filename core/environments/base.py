@@ -204,6 +204,19 @@ class NoReturnOracle(Protocol):
         ...
 
 
+@runtime_checkable
+class DistanceOracle(Protocol):
+    """An `Oracle` that also knows how far the goal is (optional: the `sim` reflector then leaves its
+    estimates of the steps still needed empty, and `pivot="best"` falls back to the path's room).
+    """
+
+    def steps_to_goal(self, actions: list[tuple[str, dict[str, Any]]]) -> int | None:
+        """The fewest steps to the goal from the state these actions lead to from the start; None
+        when the goal is out of reach from there.
+        """
+        ...
+
+
 def check_action(env: Environment, name: str, arguments: dict[str, Any]) -> str | None:
     """Deterministic pre-check: a reason to reject, or None.
 

@@ -139,6 +139,18 @@ class GridWorld:
         finally:
             self.restore(saved)
 
+    def steps_to_goal(self, actions: list[tuple[str, dict[str, Any]]]) -> int | None:
+        """The BFS distance from where these moves lead (blocked ones leave the agent in place)."""
+        saved = self.snapshot()
+        self.pos, self.done = self.start, False
+        try:
+            for name, arguments in actions:
+                if self.check(name, arguments) is None:
+                    self.pos = _add(self.pos, MOVES[name])
+            return self._distances().get(self.pos)
+        finally:
+            self.restore(saved)
+
     def situation(self) -> str:
         """What recall looks lessons up by: the surroundings, not the coordinates, so a lesson about
         a hole below applies in every maze (and a short text embeds ~3x faster than the observation).

@@ -27,7 +27,7 @@ from langchain_core.runnables.config import var_child_runnable_config
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from pivotal.core.environments import ActionSpec, Oracle
-from pivotal.core.environments.base import NoReturnOracle, action_problem
+from pivotal.core.environments.base import DistanceOracle, NoReturnOracle, action_problem
 from pivotal.core.models.literal import literal_reply
 from pivotal.core.models.streaming import as_chunks
 from pivotal.core.models.world import World, current
@@ -416,14 +416,29 @@ def _reflect(live: World | None, oracle: Oracle | None, rng: random.Random, wron
         reason = f"step {index} ({live.applied[index][0]}) was the mistake" if live else reason
         no_return = rng.randrange(index, steps)
     lesson = {"kind": "guardrail", "situation": reason, "text": f"Avoid this: {reason}."}
+    no_return = max(no_return, index)
     return {
         "pivotal_step": index,
-        "no_return_step": max(no_return, index),
+        "no_return_step": no_return,
+        "steps_left_at_pivotal": _steps_left(live, oracle, index),
+        "steps_left_at_no_return": _steps_left(live, oracle, no_return),
         "error_type": "wrong_action",
         "diagnosis": reason,
         "advice": f"At step {index}, choose differently: {reason}.",
         "lesson_candidates": [lesson],
     }
+
+
+UNREACHABLE = 999
+"""The estimate the sim reflector gives from a state the goal is out of reach from: no retry fits it."""
+
+
+def _steps_left(live: World | None, oracle: Oracle | None, index: int) -> int | None:
+    """The oracle's distance to the goal from just before step `index`; None without a distance oracle."""
+    if live is None or not isinstance(oracle, DistanceOracle):
+        return None
+    left = oracle.steps_to_goal(live.applied[:index])
+    return UNREACHABLE if left is None else left
 
 
 def _distill(live: World | None, metadata: dict[str, Any]) -> dict[str, Any]:

@@ -204,7 +204,8 @@ def _print_summary(result, *, path: bool) -> None:
         f"final path {result.trajectory_length} steps; env steps {result.steps} "
         f"(executed {result.executed}, replayed {result.replayed}), "
         f"llm calls {result.llm_calls}, critic approved {critic['approved']} / revised {critic['revised']} "
-        f"/ rejected {critic['rejected']}, retries {retries['count']} ({retries['strategy']}), "
+        f"/ rejected {critic['rejected']}, retries {retries['count']} ({retries['strategy']}, "
+        f"budget {retries.get('budget', 'new')}), "
         f"lessons recalled {lessons['recalled']} / written {lessons['written']}, {result.wall_s:.1f} s, "
         f"thread {result.thread_id}"
     )

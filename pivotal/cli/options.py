@@ -33,10 +33,12 @@ def context_options(parser: argparse.ArgumentParser) -> None:
         group.add_argument(f"--{role}model", help=f"model spec for {role.rstrip('-') or 'every role'}")
     group.add_argument("--retry", choices=get_args(RetryStrategy), help="after a failed attempt")
     group.add_argument(
-        "--budget", choices=get_args(StepBudget), help="what --max-steps counts: new steps per attempt or the path"
+        "--budget",
+        choices=get_args(StepBudget),
+        help="what --max-steps counts (default fair: the path per attempt and one total for all attempts)",
     )
     group.add_argument(
-        "--pivot", choices=get_args(PivotChoice), help="which step a pivotal retry redoes (default first_mistake)"
+        "--pivot", choices=get_args(PivotChoice), help="which step a pivotal retry redoes (default best)"
     )
     group.add_argument("--recall", choices=get_args(RecallMode), help="when lessons are retrieved")
     group.add_argument("--no-critic", dest="critic", action="store_false", default=None)

@@ -91,6 +91,13 @@ class WordRoom:
                 return index, f"{arguments.get('text')!r} instead of {PLAN[done]!r}"
         return max(len(actions) - 1, 0), "no mistake found"
 
+    def steps_to_goal(self, actions: list[tuple[str, dict[str, Any]]]) -> int:
+        """Commands off the plan do nothing, so the plan's steps not yet done are all that is left."""
+        done = 0
+        for _, arguments in actions:
+            done += done < len(PLAN) and arguments.get("text") == PLAN[done]
+        return len(PLAN) - done
+
 
 register_environment("forward-grid", ForwardGrid)
 register_environment("kinds-grid", KindsGrid)
