@@ -4,8 +4,9 @@ A thread is a conversation. The first run on it takes the task (or the last huma
 run that brings something new (a human message that came after the last turn opened, or a task
 that is not the one already worked) opens a new turn: its goal is what came, its step budget,
 trajectory, reflections and lessons start afresh, and earlier turns become context. Each turn has
-its own run id, so its environment is a fresh instance and its idempotency keys are its own: nothing
-an earlier turn executed runs again (a reset must never act on the world, see docs/side-effects.md).
+its own run id (the same when the turn is replayed from its input checkpoint), so its environment is
+a fresh instance and its idempotency keys are its own: nothing an earlier turn executed runs again
+(a reset must never act on the world, see docs/side-effects.md).
 A resume (`Command(resume=...)`, `invoke(None)`) never comes here: it continues the turn it paused.
 """
 
