@@ -395,3 +395,18 @@ async def test_requests_per_second_spaces_out_hosted_calls(server: Loopback, mon
     assert len(times) >= 2
     # 4 per second → 0.25 s apart on average; one gap alone can be shorter by the limiter's 0.1 s poll
     assert times[-1] - times[0] >= 0.15 * (len(times) - 1)  # unthrottled calls land ~0.01 s apart
+
+
+async def test_a_responder_that_raises_is_answered_500_naming_it_not_a_dropped_connection(server: Loopback) -> None:
+    """A scripted responder's bug dropped the connection with the request left unanswered (status 0,
+    what a stalled call looks like) and the SDK said only "Connection error."; it is a 500 that says why.
+    """
+
+    def broken(schema_name: str, schema: dict[str, Any], messages: list[Any]) -> dict[str, Any]:
+        raise LookupError("no <progress> in the prompt")
+
+    server.responder = broken
+    model = make_model(f"openai-compatible:m@{server.base_url_openai}").with_structured_output(Verdict)
+    with pytest.raises(Exception, match="loopback responder raised LookupError: no <progress> in the prompt"):
+        await model.ainvoke("hi")
+    assert server.ok() == [] and {(r.status, r.fault) for r in server.requests} == {(500, "responder")}
