@@ -17,6 +17,7 @@ from pathlib import Path
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.types import Command
 from test_conversation import FIRST, SECOND, THIRD, clerk, support_desk
 
 BOUND_S = 60
@@ -61,17 +62,22 @@ async def test_replaying_a_sync_thread_from_every_checkpoint_repeats_no_side_eff
             assert world(ledger) == done, f"forking {snap.next} repeated a side effect"
 
 
-async def test_replaying_an_async_thread_from_every_checkpoint_repeats_no_side_effect(desk, tmp_path):
+async def test_replaying_an_async_thread_with_approvals_asks_no_one_and_repeats_no_side_effect(desk, tmp_path):
+    """Refunds wait for a person; a replay reaches each refund again and runs it as done, asking no one."""
     server, model, ledger = desk
     server.responder = clerk()
     async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "threads.sqlite")) as saver:
-        agent = support_desk.support_agent(model, memory=False, require_approval_for=[], checkpointer=saver)
+        agent = support_desk.support_agent(model, memory=False, checkpointer=saver)
         thread = {"configurable": {"thread_id": "desk-2"}}
         for text in (FIRST, SECOND, THIRD):
             final = await asyncio.wait_for(agent.ainvoke({"messages": [HumanMessage(text)]}, thread), BOUND_S)
+            while final.get("__interrupt__"):
+                final = await asyncio.wait_for(agent.ainvoke(Command(resume="approve"), thread), BOUND_S)
             assert final["status"] == "success"
         done = world(ledger)
+        assert done[("refund", "A1")] == done[("refund", "B2")] == 1
         history = [snap async for snap in agent.aget_state_history(thread)]
         for snap in history:
-            await asyncio.wait_for(agent.ainvoke(None, snap.config), BOUND_S)
+            replayed = await asyncio.wait_for(agent.ainvoke(None, snap.config), BOUND_S)
+            assert not replayed.get("__interrupt__"), f"replaying {snap.next} asked a person again"
             assert world(ledger) == done, f"replaying {snap.next} repeated a side effect"
