@@ -237,11 +237,13 @@ async def _newer(saver: Any, query: dict[str, Any], newest: str) -> list[tuple[s
 
 
 def _newer_sync(saver: Any, query: dict[str, Any], newest: str) -> list[tuple[str, Any]]:
+    """As `_newer`; SqliteSaver's listing holds its lock too, closed here, not whenever it is collected."""
     found = []
-    for item in saver.list(query):
-        if item.checkpoint["id"] <= newest:
-            break
-        found.append((item.checkpoint["id"], item.checkpoint["channel_values"]))
+    with contextlib.closing(saver.list(query)) as listing:
+        for item in listing:
+            if item.checkpoint["id"] <= newest:
+                break
+            found.append((item.checkpoint["id"], item.checkpoint["channel_values"]))
     return found
 
 
