@@ -270,7 +270,8 @@ class State(InputState, total=False):
     written: list[str]
     retired: list[str]
     counters: Annotated[dict[str, Any], add_counts]
-    """executed, replayed, llm_calls, approved, revised, rejected, prechecked, fallbacks."""
+    """executed, replayed, reused (steps a replay or fork took as done), llm_calls, approved, revised,
+    rejected, prechecked, fallbacks."""
     usage: Annotated[dict[str, Any], add_counts]
     """Per role: calls, input_tokens, output_tokens, seconds, fallbacks."""
 
