@@ -95,6 +95,9 @@ class Step(TypedDict, total=False):
     """Index of the abandoned step this compensating action undid."""
     review: str
     """The review it ran on, spent by running: a fork that hands it to the executor again is sent back."""
+    key: str
+    """Its idempotency key (run, attempt, index): a replay or fork that reaches the same step with the
+    same call takes this step as done instead of running the tool again."""
     state: Any
     """The world's state after the step as the environment reports it (`info["state"]`, JSON), or
     None when it does not say: compared with earlier steps' to tell a return to where the agent was."""
@@ -270,7 +273,8 @@ class State(InputState, total=False):
     written: list[str]
     retired: list[str]
     counters: Annotated[dict[str, Any], add_counts]
-    """executed, replayed, llm_calls, approved, revised, rejected, prechecked, fallbacks."""
+    """executed, replayed, reused (steps a replay or fork took as done), llm_calls, approved, revised,
+    rejected, prechecked, fallbacks."""
     usage: Annotated[dict[str, Any], add_counts]
     """Per role: calls, input_tokens, output_tokens, seconds, fallbacks."""
 

@@ -10,7 +10,7 @@ from pivotal import prompts
 from pivotal.core.context import Context
 from pivotal.core.environments import check_action
 from pivotal.core.environments.live import attach
-from pivotal.core.environments.once import executed, needs_person, repeat_reason
+from pivotal.core.environments.once import executed, executed_step, needs_person, repeat_reason, step_key
 from pivotal.core.errors import describe_model_error
 from pivotal.core.models.roles import ask_role
 from pivotal.core.models.world import World
@@ -142,8 +142,10 @@ async def _repeat(state: State, task: Task, env: Any, proposal: Proposal) -> str
     """The guard, whatever the switches: a repeat of an executed irreversible call is never a model's to allow.
 
     Reads the thread's executed history only for an irreversible proposal (a fork shares the world).
+    A replay's proposal that is the very step this run executed here is no repeat: the executor
+    takes it as done (`executed_step`), and the branch goes on as the first run did.
     """
-    if not _irreversible(env, proposal):
+    if not _irreversible(env, proposal) or await executed_step(env, state, step_key(state), proposal):
         return None
     done, _ = await executed(env, state)
     return repeat_reason(env, proposal["action"], proposal.get("arguments") or {}, done, allow=task.allow_repeat)

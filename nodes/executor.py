@@ -5,6 +5,9 @@ An irreversible action runs only on a review given in this branch for exactly th
 a repeat of one that already ran (`pivotal.core.environments.once`). A fork or replay that hands
 the executor such an action without that review (`update_state(..., as_node="critic")`, Studio)
 has it sent back to the critic: the review a first run needs, never a second execution.
+
+A replay or fork that reaches a step this run already executed, with the same call, takes that
+step as done with its recorded result (`executed_step`): time travel re-runs the nodes, not the tools.
 """
 
 import json
@@ -14,9 +17,17 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from pivotal.core.context import Context
-from pivotal.core.environments import Environment
+from pivotal.core.environments import Environment, StepResult
 from pivotal.core.environments.live import attach, in_env_thread, run_step
-from pivotal.core.environments.once import executed, irreversible, needs_person, repeat_reason, unreviewed
+from pivotal.core.environments.once import (
+    executed,
+    executed_step,
+    irreversible,
+    needs_person,
+    repeat_reason,
+    step_key,
+    unreviewed,
+)
 from pivotal.core.logs import logger
 from pivotal.core.state import Critique, Proposal, State, Step
 from pivotal.core.task import Task
@@ -28,14 +39,23 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     task = Task.model_validate(state["task"])
     live, replayed = await attach(state["run_id"], task, state["trajectory"], context.step_timeout)
     chosen = state["chosen"] or {}
-    if irreversible(live.env, chosen.get("action")) and (why := await _not_cleared(state, context, task, live.env)):
+    key = step_key(state)
+    earlier = await executed_step(live.env, state, key, chosen)
+    if earlier is not None:
+        result, snapshot = _as_done(state, earlier)
+    elif irreversible(live.env, chosen.get("action")) and (why := await _not_cleared(state, context, task, live.env)):
         return _send_back(state, chosen, why)
-    key = f"{state['run_id']}:{state.get('retries', 0)}:{len(state['trajectory'])}"
-    arguments = chosen.get("arguments") or {}
-    what = f"{task.env}: step {chosen['action']}"
-    result, snapshot = await in_env_thread(
-        run_step, live, chosen["action"], arguments, key, timeout=context.step_timeout, what=what
-    )
+    else:
+        what = f"{task.env}: step {chosen['action']}"
+        result, snapshot = await in_env_thread(
+            run_step,
+            live,
+            chosen["action"],
+            chosen.get("arguments") or {},
+            key,
+            timeout=context.step_timeout,
+            what=what,
+        )
     observation = clip(result.observation, context.max_observation_chars, hint=SEE_MORE)  # run_step redacted it
     step: Step = {
         "index": len(state["trajectory"]),
@@ -52,6 +72,7 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "error": bool(result.info.get("error")),
         "compensates": chosen.get("compensates"),
         "review": chosen.get("review", ""),
+        "key": key,
     }
     step["state"] = result.info.get("state")
     step["revisit_of"] = _revisit(state, step)
@@ -62,7 +83,12 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "proposal": None,
         "chosen": None,
         "critiques": [],
-        "counters": {"executed": 1, "replayed": replayed, "revisits": int(step["revisit_of"] is not None)},
+        "counters": {
+            "executed": int(earlier is None),
+            "reused": int(earlier is not None),
+            "replayed": replayed,
+            "revisits": int(step["revisit_of"] is not None),
+        },
     }
     if "answer" in result.info:
         update["answer"] = str(result.info["answer"])
@@ -79,6 +105,13 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             f"going in circles: steps {', '.join(map(str, circle))} each returned to the same state"
         )
     return update
+
+
+def _as_done(state: State, earlier: Step) -> tuple[StepResult, dict[str, Any] | None]:
+    """A replay's or fork's step that already ran in the world: its recorded result, no tool run."""
+    logger().info("step_reused", run_id=state.get("run_id"), action=earlier["action"], index=earlier["index"])
+    info = {"state": earlier.get("state"), **({"error": True} if earlier.get("error") else {})}
+    return StepResult(earlier.get("observation", ""), info=info), earlier.get("snapshot")
 
 
 async def _not_cleared(state: State, context: Context, task: Task, env: Environment) -> str:

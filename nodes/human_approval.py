@@ -1,7 +1,9 @@
 """Pause for a person before an action the context says needs one (`require_approval_for`).
 
 A node of its own, after the critic, because `interrupt()` re-runs its node from the top on
-resume: here that repeats nothing but the question, never a paid critic call.
+resume: here that repeats nothing but the question, never a paid critic call. A replay or fork
+that reaches a step this run already executed, with the same call, asks no one: the executor takes
+that step as done (`executed_step`), so there is nothing left to approve.
 """
 
 from typing import Any, Literal
@@ -11,6 +13,8 @@ from langgraph.types import interrupt
 
 from pivotal.core.context import Context
 from pivotal.core.environments import require_environment
+from pivotal.core.environments.live import attach
+from pivotal.core.environments.once import executed_step, step_key
 from pivotal.core.secrets import redact
 from pivotal.core.state import Critique, Proposal, State
 from pivotal.core.task import Task
@@ -21,8 +25,12 @@ QUESTION = 'Approve this action? Resume with {"decision": "approve" | "reject", 
 async def human_approval(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     chosen = state["chosen"] or {}
     critiques = state.get("critiques", [])
+    task = Task.model_validate(state["task"])
     # before the reply is read: a resume where the action cannot run leaves the decision unspent
-    require_environment(Task.model_validate(state["task"]).env)
+    require_environment(task.env)
+    live, _ = await attach(state["run_id"], task, state["trajectory"], runtime.context.step_timeout)
+    if await executed_step(live.env, state, step_key(state), chosen):
+        return {"chosen": {**chosen, "needs_approval": False}}
     reply = interrupt(
         {
             "question": QUESTION,

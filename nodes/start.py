@@ -4,17 +4,20 @@ A thread is a conversation. The first run on it takes the task (or the last huma
 run that brings something new (a human message that came after the last turn opened, or a task
 that is not the one already worked) opens a new turn: its goal is what came, its step budget,
 trajectory, reflections and lessons start afresh, and earlier turns become context. Each turn has
-its own run id, so its environment is a fresh instance and its idempotency keys are its own: nothing
-an earlier turn executed runs again (a reset must never act on the world, see docs/side-effects.md).
+its own run id (the same when the turn is replayed from its input checkpoint), so its environment is
+a fresh instance and its idempotency keys are its own: nothing an earlier turn executed runs again
+(a reset must never act on the world, see docs/side-effects.md).
 A resume (`Command(resume=...)`, `invoke(None)`) never comes here: it continues the turn it paused.
 """
 
 import asyncio
 import hashlib
+import json
 import uuid
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from pivotal.core.context import Context
@@ -42,13 +45,13 @@ async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if opened is None:
         task = parse_task(state.get("task") or (question[1] if question else None), runtime.context.default_env)
         turns = _handed_in(messages, question if not state.get("task") else None)
-        run_id = state.get("run_id") or uuid.uuid4().hex
+        run_id = state.get("run_id") or _turn_run(None, messages, task)
     else:
         task = _next_task(state, opened, question, runtime.context.default_env)
         turns = _closed(state, opened)
         release(opened.get("run_id", ""))  # a turn left waiting: its world is not this turn's
         given = state.get("run_id")
-        run_id = given if given and given != opened.get("run_id") else uuid.uuid4().hex
+        run_id = given if given and given != opened.get("run_id") else _turn_run(opened, messages, task)
     task = Task.model_validate(redact_tree(task.model_dump()))  # a goal or a param can carry a key
     live = await in_env_thread(open_live, run_id, task, timeout=runtime.context.step_timeout, what=f"{task.env}: reset")
     task.family = _family(task, live.env)
@@ -115,6 +118,22 @@ def _next_task(state: State, opened: Turn, question: Question | None, default_en
         f"nothing new on this thread: its task {opened.get('goal', '')[:80]!r} was already started; "
         "send a new message or a new task for another turn, or resume the paused one"
     )
+
+
+def _turn_run(opened: Turn | None, messages: list[AnyMessage], task: Task) -> str:
+    """The turn's run id, the same each time this turn is opened from the same checkpoint.
+
+    A replay or fork from a turn's input checkpoint runs `start` again: a fresh id would make it
+    another run, whose once guard and executor know nothing of what the turn already did to the
+    world, and its refunds and emails would happen again. So the id follows from the thread, the turn
+    before (its run id) and what opens this one (the message's place and the task, less its random
+    id). Off a thread (no checkpointer) nothing can replay the turn, and each run is new.
+    """
+    thread = (get_config().get("configurable") or {}).get("thread_id")
+    if thread is None:
+        return uuid.uuid4().hex
+    opening = [str(thread), (opened or {}).get("run_id", ""), len(messages), task.model_dump(exclude={"id"})]
+    return hashlib.sha256(json.dumps(opening, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
 def _closed(state: State, opened: Turn) -> list[Turn]:

@@ -1,5 +1,6 @@
 """An application's own chat model objects, per role, through the real SDKs against a loopback server."""
 
+import asyncio
 from collections.abc import Iterator
 
 import pytest
@@ -84,3 +85,14 @@ def test_a_provider_that_cannot_be_set_up_is_one_line(spec, needle):
     with pytest.raises(PivotalError, match=needle) as raised:
         make_model(spec)
     assert "\n" not in str(raised.value)
+
+
+async def test_an_apps_model_object_on_a_server_that_never_answers_is_ended_by_the_call_deadline(server):
+    """The app's own client waits up to the SDK's 600 s default; the call deadline ends the call, in one line."""
+    model = ChatOpenAI(model="app-gpt", base_url=server.base_url_openai, api_key="app-key")  # SDK defaults
+    server.faults = [("timeout", 30.0)] * 3  # every request held, far past the deadline
+    context = Context(model=model, critic_model="sim", memory=False, max_steps=2, max_pivot_retries=0, call_deadline=1)
+    result = await asyncio.wait_for(arun(TASK, context, checkpoint_path=":memory:"), 20)
+    assert result.status == "failure" and result.usage["actor"]["fallbacks"] >= 1
+    assert "the model call took longer than 1 s (PIVOTAL_CALL_DEADLINE)" in result.reason
+    assert "\n" not in result.reason

@@ -9,6 +9,7 @@ run with a reason, and token usage per role is what the provider reported.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -245,6 +246,30 @@ def test_sequential_blocking_runs_share_the_client_cleanly(server: Loopback, pro
     assert [r.llm_calls for r in results] == [2, 2], [s["verdicts"] for r in results for s in r.trajectory]
 
 
+def test_each_asyncio_run_gets_a_model_of_its_own_even_where_the_loop_id_repeats(
+    server: Loopback, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A script that calls `run()` again and again makes an event loop per call, and CPython may hand a
+    new loop the id of the one just closed: keyed by that id, the model bound to the closed loop came
+    back and its call failed ("Event loop is closed"). Here every loop has the same id, and no SDK
+    retry hides a failed call.
+    """
+    from pivotal.core.models import roles
+
+    monkeypatch.setenv("PIVOTAL_MAX_RETRIES", "0")
+    _clear_client_caches()
+    monkeypatch.setattr(roles, "id", lambda _: 7, raising=False)  # what a reused id looks like
+    spec = f"openai-compatible:m@{server.base_url_openai}"
+
+    async def ask() -> Any:
+        model = await roles._chat_model(spec, context(spec))
+        await model.with_structured_output(Verdict).ainvoke("hi")
+        return model
+
+    first, second = asyncio.run(ask()), asyncio.run(ask())
+    assert first is not second and len(server.ok()) == 2
+
+
 # --- faults the SDK's own retries absorb ------------------------------------------------------
 
 
@@ -395,3 +420,18 @@ async def test_requests_per_second_spaces_out_hosted_calls(server: Loopback, mon
     assert len(times) >= 2
     # 4 per second → 0.25 s apart on average; one gap alone can be shorter by the limiter's 0.1 s poll
     assert times[-1] - times[0] >= 0.15 * (len(times) - 1)  # unthrottled calls land ~0.01 s apart
+
+
+async def test_a_responder_that_raises_is_answered_500_naming_it_not_a_dropped_connection(server: Loopback) -> None:
+    """A scripted responder's bug dropped the connection with the request left unanswered (status 0,
+    what a stalled call looks like) and the SDK said only "Connection error."; it is a 500 that says why.
+    """
+
+    def broken(schema_name: str, schema: dict[str, Any], messages: list[Any]) -> dict[str, Any]:
+        raise LookupError("no <progress> in the prompt")
+
+    server.responder = broken
+    model = make_model(f"openai-compatible:m@{server.base_url_openai}").with_structured_output(Verdict)
+    with pytest.raises(Exception, match="loopback responder raised LookupError: no <progress> in the prompt"):
+        await model.ainvoke("hi")
+    assert server.ok() == [] and {(r.status, r.fault) for r in server.requests} == {(500, "responder")}

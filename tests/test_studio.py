@@ -115,8 +115,8 @@ async def test_studio_runs_the_apps_own_environment(studio):
 
 
 async def test_a_studio_fork_at_the_refund_is_reviewed_and_never_refunds_again(studio):
-    """A Studio edit `as_node="critic"` skips the critic: the executor sends the refund back to it,
-    and the guard there knows the refund already ran in the thread's other branch.
+    """A Studio edit `as_node="critic"` that skips the critic and changes nothing hands the executor
+    the very refund the thread's other branch ran at this step: taken as done, not run again.
     """
     url, folder, _ = studio
     client = get_client(url=url)
@@ -135,7 +135,7 @@ async def test_a_studio_fork_at_the_refund_is_reviewed_and_never_refunds_again(s
     )
     forked = await client.runs.wait(thread["thread_id"], assistant["assistant_id"], input=None, context=context,
                                     checkpoint_id=fork["checkpoint"]["checkpoint_id"])  # fmt: skip
-    assert forked["status"] == "success" and forked["counters"]["sent_back"] == 1, forked
+    assert forked["status"] == "success" and forked["counters"]["reused"] == 1, forked
     kinds = [json.loads(line)["kind"] for line in ledger.read_text().splitlines()]
     assert kinds.count("refund") == 1
 

@@ -110,6 +110,27 @@ async def executed(env: Environment, state: State) -> tuple[list[Call], set[str]
     return seen.calls(), set(seen.spent)
 
 
+def step_key(state: State) -> str:
+    """The idempotency key of the step the state is at: its run, attempt and index."""
+    return f"{state.get('run_id', '')}:{state.get('retries', 0)}:{len(state.get('trajectory') or [])}"
+
+
+async def executed_step(env: Environment, state: State, key: str, chosen: Proposal) -> Step | None:
+    """The step this call already is, when a replay or fork of the thread reaches it again: executed in
+    this run under the same key (attempt and index), with the same action and arguments, in a world
+    the fork shares. Taken as done, its tool does not run twice; None when the call is a new one.
+    (A step that ended the task, or that a compensating step undid, is not one: it runs again.)
+    """
+    if rewind_mode(env) in ("snapshot", "replay"):
+        return None  # the world was put back with the branch: the step is to be run
+    seen = await _thread_seen(state.get("run_id", ""))
+    step = seen.steps.get(key)
+    if step is None or step.get("done") or _step_id(step) in seen.undone:
+        return None  # a final step (its answer is the reply's own) and an undone one run again
+    same = step["action"] == chosen.get("action") and step.get("arguments") == (chosen.get("arguments") or {})
+    return step if same else None
+
+
 def executed_calls(trajectories: Iterable[list[Step]]) -> list[Call]:
     """Each executed step once (branches share their prefix), less those a compensating step undid."""
     seen = Seen()
@@ -128,12 +149,16 @@ class Seen:
     done: dict[str, Call] = field(default_factory=dict)
     undone: set[str] = field(default_factory=set)
     spent: set[str] = field(default_factory=set)
+    steps: dict[str, Step] = field(default_factory=dict)
+    """Each executed step by its idempotency key (`Step.key`)."""
 
     def add(self, trajectory: list[Step]) -> None:
         ids = {step["index"]: _step_id(step) for step in trajectory}
         for step in trajectory:
             if not step.get("error"):  # the tool raised: the world did not change
                 self.done.setdefault(ids[step["index"]], (step["action"], step.get("arguments") or {}))
+                if step.get("key"):
+                    self.steps.setdefault(step["key"], step)
             if (undid := step.get("compensates")) is not None and undid in ids:
                 self.undone.add(ids[undid])
             if step.get("review"):
@@ -142,6 +167,8 @@ class Seen:
     def merge(self, other: "Seen") -> None:
         for ident, call in other.done.items():
             self.done.setdefault(ident, call)
+        for key, step in other.steps.items():
+            self.steps.setdefault(key, step)
         self.undone |= other.undone
         self.spent |= other.spent
 
@@ -210,11 +237,13 @@ async def _newer(saver: Any, query: dict[str, Any], newest: str) -> list[tuple[s
 
 
 def _newer_sync(saver: Any, query: dict[str, Any], newest: str) -> list[tuple[str, Any]]:
+    """As `_newer`; SqliteSaver's listing holds its lock too, closed here, not whenever it is collected."""
     found = []
-    for item in saver.list(query):
-        if item.checkpoint["id"] <= newest:
-            break
-        found.append((item.checkpoint["id"], item.checkpoint["channel_values"]))
+    with contextlib.closing(saver.list(query)) as listing:
+        for item in listing:
+            if item.checkpoint["id"] <= newest:
+                break
+            found.append((item.checkpoint["id"], item.checkpoint["channel_values"]))
     return found
 
 

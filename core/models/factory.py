@@ -43,8 +43,8 @@ def make_model(spec: str, local_threads: int = 1, loop_key: int = 0) -> BaseChat
     """One shared instance per spec and event loop.
 
     Chat models are stateless, but hosted ones hold an HTTP connection pool bound to the
-    event loop that first used it; `loop_key` (id of the running loop) keeps a later
-    `asyncio.run` from reusing a pool whose loop is closed.
+    event loop that first used it; `loop_key` (a number per running loop, never reused, see
+    core/models/roles.py) keeps a later `asyncio.run` from reusing a pool whose loop is closed.
     """
     provider, rest = parse_spec(spec)
     if provider == "sim":

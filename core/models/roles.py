@@ -3,6 +3,8 @@ role call shares.
 """
 
 import asyncio
+import itertools
+import weakref
 from collections import OrderedDict
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -97,7 +99,7 @@ async def _chat_model(spec: str | BaseChatModel, context: Context) -> BaseChatMo
     """
     if isinstance(spec, BaseChatModel):
         return spec
-    key = (spec, context.local_threads, id(asyncio.get_running_loop()))
+    key = (spec, context.local_threads, _loop_number())
     if (model := _built.get(key)) is None:
         if len(_built) > 64:  # one entry per event loop: scripts that call run() in a loop make many
             _built.clear()
@@ -106,3 +108,18 @@ async def _chat_model(spec: str | BaseChatModel, context: Context) -> BaseChatMo
 
 
 _built: dict[tuple[str, int, int], BaseChatModel] = {}
+
+
+def _loop_number() -> int:
+    """The running event loop's own number, never given to another loop. Not `id(loop)`: a closed
+    loop's id comes back for the next `asyncio.run`, which then got the model whose HTTP pool was
+    bound to the closed loop, and its call failed with "Event loop is closed".
+    """
+    loop = asyncio.get_running_loop()
+    if (number := _loops.get(loop)) is None:
+        number = _loops[loop] = next(_numbers)
+    return number
+
+
+_loops: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, int]" = weakref.WeakKeyDictionary()
+_numbers = itertools.count(1)

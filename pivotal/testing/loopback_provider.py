@@ -43,6 +43,7 @@ class Recorded:
     at: float = field(default_factory=time.monotonic)
     """When the request arrived (time.monotonic), to measure the SDK's retry delays."""
     fault: str = ""
+    """The fault it was given, or "responder" when the test's responder raised (answered 500)."""
     schema_name: str = ""
     usage: dict[str, int] = field(default_factory=dict)
     """Token counts exactly as sent in the reply's `usage` (empty when no usage was sent)."""
@@ -348,7 +349,11 @@ class Loopback:
             return 0, {}, {}  # the connection drops with no reply, as a reset proxy would
         if fault and fault[0] == "timeout" and self._stopping.wait(float(fault[1])):
             return 0, {}, {}  # shutting down while stalled: the client left long ago, answer nothing
-        reply, recorded.usage = self._reply(path, body, recorded.fault)
+        try:
+            reply, recorded.usage = self._reply(path, body, recorded.fault)
+        except Exception as exc:  # noqa: BLE001 — a test's scripted responder: say so, never drop the line
+            recorded.status, recorded.fault = 500, "responder"
+            return 500, {}, _error_body(path, 500, f"loopback responder raised {type(exc).__name__}: {exc}"[:300])
         recorded.status = 200
         return 200, ({TRICKLE: str(fault[1])} if fault and fault[0] == "trickle" else {}), reply
 
