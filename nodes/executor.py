@@ -18,7 +18,7 @@ from pivotal.core.environments import Environment
 from pivotal.core.environments.live import attach, in_env_thread, run_step
 from pivotal.core.environments.once import executed, irreversible, needs_person, repeat_reason, unreviewed
 from pivotal.core.logs import logger
-from pivotal.core.state import Critique, Proposal, State, Step
+from pivotal.core.state import Critique, Proposal, State, Step, state_before
 from pivotal.core.task import Task
 from pivotal.prompts import SEE_MORE, clip
 
@@ -55,6 +55,7 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     }
     step["state"] = result.info.get("state")
     step["revisit_of"] = _revisit(state, step)
+    step["no_op"], step["repeat_of"] = _no_op(state, step), _repeat_of(state, step)
     trajectory = [*state["trajectory"], step]
     update: dict[str, Any] = {
         "trajectory": trajectory,
@@ -62,7 +63,12 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "proposal": None,
         "chosen": None,
         "critiques": [],
-        "counters": {"executed": 1, "replayed": replayed, "revisits": int(step["revisit_of"] is not None)},
+        "counters": {
+            "executed": 1,
+            "replayed": replayed,
+            "revisits": int(step["revisit_of"] is not None),
+            "no_ops": int(step["no_op"]),
+        },
     }
     if "answer" in result.info:
         update["answer"] = str(result.info["answer"])
@@ -74,7 +80,7 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         update["attempt_failed"] = f"the environment ended the task at step {step['index']}: {_first_line(observation)}"
     elif len(trajectory) - state.get("attempt_start", 0) >= context.max_steps:
         update["attempt_failed"] = f"step budget of {context.max_steps} spent without reaching the goal"
-    elif (circle := _circling(trajectory[state.get("attempt_start", 0) :])) is not None:
+    elif context.loop_detection == "end" and (circle := _circling(trajectory[state.get("attempt_start", 0) :])):
         update["attempt_failed"] = (
             f"going in circles: steps {', '.join(map(str, circle))} each returned to the same state"
         )
@@ -112,9 +118,9 @@ def _send_back(state: State, chosen: Proposal, why: str) -> dict[str, Any]:
 
 
 LOOP_LIMIT = 2
-"""Returns to one state that end an attempt: a first return is a warning the prompts show (an
-agent may go back on purpose), a second is an oscillation (`down, up, down, up, …`) that would
-otherwise spend the whole budget."""
+"""Returns to one state that end an attempt under `loop_detection="end"`. Not the default: an agent
+that oscillates may still find the way within its budget, and ending it there cost pivotal retry a
+tenth of its successes (issue 32); the default only warns (`pivotal.prompts.show.loops`)."""
 
 
 def _revisit(state: State, step: Step) -> int | None:
@@ -129,6 +135,34 @@ def _revisit(state: State, step: Step) -> int | None:
     if earlier and earlier[-1][1] == step["state"]:
         return None  # nothing changed (a bump into a wall): the observation says so, it is no circle
     return next((index for index, seen in reversed(earlier) if seen == step["state"]), None)
+
+
+def _no_op(state: State, step: Step) -> bool:
+    """Whether the step changed nothing: the world's state as before it; for an environment that
+    reports no state, the same call saw the same observation earlier in this attempt.
+    """
+    if step.get("state") is not None:
+        return step["state"] == state_before(state, step["index"])
+    return _repeat_of(state, step) is not None
+
+
+def _repeat_of(state: State, step: Step) -> int | None:
+    """The first earlier step of this attempt that made this call from the state this one started in
+    (without states: that made this call and saw what this one saw).
+    """
+    here = state_before(state, step["index"])
+    for earlier in state["trajectory"][state.get("attempt_start", 0) :]:
+        if not _same_call(earlier, step):
+            continue
+        if here is None and step.get("state") is None and earlier["observation"] == step["observation"]:
+            return earlier["index"]
+        if here is not None and state_before(state, earlier["index"]) == here:
+            return earlier["index"]
+    return None
+
+
+def _same_call(one: Step, other: Step) -> bool:
+    return one["action"] == other["action"] and (one.get("arguments") or {}) == (other.get("arguments") or {})
 
 
 def _circling(attempt: list[Step]) -> list[int] | None:

@@ -324,9 +324,9 @@ class Seesaw:
         return 0, "the first move started the circle"
 
 
-async def test_going_in_circles_is_noticed_shown_and_ends_the_attempt():
+async def test_going_in_circles_is_noticed_shown_and_ends_the_attempt_under_end():
     register_environment("seesaw", Seesaw)
-    context = Context(model="sim", memory=False, max_steps=20, max_pivot_retries=0)
+    context = Context(model="sim", memory=False, max_steps=20, max_pivot_retries=0, loop_detection="end")
     result = await arun({"env": "seesaw", "goal": "Reach 5."}, context, checkpoint_path=":memory:")
     assert result.status == "failure" and result.reason.startswith("going in circles")
     assert result.executed < 20  # not the whole budget
