@@ -55,7 +55,7 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     }
     step["state"] = result.info.get("state")
     step["revisit_of"] = _revisit(state, step)
-    step["no_op"], step["repeat_of"] = _no_op(state, step), _repeat_of(state, step)
+    step["no_op"], step["repeat_of"] = not result.done and _no_op(state, step), _repeat_of(state, step)
     trajectory = [*state["trajectory"], step]
     update: dict[str, Any] = {
         "trajectory": trajectory,
@@ -139,7 +139,8 @@ def _revisit(state: State, step: Step) -> int | None:
 
 def _no_op(state: State, step: Step) -> bool:
     """Whether the step changed nothing: the world's state as before it; for an environment that
-    reports no state, the same call saw the same observation earlier in this attempt.
+    reports no state, the same call saw the same observation earlier in this attempt. A step that
+    ended the task changed that (a snapshot need not say so).
     """
     if step.get("state") is not None:
         return step["state"] == state_before(state, step["index"])
