@@ -139,3 +139,33 @@ async def test_only_known_no_ops_left_ends_the_attempt_as_stuck():
     assert DarkRoom.log == ["search"]
     assert result.status == "failure" and result.reason.startswith("no acceptable action")
     assert result.executed == 1 and result.repeats == 3
+
+
+class Echo:
+    """A world that reports no state (no snapshot, no state_key): a no-op is the same call seeing the same."""
+
+    log: list[str] = []
+
+    def reset(self, task: Any) -> str:
+        return "A cave."
+
+    def describe_actions(self) -> list[ActionSpec]:
+        return [ActionSpec("shout", "shout"), ActionSpec("leave", "go")]
+
+    def step(self, name: str, arguments: dict[str, Any]) -> StepResult:
+        Echo.log.append(name)
+        return StepResult("Out.", done=True, success=True) if name == "leave" else StepResult("Echo.")
+
+
+register_environment("echo-cave", Echo)
+
+
+async def test_without_states_a_same_call_seeing_the_same_is_a_no_op_named_but_not_sent_back():
+    """Not knowing the world's state, the repeat is not certain to change nothing: only a warning."""
+    Echo.log = []
+    model = _actor("shout", "shout", "shout", "leave")
+    result = await arun({"env": "echo-cave", "goal": "Get out."}, _context(model), checkpoint_path=":memory:")
+
+    assert Echo.log == ["shout", "shout", "shout", "leave"] and result.critic["prechecked"] == 0
+    assert result.no_ops == 2 and result.repeats == 0  # repeats need a known state across steps
+    assert "step 2 `shout` changed nothing; it was also step 1" in _actor_prompts(model)[3]
