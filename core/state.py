@@ -9,6 +9,7 @@ replies these shapes are built from are in `pivotal.core.schemas`.
 cannot build Studio's input and output forms from the latter.
 """
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal, cast
 
 from langchain_core.messages import AnyMessage
@@ -282,6 +283,11 @@ def state_before(state: "State", index: int) -> Any:
     if index == 0:
         return state.get("initial_state")
     return state["trajectory"][index - 1].get("state")
+
+
+def same_call(one: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
+    """The same action with the same arguments (a step, a verdict or a proposal): what repeats a call."""
+    return one.get("action") == other.get("action") and (one.get("arguments") or {}) == (other.get("arguments") or {})
 
 
 def turn_summary(state: State, status: str = "") -> Turn:

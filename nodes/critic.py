@@ -15,7 +15,7 @@ from pivotal.core.errors import describe_model_error
 from pivotal.core.models.roles import ask_role
 from pivotal.core.models.world import World
 from pivotal.core.schemas import Decision, Verdict
-from pivotal.core.state import Critique, Proposal, State, VerdictSource, state_before
+from pivotal.core.state import Critique, Proposal, State, VerdictSource, same_call, state_before
 from pivotal.core.task import Task
 from pivotal.memory.lesson import lessons_block
 from pivotal.prompts import show
@@ -139,7 +139,7 @@ def _known_no_op(context: Context, state: State, env: Any, proposal: Proposal) -
     same = [
         step["index"]
         for step in trajectory[state.get("attempt_start", 0) :]
-        if step.get("no_op") and now is not None and step.get("state") == now and _same_call(step, proposal)
+        if step.get("no_op") and now is not None and step.get("state") == now and same_call(step, proposal)
     ]
     if not same:
         return ""
@@ -159,11 +159,7 @@ def _proposed_here(state: State, proposal: Proposal) -> bool:
         earlier += [
             c for s in trajectory[start:] if state_before(state, s["index"]) == now for c in s.get("verdicts", [])
         ]
-    return any(c.get("action") and _same_call(c, proposal) for c in earlier)
-
-
-def _same_call(one: Any, other: Proposal) -> bool:
-    return one.get("action") == other.get("action") and (one.get("arguments") or {}) == (other.get("arguments") or {})
+    return any(c.get("action") and same_call(c, proposal) for c in earlier)
 
 
 def _prompt(context: Context, state: State, task: Task, env: Any, proposal: Proposal) -> str:

@@ -18,7 +18,7 @@ from pivotal.core.environments import Environment
 from pivotal.core.environments.live import attach, in_env_thread, run_step
 from pivotal.core.environments.once import executed, irreversible, needs_person, repeat_reason, unreviewed
 from pivotal.core.logs import logger
-from pivotal.core.state import Critique, Proposal, State, Step, state_before
+from pivotal.core.state import Critique, Proposal, State, Step, same_call, state_before
 from pivotal.core.task import Task
 from pivotal.prompts import SEE_MORE, clip
 
@@ -120,7 +120,7 @@ def _send_back(state: State, chosen: Proposal, why: str) -> dict[str, Any]:
 LOOP_LIMIT = 2
 """Returns to one state that end an attempt under `loop_detection="end"`. Not the default: an agent
 that oscillates may still find the way within its budget, and ending it there cost pivotal retry a
-tenth of its successes (issue 32); the default only warns (`pivotal.prompts.show.loops`)."""
+tenth of its successes (issue 32); the default only warns (`pivotal.prompts.show.loops_here`)."""
 
 
 def _revisit(state: State, step: Step) -> int | None:
@@ -153,17 +153,13 @@ def _repeat_of(state: State, step: Step) -> int | None:
     """
     here = state_before(state, step["index"])
     for earlier in state["trajectory"][state.get("attempt_start", 0) :]:
-        if not _same_call(earlier, step):
+        if not same_call(earlier, step):
             continue
         if here is None and step.get("state") is None and earlier["observation"] == step["observation"]:
             return earlier["index"]
         if here is not None and state_before(state, earlier["index"]) == here:
             return earlier["index"]
     return None
-
-
-def _same_call(one: Step, other: Step) -> bool:
-    return one["action"] == other["action"] and (one.get("arguments") or {}) == (other.get("arguments") or {})
 
 
 def _circling(attempt: list[Step]) -> list[int] | None:
