@@ -31,12 +31,14 @@ from pivotal.bench.ablations import Plan, run_plan
 MODES = ("off", "warn", "end")
 CONFIGS = {"pivotal": "critic+pivotal", "full": "critic+full"}
 """Retry strategy → the bench configuration that runs it (memory off)."""
-COUNTS = ("tasks", "success", "executed", "no_ops", "repeats", "revisits")
+COUNTS = ("tasks", "success", "executed", "no_ops", "repeats", "revisits", "saved", "cost")
+"""Per cell; `saved`: paired tasks that succeed in this mode and fail with `off`, `cost`: the reverse."""
 
 
 async def measure(envs: list[str], errors: list[float], streams: int, tasks: int) -> dict[str, Any]:
     cells: dict[str, dict[str, int]] = {}
     for critic in (True, False):
+        baseline: dict[tuple[Any, ...], bool] = {}
         for mode in MODES:
             # Plan.limits are Context fields laid over the bench's defaults: the loop mode is one more.
             plan = Plan(envs=envs, errors=errors, streams=streams, tasks=tasks, configs=list(CONFIGS.values()),
@@ -45,9 +47,14 @@ async def measure(envs: list[str], errors: list[float], streams: int, tasks: int
                 retry = next(name for name, config in CONFIGS.items() if config == row["config"])
                 key = f"{row['env']}|{row['error']}|{retry}|{'critic' if critic else 'no critic'}|{mode}"
                 cell = cells.setdefault(key, dict.fromkeys(COUNTS, 0))
+                won = row["status"] == "success"
+                pair = (row["env"], row["error"], row["config"], row["stream"], row["index"])
+                was = baseline.setdefault(pair, won)  # `off` runs first: its outcome is the baseline
                 cell["tasks"] += 1
-                cell["success"] += row["status"] == "success"
-                for name in COUNTS[2:]:
+                cell["success"] += won
+                cell["saved"] += won and not was
+                cell["cost"] += was and not won
+                for name in ("executed", "no_ops", "repeats", "revisits"):
                     cell[name] += int(row.get(name, 0))
     return {"envs": envs, "errors": errors, "streams": streams, "tasks": tasks, "cells": cells}
 
@@ -77,6 +84,7 @@ def report(found: dict[str, Any]) -> str:
         lines.append(
             f"  {key.replace('|', ' '):<24} success {c['success']:>4}/{c['tasks']:<4} ({success})"
             f"  executed {c['executed']:>5} ({executed})"
+            f"  saved {c['saved']:>3}  cost {c['cost']:>3}"
             f"  no-ops {c['no_ops']:>4}  repeats {c['repeats']:>4}  revisits {c['revisits']:>4}"
         )
     return "\n".join(lines)

@@ -30,6 +30,8 @@ async def critic(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     task = Task.model_validate(state["task"])
     live, replayed = await attach(state["run_id"], task, state["trajectory"], runtime.context.step_timeout)
     proposal = state["proposal"] or {}
+    source: VerdictSource
+    updates: dict[str, Any]
     if useless := _known_no_op(context, state, live.env, proposal):
         verdict, source, updates = _reject(useless), "precheck", {}
     else:

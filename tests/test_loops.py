@@ -1,5 +1,6 @@
 """Loop detection (issue 32): steps that change nothing and calls repeated from one state are counted
-and named to the actor and critic; only a certain no-op is sent back, and no loop ends an attempt."""
+and named to the actor and critic; only a certain no-op is sent back, and no loop ends an attempt.
+"""
 
 from typing import Any
 
@@ -11,7 +12,8 @@ from pivotal.testing.scripted import ScriptedChatModel
 
 class DarkRoom:
     """`look` changes nothing, `light` lights the lamp, `leave` wins once it is lit; deterministic
-    (snapshot/restore), and every executed call is logged."""
+    (snapshot/restore), and every executed call is logged.
+    """
 
     log: list[str] = []
 
@@ -46,7 +48,8 @@ class DarkRoom:
 
 class Corridor:
     """Cells 0..3, start at 1, the goal at 3; 0 is a dead end, so getting out of it means going back
-    through a state already visited."""
+    through a state already visited.
+    """
 
     def reset(self, task: Any) -> str:
         self.at = 1
@@ -110,7 +113,8 @@ async def test_off_shows_no_warning_and_sends_nothing_back():
 
 async def test_a_way_back_through_visited_states_is_warned_of_never_ended_or_sent_back():
     """Out of the dead end only through cell 1 again: the old rule ended this attempt at the second
-    return; now each return is a line in the prompt and the agent gets out."""
+    return; now each return is a line in the prompt and the agent gets out.
+    """
     model = _actor("left", "right", "left", "right", "right", "right")
     result = await arun({"env": "corridor", "goal": "Reach 3."}, _context(model), checkpoint_path=":memory:")
 
@@ -129,7 +133,8 @@ async def test_a_way_back_through_visited_states_is_warned_of_never_ended_or_sen
 
 async def test_only_known_no_ops_left_ends_the_attempt_as_stuck():
     """An actor that proposes nothing but the call that changed nothing: the pre-check's bounces run
-    out and the attempt fails before acting (the stuck path), without running it again."""
+    out and the attempt fails before acting (the stuck path), without running it again.
+    """
     DarkRoom.log = []
     search = {"call": {"action": "search", "arguments": {"place": "floor"}}, "thought": ""}
     model = ScriptedChatModel(script={"Proposal": [search]})  # repeated: a scripted role repeats its last reply
