@@ -20,6 +20,7 @@ StepBudget = Literal["fair", "new", "path"]
 RecallMode = Literal["step", "task", "off"]
 LessonsBackend = Literal["auto", "chroma", "langgraph"]
 OnCritiqueExhausted = Literal["execute_best", "fail"]
+LoopDetection = Literal["warn", "off", "end"]
 Role = Literal["actor", "critic", "reflector", "distiller", "gate"]
 """The roles that call a model."""
 ModelSlot = Literal["actor", "critic", "reflector", "lesson"]
@@ -105,6 +106,13 @@ class Context:
     precheck: bool = True
     """Deterministic check (known action, valid arguments, legal in the current state) before the critic."""
     on_critique_exhausted: OnCritiqueExhausted = "execute_best"
+    loop_detection: LoopDetection = "warn"
+    """Steps that changed nothing and moves back to where the agent was. "warn": the actor and critic
+    read a line naming each one from the current state, and in a deterministic environment the
+    pre-check sends back a call that already changed nothing at this very state; no attempt ends for
+    a loop (measured: ending it cost pivotal retry successes, benchmarks/bench_loops.py). "end":
+    also the second return to one state ends the attempt as going in circles (the former rule, kept
+    for comparison). "off": neither lines nor send-backs; the counts are still kept."""
     """`execute_best`: run the last proposal the critic asked to revise (never a rejected one)."""
     require_approval_for: list[str] = field(default_factory=list)
     """Actions a human must approve before they execute (the graph pauses with `interrupt()`):
@@ -182,6 +190,7 @@ class Context:
                 f"lessons_namespace must be non-empty labels without dots (got {self.lessons_namespace!r})"
             )
         _check_choice("on_critique_exhausted", self.on_critique_exhausted, get_args(OnCritiqueExhausted))
+        _check_choice("loop_detection", self.loop_detection, get_args(LoopDetection))
         for name in ("recall_min_similarity", "dedup_similarity", "utility_floor"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise PivotalError(f"{name} must be between 0 and 1 (got {getattr(self, name)})")

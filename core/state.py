@@ -9,6 +9,7 @@ replies these shapes are built from are in `pivotal.core.schemas`.
 cannot build Studio's input and output forms from the latter.
 """
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal, cast
 
 from langchain_core.messages import AnyMessage
@@ -103,7 +104,12 @@ class Step(TypedDict, total=False):
     None when it does not say: compared with earlier steps' to tell a return to where the agent was."""
     revisit_of: int | None
     """The earlier step of this attempt after which the world was exactly as now (-1: as at the start),
-    or None: the prompts show a first return, and a second ends the attempt as going in circles."""
+    or None: the prompts show it (and with `loop_detection="end"` a second return ends the attempt)."""
+    no_op: bool
+    """The step left the world as it was (its state equals the one before it; without a state, the same
+    call saw the same observation at an earlier step of this attempt)."""
+    repeat_of: int | None
+    """The first earlier step of this attempt that made the same call from the same state, or None."""
 
 
 class Reflection(TypedDict, total=False):
@@ -277,6 +283,18 @@ class State(InputState, total=False):
     rejected, prechecked, fallbacks."""
     usage: Annotated[dict[str, Any], add_counts]
     """Per role: calls, input_tokens, output_tokens, seconds, fallbacks."""
+
+
+def state_before(state: "State", index: int) -> Any:
+    """The world's state just before step `index` ran (after reset for step 0), or None when unknown."""
+    if index == 0:
+        return state.get("initial_state")
+    return state["trajectory"][index - 1].get("state")
+
+
+def same_call(one: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
+    """The same action with the same arguments (a step, a verdict or a proposal): what repeats a call."""
+    return one.get("action") == other.get("action") and (one.get("arguments") or {}) == (other.get("arguments") or {})
 
 
 def turn_summary(state: State, status: str = "") -> Turn:

@@ -57,6 +57,8 @@ class RunResult(BaseModel):
     trajectory_length: int = Field(description="steps in the final trajectory (kept prefix plus new steps)")
     llm_calls: int
     revisits: int = Field(0, description="steps that put the world back as it was after an earlier step (circles)")
+    no_ops: int = Field(0, description="steps that left the world as it was (a bump into a wall, a look at nothing)")
+    repeats: int = Field(0, description="proposals of a call already proposed from the same state in that attempt")
     critic: dict[str, int]
     retries: dict[str, Any]
     lessons: dict[str, int]
@@ -526,6 +528,8 @@ def summarise(
         trajectory_length=len(trajectory),
         llm_calls=int(counters.get("llm_calls", 0)),
         revisits=int(counters.get("revisits", 0)),
+        no_ops=int(counters.get("no_ops", 0)),
+        repeats=int(counters.get("repeats", 0)),
         critic={
             k: int(counters.get(k, 0))
             for k in ("approved", "revised", "rejected", "prechecked", "human_approved", "human_rejected")

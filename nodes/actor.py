@@ -34,7 +34,7 @@ async def actor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         task=task.goal,
         actions=show.actions(specs),
         earlier_turns=show.earlier_turns(state.get("turns", [])),
-        history=show.history(state["trajectory"]),
+        history=show.progress(state, loops=context.loop_detection != "off"),
         observation=state["observation"],
         lessons=lessons_block(state.get("lessons", [])),
         reflections=show.reflections(state.get("reflections", [])),

@@ -8,14 +8,14 @@ from langgraph.runtime import Runtime
 
 from pivotal import prompts
 from pivotal.core.context import Context
-from pivotal.core.environments import check_action
+from pivotal.core.environments import check_action, deterministic
 from pivotal.core.environments.live import attach
 from pivotal.core.environments.once import executed, executed_step, needs_person, repeat_reason, step_key
 from pivotal.core.errors import describe_model_error
 from pivotal.core.models.roles import ask_role
 from pivotal.core.models.world import World
 from pivotal.core.schemas import Decision, Verdict
-from pivotal.core.state import Critique, Proposal, State, VerdictSource
+from pivotal.core.state import Critique, Proposal, State, VerdictSource, same_call, state_before
 from pivotal.core.task import Task
 from pivotal.memory.lesson import lessons_block
 from pivotal.prompts import show
@@ -30,15 +30,20 @@ async def critic(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     task = Task.model_validate(state["task"])
     live, replayed = await attach(state["run_id"], task, state["trajectory"], runtime.context.step_timeout)
     proposal = state["proposal"] or {}
-    verdict, source, updates = await review(
-        context,
-        state,
-        live.env,
-        proposal,
-        prompt=lambda: _prompt(state, task, live.env, proposal),
-        world=live,
-        guard=lambda: _repeat(state, task, live.env, proposal),
-    )
+    source: VerdictSource
+    updates: dict[str, Any]
+    if useless := _known_no_op(context, state, live.env, proposal):
+        verdict, source, updates = _reject(useless), "precheck", {}
+    else:
+        verdict, source, updates = await review(
+            context,
+            state,
+            live.env,
+            proposal,
+            prompt=lambda: _prompt(context, state, task, live.env, proposal),
+            world=live,
+            guard=lambda: _repeat(state, task, live.env, proposal),
+        )
     critique: Critique = {
         **proposal,
         "decision": verdict.decision,
@@ -57,7 +62,7 @@ async def critic(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         chosen["needs_approval"] = needs_person(context.require_approval_for, live.env, chosen)
     counters = updates.setdefault("counters", {})
     counters.update({COUNTER[verdict.decision]: 1, "replayed": replayed, "prechecked": int(source == "precheck"),
-                     "guarded": int(source == "guard")})  # fmt: skip
+                     "guarded": int(source == "guard"), "repeats": int(_proposed_here(state, proposal))})  # fmt: skip
     return {"critiques": critiques, "chosen": chosen, "attempt_failed": reason, "stuck": bool(reason), **updates}
 
 
@@ -122,13 +127,50 @@ async def _judge(
     return answer.value, "critic", updates
 
 
-def _prompt(state: State, task: Task, env: Any, proposal: Proposal) -> str:
+def _known_no_op(context: Context, state: State, env: Any, proposal: Proposal) -> str:
+    """Why the proposal cannot help, or "": in a deterministic environment, the same call already ran
+    from this very state in this attempt and changed nothing, so it would change nothing again.
+
+    Only a no-op is sent back, never a call that led back to an earlier state: going back through a
+    state can be the only way on (out of a dead end), so that is a warning (`show.loops_here`) only.
+    """
+    if context.loop_detection == "off" or not context.precheck or not deterministic(env) or not proposal.get("action"):
+        return ""
+    trajectory = state["trajectory"]
+    now = state_before(state, len(trajectory))
+    same = [
+        step["index"]
+        for step in trajectory[state.get("attempt_start", 0) :]
+        if step.get("no_op") and now is not None and step.get("state") == now and same_call(step, proposal)
+    ]
+    if not same:
+        return ""
+    called = show.call(proposal["action"], proposal.get("arguments") or {})
+    return f"`{called}` changed nothing from this same state at step {same[-1]}; it would change nothing again"
+
+
+def _proposed_here(state: State, proposal: Proposal) -> bool:
+    """Whether this call was proposed before from the state the world is in now, in this attempt
+    (for this step, or for an earlier one that started from the same state), whether it ran or not.
+    """
+    trajectory = state["trajectory"]
+    start = state.get("attempt_start", 0)
+    now = state_before(state, len(trajectory))
+    earlier = list(state.get("critiques", []))
+    if now is not None:
+        earlier += [
+            c for s in trajectory[start:] if state_before(state, s["index"]) == now for c in s.get("verdicts", [])
+        ]
+    return any(c.get("action") and same_call(c, proposal) for c in earlier)
+
+
+def _prompt(context: Context, state: State, task: Task, env: Any, proposal: Proposal) -> str:
     return prompts.render(
         "critic",
         task=task.goal,
         actions=show.actions(env.describe_actions()),
         earlier_turns=show.earlier_turns(state.get("turns", [])),
-        history=show.history(state["trajectory"]),
+        history=show.progress(state, loops=context.loop_detection != "off"),
         observation=state["observation"],
         lessons=lessons_block(state.get("lessons", [])),
         reflections=show.reflections(state.get("reflections", [])),

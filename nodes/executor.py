@@ -29,7 +29,7 @@ from pivotal.core.environments.once import (
     unreviewed,
 )
 from pivotal.core.logs import logger
-from pivotal.core.state import Critique, Proposal, State, Step
+from pivotal.core.state import Critique, Proposal, State, Step, same_call, state_before
 from pivotal.core.task import Task
 from pivotal.prompts import SEE_MORE, clip
 
@@ -76,6 +76,7 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     }
     step["state"] = result.info.get("state")
     step["revisit_of"] = _revisit(state, step)
+    step["no_op"], step["repeat_of"] = not result.done and _no_op(state, step), _repeat_of(state, step)
     trajectory = [*state["trajectory"], step]
     update: dict[str, Any] = {
         "trajectory": trajectory,
@@ -88,6 +89,7 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             "reused": int(earlier is not None),
             "replayed": replayed,
             "revisits": int(step["revisit_of"] is not None),
+            "no_ops": int(step["no_op"]),
         },
     }
     if "answer" in result.info:
@@ -100,7 +102,7 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         update["attempt_failed"] = f"the environment ended the task at step {step['index']}: {_first_line(observation)}"
     elif why := context.budget_spent(len(trajectory) - state.get("attempt_start", 0), _executed(state) + 1):
         update["attempt_failed"] = why
-    elif (circle := _circling(trajectory[state.get("attempt_start", 0) :])) is not None:
+    elif context.loop_detection == "end" and (circle := _circling(trajectory[state.get("attempt_start", 0) :])):
         update["attempt_failed"] = (
             f"going in circles: steps {', '.join(map(str, circle))} each returned to the same state"
         )
@@ -149,9 +151,9 @@ def _executed(state: State) -> int:
 
 
 LOOP_LIMIT = 2
-"""Returns to one state that end an attempt: a first return is a warning the prompts show (an
-agent may go back on purpose), a second is an oscillation (`down, up, down, up, …`) that would
-otherwise spend the whole budget."""
+"""Returns to one state that end an attempt under `loop_detection="end"`. Not the default: an agent
+that oscillates may still find the way within its budget, and ending it there cost pivotal retry a
+tenth of its successes (issue 32); the default only warns (`pivotal.prompts.show.loops_here`)."""
 
 
 def _revisit(state: State, step: Step) -> int | None:
@@ -166,6 +168,31 @@ def _revisit(state: State, step: Step) -> int | None:
     if earlier and earlier[-1][1] == step["state"]:
         return None  # nothing changed (a bump into a wall): the observation says so, it is no circle
     return next((index for index, seen in reversed(earlier) if seen == step["state"]), None)
+
+
+def _no_op(state: State, step: Step) -> bool:
+    """Whether the step changed nothing: the world's state as before it; for an environment that
+    reports no state, the same call saw the same observation earlier in this attempt. A step that
+    ended the task changed that (a snapshot need not say so).
+    """
+    if step.get("state") is not None:
+        return step["state"] == state_before(state, step["index"])
+    return _repeat_of(state, step) is not None
+
+
+def _repeat_of(state: State, step: Step) -> int | None:
+    """The first earlier step of this attempt that made this call from the state this one started in
+    (without states: that made this call and saw what this one saw).
+    """
+    here = state_before(state, step["index"])
+    for earlier in state["trajectory"][state.get("attempt_start", 0) :]:
+        if not same_call(earlier, step):
+            continue
+        if here is None and step.get("state") is None and earlier["observation"] == step["observation"]:
+            return earlier["index"]
+        if here is not None and state_before(state, earlier["index"]) == here:
+            return earlier["index"]
+    return None
 
 
 def _circling(attempt: list[Step]) -> list[int] | None:

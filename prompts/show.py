@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from pivotal.core.state import Critique, Reflection, Step, Turn
+from pivotal.core.state import Critique, Reflection, State, Step, Turn, state_before
 from pivotal.prompts import SEE_MORE, clip
 
 
@@ -55,6 +55,41 @@ def history(trajectory: list[Step]) -> str:
     done = ", ".join(f"{s['index']}:{call(s['action'], s['arguments'])}{_back(s)}" for s in recent)
     skipped = len(trajectory) - len(recent)
     return f"{len(trajectory)} steps taken" + (f" ({skipped} earlier omitted)" if skipped else "") + f": {done}"
+
+
+def progress(state: State, loops: bool) -> str:
+    """The progress block of the actor's and critic's prompts: the history, then with `loops` the
+    calls already tried from the current state that changed nothing or led back (`loops`).
+    """
+    return history(state["trajectory"]) + (loops_here(state) if loops else "")
+
+
+def loops_here(state: State) -> str:
+    """One line per call of this attempt, made from the state the agent is in now, that changed nothing
+    or led back to where it was ("step 7 `examine antique trunk` changed nothing; it was also step 5"):
+    the repeat no single observation shows, said before it is made again. Without states, the calls
+    that saw the same as an earlier identical call.
+    """
+    trajectory = state["trajectory"]
+    start = state.get("attempt_start", 0)
+    now = state_before(state, len(trajectory))
+    tried: dict[str, list[Step]] = {}
+    for step in trajectory[start:]:
+        here = now is None or state_before(state, step["index"]) == now
+        if here and (step.get("no_op") or step.get("revisit_of") is not None):
+            tried.setdefault(call(step["action"], step["arguments"]), []).append(step)
+    return "".join(f"\n{_tried(name, steps)}" for name, steps in tried.items())
+
+
+def _tried(name: str, steps: list[Step]) -> str:
+    *earlier, last = steps
+    said = "changed nothing" if last.get("no_op") else _led_back(last.get("revisit_of"))
+    also = f"; it was also step {', '.join(str(s['index']) for s in earlier)}" if earlier else ""
+    return f"step {last['index']} `{name}` {said}{also}"
+
+
+def _led_back(back: int | None) -> str:
+    return "led back to where you started" if back == -1 else f"led back to where you were after step {back}"
 
 
 def _back(step: Step) -> str:

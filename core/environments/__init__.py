@@ -11,6 +11,7 @@ from pivotal.core.environments.base import (
     Restorable,
     StepResult,
     check_action,
+    deterministic,
 )
 from pivotal.core.errors import PivotalError
 
@@ -88,6 +89,7 @@ __all__ = [
     "Restorable",
     "StepResult",
     "check_action",
+    "deterministic",
     "environment_names",
     "make_environment",
     "require_environment",

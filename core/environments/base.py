@@ -129,6 +129,15 @@ def rewind_mode(env: Any) -> Rewind:
     return declared
 
 
+def deterministic(env: Any) -> bool:
+    """Whether the same call from the same state always does the same: the environment's own
+    `deterministic` when it declares one, else whether it rewinds by snapshot or replay (a world a
+    snapshot puts back whole, or one that declares its actions safe to repeat).
+    """
+    declared = getattr(env, "deterministic", None)
+    return bool(declared) if declared is not None else rewind_mode(env) in ("snapshot", "replay")
+
+
 REWIND_WORDS: dict[str, str] = {
     "snapshot": "restored from a snapshot",
     "replay": "reset and the kept steps replayed",

@@ -30,6 +30,8 @@ class FrozenLake:
     def __init__(self) -> None:
         self.env: Any = None
         self.desc: list[str] = []
+        self.deterministic = True
+        """False on slippery ice: a move that went nowhere may go somewhere next time (loop detection)."""
 
     def reset(self, task: Task) -> str:
         params = read_params(Params, task)
@@ -42,6 +44,7 @@ class FrozenLake:
         else:
             options["map_name"] = params.map
         self.env = gym.make("FrozenLake-v1", **options)
+        self.deterministic = not params.slippery
         self.env.reset(seed=params.seed)
         self.desc = ["".join(tile.decode() for tile in row) for row in self.env.unwrapped.desc.tolist()]
         return self._render("New lake.")

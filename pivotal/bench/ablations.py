@@ -113,6 +113,9 @@ def record(result: Any, env: str, error: float, config: str, stream: int, index:
         "tokens": tokens,
         "wall_s": round(wall, 3),
         "revised": result.critic.get("revised", 0),
+        "revisits": result.revisits,
+        "no_ops": result.no_ops,
+        "repeats": result.repeats,
         "lessons": result.lessons,
         **truth,
     }

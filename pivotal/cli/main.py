@@ -195,6 +195,7 @@ def _print_summary(result, *, path: bool) -> None:
             verdicts = ", ".join(v["decision"] for v in step.get("verdicts", []))
             observation = step["observation"].strip().splitlines()[0][:90] if step["observation"].strip() else ""
             circle = " (back: a circle)" if step.get("revisit_of") is not None else ""
+            circle = " (changed nothing)" if step.get("no_op") else circle
             print(f"  {step['index']:>3}. {step['action']:<12} [{verdicts}]{circle} {observation}")
         for reflection in result.reflections:
             print(f"  reflection (attempt {reflection['attempt']}): {reflection_line(reflection)}")

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any, get_args
 
-from pivotal.core.context import Context, OnCritiqueExhausted, RecallMode, RetryStrategy, StepBudget
+from pivotal.core.context import Context, LoopDetection, OnCritiqueExhausted, RecallMode, RetryStrategy, StepBudget
 from pivotal.core.errors import PivotalError
 from pivotal.core.schemas import PivotChoice
 
@@ -45,6 +45,9 @@ def context_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--no-precheck", dest="precheck", action="store_false", default=None)
     group.add_argument("--no-memory", dest="memory", action="store_false", default=None)
     group.add_argument("--on-critique-exhausted", choices=get_args(OnCritiqueExhausted))
+    group.add_argument(
+        "--loop-detection", choices=get_args(LoopDetection), help="warn of steps that change nothing (default warn)"
+    )
     group.add_argument("--store", dest="store_path", metavar="DIR", help="Chroma experience store folder")
     group.add_argument("--store-url", metavar="URL", help="Chroma server shared by several processes")
     group.add_argument(

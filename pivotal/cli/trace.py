@@ -88,6 +88,7 @@ class Trace:
         self.step = step["index"] + 1
         seen = _short(" ".join(step.get("observation", "").split()), 80)
         circle = " (back where it was: a circle)" if step.get("revisit_of") is not None else ""
+        circle = " (changed nothing)" if step.get("no_op") else circle
         failed = f"\n        attempt failed: {update['attempt_failed']}" if update.get("attempt_failed") else ""
         return f"        executed {_action(step)}{circle} → {seen}{failed}"
 

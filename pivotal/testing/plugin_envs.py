@@ -1,9 +1,12 @@
 """Environments a plugin would bring, each with the one trait a test of issue 32 needs: no way
-back (`forward-grid`), kinds of task under one name (`kinds-grid`), and one text action whose
-pre-check lists every legal command (`word-room`). Loaded by the CLI as a plugin
+back (`forward-grid`), kinds of task under one name (`kinds-grid`), one text action whose
+pre-check lists every legal command (`word-room`), and turns that come back round and walls that
+stop a step (`lava-grid`, MiniGrid's kind of loops). Loaded by the CLI as a plugin
 (`--plugin pivotal.testing.plugin_envs`).
 """
 
+import random
+from collections import deque
 from typing import Any
 
 from pivotal.core.environments import ActionSpec, StepResult, register_environment
@@ -99,6 +102,124 @@ class WordRoom:
         return len(PLAN) - done
 
 
+HEADINGS = ("east", "south", "west", "north")
+AHEAD = {"east": (1, 0), "south": (0, 1), "west": (-1, 0), "north": (0, -1)}
+Pose = tuple[int, int, int]
+"""x, y and the index of the heading in HEADINGS."""
+
+
+class LavaGrid:
+    """MiniGrid's LavaGap: a square room, a column of lava with one gap (placed by `seed`), the goal in
+    the far corner. The agent turns and steps forward: four turns come back round, and a step into
+    the wall changes nothing, so wrong moves make loops and no-ops as in MiniGrid; a step into the
+    lava ends the task.
+    """
+
+    default_goal = "Reach the goal G in the far corner without stepping into the lava."
+    size = 5
+
+    def reset(self, task: Task) -> str:
+        layout = random.Random(int(task.params.get("seed", 0)))
+        self.column = layout.randrange(2, self.size - 1)
+        self.gap = layout.randrange(self.size)
+        self.pose: Pose = (0, 0, 0)
+        self.distances = self._distances()
+        return self._render("New room.")
+
+    def describe_actions(self) -> list[ActionSpec]:
+        return [
+            ActionSpec("left", "turn left"),
+            ActionSpec("right", "turn right"),
+            ActionSpec("forward", "step one cell ahead"),
+        ]
+
+    def step(self, name: str, arguments: dict[str, Any]) -> StepResult:
+        self.pose = self._after(self.pose, name)
+        x, y, _ = self.pose
+        if self._lava(x, y):
+            return StepResult(self._render("You stepped into the lava."), done=True)
+        if (x, y) == self._goal():
+            return StepResult(self._render("You reached the goal."), done=True, success=True)
+        return StepResult(self._render(f"You did {name}."))
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"pose": list(self.pose)}
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        x, y, heading = snapshot["pose"]
+        self.pose = (int(x), int(y), int(heading))
+
+    # --- Oracle (used by sim models) ------------------------------------------------------
+    def expert_action(self) -> tuple[str, dict[str, Any]] | None:
+        here = self.distances.get(self.pose)
+        if not here:
+            return None
+        return next((name, {}) for name in ("forward", "left", "right") if self._closer(self.pose, name))
+
+    def judge(self, name: str, arguments: dict[str, Any]) -> tuple[str, str]:
+        x, y, _ = self._after(self.pose, name)
+        if self._lava(x, y):
+            return "fatal", "it steps into the lava"
+        if self._closer(self.pose, name):
+            return "good", "it gets closer to the goal"
+        return "poor", "it does not get closer to the goal"
+
+    def first_mistake(self, actions: list[tuple[str, dict[str, Any]]]) -> tuple[int, str]:
+        pose: Pose = (0, 0, 0)
+        for index, (name, _) in enumerate(actions):
+            if not self._closer(pose, name):
+                return index, f"{name} did not get closer to the goal"
+            pose = self._after(pose, name)
+        return max(len(actions) - 1, 0), "no mistake found"
+
+    def _after(self, pose: Pose, name: str) -> Pose:
+        x, y, heading = pose
+        if name in ("left", "right"):
+            return x, y, (heading + (1 if name == "right" else -1)) % 4
+        dx, dy = AHEAD[HEADINGS[heading]]
+        if 0 <= x + dx < self.size and 0 <= y + dy < self.size:
+            return x + dx, y + dy, heading
+        return pose  # the wall: nothing happens
+
+    def _closer(self, pose: Pose, name: str) -> bool:
+        far = len(self.distances) + 1
+        return self.distances.get(self._after(pose, name), far) < self.distances.get(pose, far)
+
+    def _distances(self) -> dict[Pose, int]:
+        """Moves to the goal from every pose (breadth first, backwards over the moves)."""
+        poses = [(x, y, h) for x in range(self.size) for y in range(self.size) for h in range(4)]
+        goal = self._goal()
+        distances = {pose: 0 for pose in poses if pose[:2] == goal}
+        queue = deque(distances)
+        while queue:
+            target = queue.popleft()
+            for pose in poses:
+                if pose in distances or self._lava(*pose[:2]) or pose[:2] == goal:
+                    continue
+                if any(self._after(pose, name) == target for name in ("left", "right", "forward")):
+                    distances[pose] = distances[target] + 1
+                    queue.append(pose)
+        return distances
+
+    def _lava(self, x: int, y: int) -> bool:
+        return x == self.column and y != self.gap
+
+    def _goal(self) -> tuple[int, int]:
+        return self.size - 1, self.size - 1
+
+    def _render(self, event: str) -> str:
+        x, y, heading = self.pose
+        rows = [
+            "".join(
+                "A" if (cx, cy) == (x, y) else "G" if (cx, cy) == self._goal() else "L" if self._lava(cx, cy) else "."
+                for cx in range(self.size)
+            )  # fmt: skip
+            for cy in range(self.size)
+        ]
+        return f"{event} You are at ({x},{y}) facing {HEADINGS[heading]}.\n" + "\n".join(rows)
+
+
 register_environment("forward-grid", ForwardGrid)
 register_environment("kinds-grid", KindsGrid)
 register_environment("word-room", WordRoom)
+register_environment("lava-grid", LavaGrid)

@@ -1,0 +1,176 @@
+"""Loop detection (issue 32): steps that change nothing and calls repeated from one state are counted
+and named to the actor and critic; only a certain no-op is sent back, and no loop ends an attempt.
+"""
+
+from typing import Any
+
+from pivotal import Context
+from pivotal.core.environments import ActionSpec, StepResult, register_environment
+from pivotal.graphs import arun
+from pivotal.testing.scripted import ScriptedChatModel
+
+
+class DarkRoom:
+    """`look` changes nothing, `light` lights the lamp, `leave` wins once it is lit; deterministic
+    (snapshot/restore), and every executed call is logged.
+    """
+
+    log: list[str] = []
+
+    def reset(self, task: Any) -> str:
+        self.lit = False
+        return "A dark room."
+
+    def describe_actions(self) -> list[ActionSpec]:
+        place = {"type": "object", "properties": {"place": {"type": "string"}}, "required": ["place"]}
+        return [
+            ActionSpec("look", "look around"),
+            ActionSpec("light", "light the lamp"),
+            ActionSpec("leave", "go"),
+            ActionSpec("search", "search a place", place),
+        ]
+
+    def step(self, name: str, arguments: dict[str, Any]) -> StepResult:
+        DarkRoom.log.append(name)
+        if name == "light":
+            self.lit = True
+            return StepResult("The lamp is lit.")
+        if name == "leave" and self.lit:
+            return StepResult("You are out.", done=True, success=True)
+        return StepResult("It is too dark to see anything.")
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"lit": self.lit}
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        self.lit = bool(snapshot["lit"])
+
+
+class Corridor:
+    """Cells 0..3, start at 1, the goal at 3; 0 is a dead end, so getting out of it means going back
+    through a state already visited.
+    """
+
+    def reset(self, task: Any) -> str:
+        self.at = 1
+        return "You are at 1."
+
+    def describe_actions(self) -> list[ActionSpec]:
+        return [ActionSpec("left", "one cell left"), ActionSpec("right", "one cell right")]
+
+    def step(self, name: str, arguments: dict[str, Any]) -> StepResult:
+        self.at = max(0, self.at + (1 if name == "right" else -1))
+        return StepResult(f"You are at {self.at}.", done=self.at == 3, success=self.at == 3)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"at": self.at}
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        self.at = int(snapshot["at"])
+
+
+register_environment("dark-room", DarkRoom)
+register_environment("corridor", Corridor)
+
+
+def _actor(*actions: str) -> ScriptedChatModel:
+    return ScriptedChatModel(script={"Proposal": [{"action": name, "thought": ""} for name in actions]})
+
+
+def _context(model: ScriptedChatModel, **changes: Any) -> Context:
+    return Context(model=model, critic=False, memory=False, max_pivot_retries=0, max_steps=8, **changes)
+
+
+def _actor_prompts(model: ScriptedChatModel) -> list[str]:
+    return [str(messages[-1].content) for messages in model.prompts["Proposal"]]
+
+
+async def test_a_no_op_is_counted_named_to_the_actor_and_not_run_again():
+    DarkRoom.log = []
+    model = _actor("look", "look", "light", "leave")
+    result = await arun({"env": "dark-room", "goal": "Get out."}, _context(model), checkpoint_path=":memory:")
+
+    assert result.status == "success"
+    assert DarkRoom.log == ["look", "light", "leave"]  # the second look was sent back, not run
+    assert result.no_ops == 1 and result.trajectory[0]["no_op"] is True
+    assert result.critic["prechecked"] == 1 and result.repeats == 1
+    second = _actor_prompts(model)[1]
+    assert "step 0 `look` changed nothing" in second
+    bounce = result.trajectory[1]["verdicts"][0]
+    assert bounce["source"] == "precheck" and "changed nothing from this same state" in bounce["diagnosis"]
+
+
+async def test_off_shows_no_warning_and_sends_nothing_back():
+    DarkRoom.log = []
+    model = _actor("look", "look", "light", "leave")
+    context = _context(model, loop_detection="off")
+    result = await arun({"env": "dark-room", "goal": "Get out."}, context, checkpoint_path=":memory:")
+
+    assert DarkRoom.log == ["look", "look", "light", "leave"]
+    assert result.no_ops == 2 and result.critic["prechecked"] == 0  # still counted
+    assert not any("changed nothing" in prompt for prompt in _actor_prompts(model))
+
+
+async def test_a_way_back_through_visited_states_is_warned_of_never_ended_or_sent_back():
+    """Out of the dead end only through cell 1 again: the old rule ended this attempt at the second
+    return; now each return is a line in the prompt and the agent gets out.
+    """
+    model = _actor("left", "right", "left", "right", "right", "right")
+    result = await arun({"env": "corridor", "goal": "Reach 3."}, _context(model), checkpoint_path=":memory:")
+
+    assert result.status == "success"
+    assert [s["action"] for s in result.trajectory] == ["left", "right", "left", "right", "right", "right"]
+    assert result.revisits == 3 and result.critic["prechecked"] == 0
+    assert "step 1 `right` led back to where you started" in _actor_prompts(model)[3]  # at 0 again
+
+    ended = await arun(
+        {"env": "corridor", "goal": "Reach 3."},
+        _context(_actor("left", "right", "left", "right", "right", "right"), loop_detection="end"),
+        checkpoint_path=":memory:",
+    )
+    assert ended.status == "failure" and ended.reason.startswith("going in circles")
+
+
+async def test_only_known_no_ops_left_ends_the_attempt_as_stuck():
+    """An actor that proposes nothing but the call that changed nothing: the pre-check's bounces run
+    out and the attempt fails before acting (the stuck path), without running it again.
+    """
+    DarkRoom.log = []
+    search = {"call": {"action": "search", "arguments": {"place": "floor"}}, "thought": ""}
+    model = ScriptedChatModel(script={"Proposal": [search]})  # repeated: a scripted role repeats its last reply
+    context = _context(model, max_precheck_bounces=2)
+    result = await arun({"env": "dark-room", "goal": "Get out."}, context, checkpoint_path=":memory:")
+
+    assert DarkRoom.log == ["search"]
+    assert result.status == "failure" and result.reason.startswith("no acceptable action")
+    assert result.executed == 1 and result.repeats == 3
+
+
+class Echo:
+    """A world that reports no state (no snapshot, no state_key): a no-op is the same call seeing the same."""
+
+    log: list[str] = []
+
+    def reset(self, task: Any) -> str:
+        return "A cave."
+
+    def describe_actions(self) -> list[ActionSpec]:
+        return [ActionSpec("shout", "shout"), ActionSpec("leave", "go")]
+
+    def step(self, name: str, arguments: dict[str, Any]) -> StepResult:
+        Echo.log.append(name)
+        return StepResult("Out.", done=True, success=True) if name == "leave" else StepResult("Echo.")
+
+
+register_environment("echo-cave", Echo)
+
+
+async def test_without_states_a_same_call_seeing_the_same_is_a_no_op_named_but_not_sent_back():
+    """Not knowing the world's state, the repeat is not certain to change nothing: only a warning."""
+    Echo.log = []
+    model = _actor("shout", "shout", "shout", "leave")
+    result = await arun({"env": "echo-cave", "goal": "Get out."}, _context(model), checkpoint_path=":memory:")
+
+    assert Echo.log == ["shout", "shout", "shout", "leave"] and result.critic["prechecked"] == 0
+    assert result.no_ops == 2 and result.repeats == 0  # repeats need a known state across steps
+    assert "step 2 `shout` changed nothing; it was also step 1" in _actor_prompts(model)[3]
