@@ -288,6 +288,7 @@ class PivotalCritic(AgentMiddleware):
             actions=show.actions(env.describe_actions()),
             earlier_turns="",
             history=show.history(_steps(reviews)),
+            repeats="",  # the middleware keeps no world states to tell a repeat by
             observation=clip(_observation(state), limit),
             lessons=lessons_block(state.get("pivotal_lessons") or []),
             reflections="",

@@ -57,11 +57,12 @@ def history(trajectory: list[Step]) -> str:
     return f"{len(trajectory)} steps taken" + (f" ({skipped} earlier omitted)" if skipped else "") + f": {done}"
 
 
-def progress(state: State, loops: bool) -> str:
-    """The progress block of the actor's and critic's prompts: the history, then with `loops` the
-    calls already tried from the current state that changed nothing or led back (`loops`).
+def repeats(state: State, loops: bool) -> str:
+    """The repeats block of the actor's and critic's prompts (with `loops`): the calls already tried
+    from the current state that changed nothing or led back. A block of its own beside the progress,
+    so the `sim` models, which do not read it, draw the same dice with loop detection on and off.
     """
-    return history(state["trajectory"]) + (loops_here(state) if loops else "")
+    return loops_here(state).lstrip("\n") if loops else ""
 
 
 def loops_here(state: State) -> str:

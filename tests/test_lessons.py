@@ -41,7 +41,7 @@ async def test_gate_rejections_are_not_written(tmp_path):
     assert open_store(str(tmp_path / "store")).count() == 0
 
 
-_COUNT = "import sys; from memory.registry import open_store; print(open_store(sys.argv[1]).count())"
+_COUNT = "import sys; from pivotal.memory.registry import open_store; print(open_store(sys.argv[1]).count())"
 
 
 async def test_lessons_persist_across_processes_and_a_later_run_recalls_them(tmp_path):

@@ -14,6 +14,7 @@ def test_data_cannot_close_its_tag_and_pose_as_instructions():
         actions="a",
         earlier_turns="-",
         history="h",
+        repeats="",
         observation=hostile,
         lessons="-",
         reflections="-",
@@ -41,6 +42,7 @@ def _step_fields(**overrides: str) -> dict[str, str]:
         "task": "Reach G.",
         "actions": "- right: move one cell right",
         "history": "1 steps taken: 0:down",
+        "repeats": "",
         "observation": "agent at (1,0)",
         "earlier_turns": "",
         "lessons": "",
@@ -55,6 +57,7 @@ def test_an_empty_data_block_is_left_out_and_a_full_one_kept():
     full = prompts.render("actor", **_step_fields(lessons="- [guardrail] when x: y"))
 
     assert "<lessons>" not in empty and "<reflections>" not in empty and "<critiques_of_this_step>" not in empty
+    assert "<repeats>" not in empty
     assert "<observation>\nagent at (1,0)\n</observation>" in empty
     assert "<lessons>\n- [guardrail] when x: y\n</lessons>" in full
 

@@ -141,9 +141,14 @@ def _usage(prompt: str, message: AIMessage) -> UsageMetadata:
 _BLOCKS = re.compile(r"<([A-Za-z_][\w-]*)>(.*?)</\1>", re.S)
 
 
+UNREAD = ("repeats",)
+"""Blocks the sim roles never act on, left out of the seed: loop detection's lines would otherwise
+redraw every later outcome, and its measured effect would be the dice's."""
+
+
 def _data(prompt: str) -> str:
     """The prompt's data blocks, or the whole text of a prompt that has none."""
-    blocks = _BLOCKS.findall(prompt)
+    blocks = [(tag, body) for tag, body in _BLOCKS.findall(prompt) if tag not in UNREAD]
     return "\n".join(f"{tag}={body.strip()}" for tag, body in blocks) if blocks else prompt
 
 
