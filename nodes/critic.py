@@ -133,8 +133,14 @@ def _known_no_op(context: Context, state: State, env: Any, proposal: Proposal) -
 
     Only a no-op is sent back, never a call that led back to an earlier state: going back through a
     state can be the only way on (out of a dead end), so that is a warning (`show.loops_here`) only.
+    And only while the step has pre-check bounces left: a send-back never ends an attempt (the stuck
+    path), which measured costing success where the actor moved on after one wasted step
+    (benchmarks/bench_loops.py); past them the call goes to the critic as any other.
     """
     if context.loop_detection == "off" or not context.precheck or not deterministic(env) or not proposal.get("action"):
+        return ""
+    bounced = sum(c["source"] in ("precheck", "guard") for c in state.get("critiques", []))
+    if bounced >= context.precheck_bounces_allowed():
         return ""
     trajectory = state["trajectory"]
     now = state_before(state, len(trajectory))

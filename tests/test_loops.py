@@ -1,5 +1,5 @@
 """Loop detection (issue 32): steps that change nothing and calls repeated from one state are counted
-and named to the actor and critic; only a certain no-op is sent back, and no loop ends an attempt.
+and named to the actor and critic; only a certain no-op is sent back (while the step has bounces left), and no loop ends an attempt.
 """
 
 from typing import Any
@@ -131,9 +131,10 @@ async def test_a_way_back_through_visited_states_is_warned_of_never_ended_or_sen
     assert ended.status == "failure" and ended.reason.startswith("going in circles")
 
 
-async def test_only_known_no_ops_left_ends_the_attempt_as_stuck():
-    """An actor that proposes nothing but the call that changed nothing: the pre-check's bounces run
-    out and the attempt fails before acting (the stuck path), without running it again.
+async def test_a_no_op_is_sent_back_only_while_bounces_are_left_and_never_ends_the_attempt():
+    """An actor that proposes nothing but the call that changed nothing: each step sends it back as
+    often as the pre-check may, then lets it through, so the step budget ends the attempt, never loop
+    detection (its send-backs ending attempts as stuck measured costing success).
     """
     DarkRoom.log = []
     search = {"call": {"action": "search", "arguments": {"place": "floor"}}, "thought": ""}
@@ -141,9 +142,10 @@ async def test_only_known_no_ops_left_ends_the_attempt_as_stuck():
     context = _context(model, max_precheck_bounces=2)
     result = await arun({"env": "dark-room", "goal": "Get out."}, context, checkpoint_path=":memory:")
 
-    assert DarkRoom.log == ["search"]
-    assert result.status == "failure" and result.reason.startswith("no acceptable action")
-    assert result.executed == 1 and result.repeats == 3
+    assert DarkRoom.log == ["search"] * 8
+    assert result.status == "failure" and "step budget of 8 spent" in result.reason
+    bounces = [sum(v["source"] == "precheck" for v in step["verdicts"]) for step in result.trajectory]
+    assert bounces == [0] + [2] * 7
 
 
 class Echo:
