@@ -292,6 +292,7 @@ def test_embedded_model_fills_a_required_text_argument_through_the_tool_adapter(
         task="Tell the customer their refund has been sent.",
         actions=show.actions(specs),
         history=show.history([]),
+        repeats="",
         earlier_turns="",
         observation="The customer asks: where is my refund?",
         lessons="",

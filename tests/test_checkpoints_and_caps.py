@@ -273,6 +273,7 @@ def test_a_prompt_with_a_1_mb_recalled_lesson_stays_under_the_cap():
         actions="- up\n- down",
         earlier_turns="- turn 1: asked: reach H",
         history="No steps taken yet.",
+        repeats="",
         observation="a maze",
         lessons=lessons_block([lesson, {**lesson, "text": "go around walls"}]),
         reflections="(none)",
