@@ -1,5 +1,6 @@
 """Loop detection (issue 32): steps that change nothing and calls repeated from one state are counted
-and named to the actor and critic; only a certain no-op is sent back (while the step has bounces left), and no loop ends an attempt.
+and named to the actor and critic; only a certain no-op is sent back (while the step has bounces
+left), and no loop ends an attempt.
 """
 
 from typing import Any

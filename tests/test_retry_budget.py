@@ -46,7 +46,8 @@ async def test_no_retry_once_the_shared_total_is_spent():
 @pytest.mark.parametrize("retry", ["full", "pivotal"])
 async def test_the_fair_budget_bounds_every_path_and_the_total_for_both_strategies(retry):
     """An actor that always errs (word-room: every wrong command does nothing) spends every attempt; loop
-    detection off, which would send back a command that already changed nothing (tests/test_loops.py)."""
+    detection off, which would send back a command that already changed nothing (tests/test_loops.py).
+    """
     context = Context(
         model="sim:error=1.0,seed=3,legal=1", lesson_model="sim", critic=False, memory=False,
         retry=retry, max_steps=6, max_pivot_retries=2, loop_detection="off",
