@@ -131,8 +131,7 @@ class PivotalGraph(CompiledStateGraph):
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         if not _as_node(config):
-            async with invocation_lease(self.checkpointer, config):  # then astream finds it held
-                return await super().ainvoke(input, config, **kwargs)
+            return await super().ainvoke(input, config, **kwargs)  # through astream, which takes the lease
         return _node_output(await super().ainvoke(input, config, **self._node_keys(kwargs)))
 
     def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any):

@@ -139,13 +139,19 @@ def rewind_notice(task: Task | dict[str, Any] | str, context: Context) -> str:
     return notice_for(env, parsed.env, context.retry, context.max_pivot_retries)
 
 
+def rewind_notices(tasks: list[Task], context: Context) -> list[str]:
+    """The rewind notice once per environment of these tasks that cannot go back."""
+    found = (notice_for(make_environment(name), name, context.retry, context.max_pivot_retries)
+             for name in dict.fromkeys(task.env for task in tasks))  # fmt: skip
+    return [notice for notice in found if notice]
+
+
 def warn_rewinds(tasks: list[Task], context: Context) -> None:
-    """The rewind notice once per environment of these tasks, as a `RewindWarning`: a script
-    asked for a retry that its environment cannot give (the CLI prints the line itself).
+    """The notices as `RewindWarning`s: a script asked for a retry its environment cannot give
+    (the CLI prints the lines itself).
     """
-    for name in dict.fromkeys(task.env for task in tasks):
-        if notice := notice_for(make_environment(name), name, context.retry, context.max_pivot_retries):
-            warnings.warn(notice, RewindWarning, stacklevel=3)
+    for notice in rewind_notices(tasks, context):
+        warnings.warn(notice, RewindWarning, stacklevel=3)
 
 
 def check_task(task: Task | dict[str, Any] | str, default_env: str = "") -> Task:

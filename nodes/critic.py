@@ -139,8 +139,7 @@ def _known_no_op(context: Context, state: State, env: Any, proposal: Proposal) -
     """
     if context.loop_detection == "off" or not context.precheck or not deterministic(env) or not proposal.get("action"):
         return ""
-    bounced = sum(c["source"] in ("precheck", "guard") for c in state.get("critiques", []))
-    if bounced >= context.precheck_bounces_allowed():
+    if _bounced(state.get("critiques", [])) >= context.precheck_bounces_allowed():
         return ""
     trajectory = state["trajectory"]
     now = state_before(state, len(trajectory))
@@ -271,7 +270,7 @@ def _decide(critiques: list[Critique], context: Context) -> tuple[Proposal | Non
     last = critiques[-1]
     if last["decision"] == "approve":
         return _proposal(last), ""
-    prechecked = sum(c["source"] in ("precheck", "guard") for c in critiques)
+    prechecked = _bounced(critiques)
     reviewed = len(critiques) - prechecked
     if reviewed <= context.max_critique_rounds and prechecked <= context.precheck_bounces_allowed():
         return None, ""
@@ -281,6 +280,11 @@ def _decide(critiques: list[Critique], context: Context) -> tuple[Proposal | Non
     return None, (
         f"no acceptable action after {len(critiques)} proposals; last verdict: {last['decision']} ({last['diagnosis']})"
     )
+
+
+def _bounced(critiques: list[Critique]) -> int:
+    """Send-backs by the pre-check and the repeat guard: they have a budget of their own."""
+    return sum(c["source"] in ("precheck", "guard") for c in critiques)
 
 
 def _proposal(critique: Critique) -> Proposal:

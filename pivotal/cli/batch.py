@@ -141,14 +141,11 @@ def _say_rewinds(tasks: list[dict[str, Any]], context: Any) -> None:
     """`pivotal run`'s rewind notice, once per environment of the batch, above the summary on
     stdout: stderr keeps its one line for a fault (and JSON logs, when asked for, stay JSON).
     """
-    from pivotal.graphs.runner import rewind_notice
+    from pivotal.core.task import parse_task
+    from pivotal.graphs.runner import rewind_notices
 
-    first: dict[str, dict[str, Any]] = {}
-    for task in tasks:
-        first.setdefault(str(task.get("env") or context.default_env), task)
-    for task in first.values():
-        if notice := rewind_notice(task, context):
-            print(notice)
+    for notice in rewind_notices([parse_task(task, context.default_env) for task in tasks], context):
+        print(notice)
 
 
 def _check_checkpoints(path: str | None) -> None:
