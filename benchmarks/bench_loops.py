@@ -27,12 +27,14 @@ from typing import Any
 
 import pivotal.testing.plugin_envs  # noqa: F401  (registers lava-grid and word-room)
 from pivotal.bench.ablations import Plan, run_plan
+from pivotal.bench.metrics import sign_test
 
 MODES = ("off", "warn", "end")
 CONFIGS = {"pivotal": "critic+pivotal", "full": "critic+full"}
 """Retry strategy → the bench configuration that runs it (memory off)."""
 COUNTS = ("tasks", "success", "executed", "no_ops", "repeats", "revisits", "saved", "cost")
-"""Per cell; `saved`: paired tasks that succeed in this mode and fail with `off`, `cost`: the reverse."""
+"""Per cell; `saved`: paired tasks that succeed in this mode and fail with `off`, `cost`: the reverse;
+the report gives their exact two-sided sign test (McNemar) p-value: a small one is a real effect."""
 
 
 async def measure(envs: list[str], errors: list[float], streams: int, tasks: int) -> dict[str, Any]:
@@ -84,7 +86,7 @@ def report(found: dict[str, Any]) -> str:
         lines.append(
             f"  {key.replace('|', ' '):<24} success {c['success']:>4}/{c['tasks']:<4} ({success})"
             f"  executed {c['executed']:>5} ({executed})"
-            f"  saved {c['saved']:>3}  cost {c['cost']:>3}"
+            f"  saved {c['saved']:>3}  cost {c['cost']:>3} (p {sign_test(c['saved'], c['cost']):.2f})"
             f"  no-ops {c['no_ops']:>4}  repeats {c['repeats']:>4}  revisits {c['revisits']:>4}"
         )
     return "\n".join(lines)

@@ -28,6 +28,8 @@ import pivotal.testing.plugin_envs  # noqa: F401  (registers word-room)
 from pivotal.bench.ablations import record
 from pivotal.bench.metrics import paired
 from pivotal.core.context import Context
+from pivotal.core.environments import make_environment
+from pivotal.core.task import Task
 from pivotal.graphs import arun
 
 FAMILIES = {"text": ("word-room", "cave-quest"), "cliff": ("cliff-grid",), "lava": ("lava-key-grid",)}
@@ -41,13 +43,19 @@ STRATEGIES = {
     "no_return": {"retry": "pivotal", "pivot": "no_return"},
     "best": {"retry": "pivotal", "pivot": "best"},
 }
+FIRST = "first/fair"
+"""No retry: each task's first attempt alone, the same in every configuration (same seeds), so the
+tables can say which share of the steps no retry strategy can change, and what a perfect retry costs."""
 OTHER_BUDGETS = ("path", "new")
 """Run with pivot first_mistake and best only, against the fair budget's full-retry runs."""
 
 
 def configs() -> dict[str, dict[str, Any]]:
-    """Config name -> Context fields: the fair table's four, then pivotal under the other budgets."""
-    found = {f"{name}/fair": {**fields, "budget": "fair"} for name, fields in STRATEGIES.items()}
+    """Config name -> Context fields: the first attempts alone, the fair table's four, then pivotal
+    under the other budgets.
+    """
+    found = {FIRST: {"retry": "none", "budget": "fair"}}
+    found.update({f"{name}/fair": {**fields, "budget": "fair"} for name, fields in STRATEGIES.items()})
     for budget in OTHER_BUDGETS:
         for name in ("first_mistake", "best"):
             found[f"{name}/{budget}"] = {**STRATEGIES[name], "budget": budget}
@@ -90,7 +98,21 @@ async def one(task: tuple[str, str, float, str, int], name: str, fields: dict[st
     result = await arun({"env": env, "params": {"seed": seed}}, context, checkpoint_path=":memory:")
     row = record(result, env, error, name, 0, seed, time.perf_counter() - started)
     row.update(family=family, critic=critic, stream=f"{env}/{error}/{critic}/{seed}", budget=result.retries["budget"])
+    if name.startswith(FIRST) and result.status != "success":
+        row["perfect_retry"] = fewest_steps_after(env, seed, result.trajectory)
     return row
+
+
+def fewest_steps_after(env: str, seed: int, trajectory: list[dict[str, Any]]) -> int | None:
+    """The fewest steps any retry of this failed attempt needs: from the state along its path (the
+    start included) closest to the goal, by the environment's own `steps_to_goal`. A retry that
+    restarts there and makes no mistake costs this; no strategy's retry can cost less.
+    """
+    world = make_environment(env)
+    world.reset(Task(env=env, params={"seed": seed}))
+    path = [(step["action"], step["arguments"]) for step in trajectory]
+    left = [world.steps_to_goal(path[:k]) for k in range(len(path) + 1)]
+    return min((n for n in left if n is not None), default=None)
 
 
 async def measure(
@@ -139,9 +161,55 @@ def tables(rows: list[dict[str, Any]], loop: str) -> list[dict[str, Any]]:
     suffix = f"|{loop}" if loop else ""
     mine = [r for r in rows if r["config"].endswith(suffix) and (loop or "|" not in r["config"])]
     base = f"full/fair{suffix}"
-    fair = table(mine, "fair", [f"{n}/fair{suffix}" for n in STRATEGIES if n != "full"], base)
+    names = [f"{n}/fair{suffix}" for n in STRATEGIES if n != "full"]
+    fair = table(mine, "fair", names, base)
     other = [f"{n}/{b}{suffix}" for b in OTHER_BUDGETS for n in ("first_mistake", "best")]
-    return [{**fair, "loops": loop}, {**table(mine, "path, new (full retry: fair)", other, base), "loops": loop}]
+    found = [fair, table(mine, "path, new (full retry: fair)", other, base)]
+    first = {r["stream"]: r for r in mine if r["config"] == FIRST + suffix}
+    if first:
+        found += anatomy(mine, first, names, base)
+    return [{**t, "loops": loop} for t in found]
+
+
+PERFECT = "perfect retry"
+"""Not a strategy: each failed first attempt followed by the cheapest retry there can be (restart at
+the state on its path closest to the goal, then no mistake): the floor under every strategy's steps."""
+
+
+def anatomy(rows: list[dict[str, Any]], first: dict[str, dict[str, Any]], names: list[str], base: str) -> list[dict]:
+    """Where the steps go, under the fair budget: the tasks whose first attempt failed (the only ones
+    where strategies differ, as every configuration runs the same first attempt), the steps after that
+    first attempt, and the perfect retry's floor over all tasks.
+    """
+    failed = {stream for stream, row in first.items() if row["status"] != "success"}
+    retried = [r for r in rows if r["stream"] in failed]
+    after = [{**r, "executed": r["executed"] - first[r["stream"]]["executed"]} for r in retried]
+    floor = [_perfect(row) for row in first.values()]
+    share = {fam: _first_share(rows, first, base, fam) for fam in [*FAMILIES, "all"]}
+    title = f"fair · {PERFECT}: restart at the closest state, no mistake after it"
+    return [
+        table(retried, "fair · tasks whose first attempt failed", names, base),
+        table(after, "fair · steps after the first attempt (tasks whose first attempt failed)", names, base),
+        {**table([*rows, *floor], title, [PERFECT], base), "first_share": share},
+    ]
+
+
+def _perfect(first: dict[str, Any]) -> dict[str, Any]:
+    more = first.get("perfect_retry")
+    solved = first["status"] == "success" or more is not None
+    return {
+        **first,
+        "config": PERFECT,
+        "executed": first["executed"] + (more or 0),
+        "status": "success" if solved else "failure",
+    }
+
+
+def _first_share(rows: list[dict[str, Any]], first: dict[str, dict[str, Any]], base: str, family: str) -> float:
+    """The share of full retry's executed steps spent in first attempts, the same in every configuration."""
+    full = [r for r in rows if r["config"] == base and family in ("all", r["family"])]
+    spent = sum(r["executed"] for r in full)
+    return round(sum(first[r["stream"]]["executed"] for r in full) / spent, 3) if spent else 0.0
 
 
 COLUMNS = ("steps vs full (95% CI)", "success (full)", "Δ success 95% CI")
@@ -149,8 +217,14 @@ COLUMNS = ("steps vs full (95% CI)", "success (full)", "Δ success 95% CI")
 
 def markdown(found: list[dict[str, Any]], header: str) -> str:
     lines = [header, ""]
-    for t in found:
+    for t in (t for t in found if any(t["rows"].values())):  # a table whose configs were not run is left out
         lines += [f"### budget: {t['budget']}{' · ' + t['loops'] if t['loops'] else ''} — against {t['baseline']}", ""]
+        if "first_share" in t:
+            shares = ", ".join(f"{family} {share}" for family, share in t["first_share"].items())
+            lines += [
+                f"First attempts (the same in every configuration) spent this share of full retry's steps: {shares}.",
+                "",
+            ]
         lines += [f"| config | group | tasks | {' | '.join(COLUMNS)} |", "|---|---|---|---|---|---|"]
         for name, groups in t["rows"].items():
             for group, c in groups.items():
@@ -168,13 +242,15 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=480, help="tasks in all, spread over env, error and critic")
     parser.add_argument("--loop-detection", choices=("on", "off", "both"), default="default")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
-    parser.add_argument("--configs", nargs="+", choices=list(configs()), help="run only these (full/fair always)")
+    parser.add_argument(
+        "--configs", nargs="+", choices=list(configs()), help=f"run only these ({FIRST} and full/fair always)"
+    )
     arguments = parser.parse_args()
     if arguments.seeds < 1:
         parser.error(f"--seeds must be >= 1 (got {arguments.seeds})")
     loops = loop_settings(arguments.loop_detection)
     started = time.perf_counter()
-    only = sorted({"full/fair", *arguments.configs}) if arguments.configs else None
+    only = sorted({FIRST, "full/fair", *arguments.configs}) if arguments.configs else None
     rows = asyncio.run(measure(arguments.seeds, loops, only))
     wall = round(time.perf_counter() - started, 1)
     found = [t for loop in loops for t in tables(rows, loop)]

@@ -112,7 +112,10 @@ class Context:
     pre-check sends back a call that already changed nothing at this very state; no attempt ends for
     a loop (measured: ending it cost pivotal retry successes, benchmarks/bench_loops.py). "end":
     also the second return to one state ends the attempt as going in circles (the former rule, kept
-    for comparison). "off": neither lines nor send-backs; the counts are still kept."""
+    for comparison). "off": neither lines nor send-backs; the counts are still kept. Except under
+    "off", an attempt also ends as soon as the environment says the goal is out of reach, or needs
+    more steps than the attempt's budget has left (its optional `steps_to_goal`): the one ending that
+    is certain, so it saves the steps and costs no success."""
     """`execute_best`: run the last proposal the critic asked to revise (never a rejected one)."""
     require_approval_for: list[str] = field(default_factory=list)
     """Actions a human must approve before they execute (the graph pauses with `interrupt()`):

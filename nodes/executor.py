@@ -18,6 +18,7 @@ from langgraph.runtime import Runtime
 
 from pivotal.core.context import Context
 from pivotal.core.environments import Environment, StepResult
+from pivotal.core.environments.base import GOAL_STEPS
 from pivotal.core.environments.live import attach, in_env_thread, run_step
 from pivotal.core.environments.once import (
     executed,
@@ -78,6 +79,7 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     step["revisit_of"] = _revisit(state, step)
     step["no_op"], step["repeat_of"] = not result.done and _no_op(state, step), _repeat_of(state, step)
     trajectory = [*state["trajectory"], step]
+    attempt_steps = len(trajectory) - state.get("attempt_start", 0)
     update: dict[str, Any] = {
         "trajectory": trajectory,
         "observation": observation,
@@ -100,7 +102,9 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                       if verified else f"the agent answered after {len(trajectory)} steps (not verified)")  # fmt: skip
     elif result.done:
         update["attempt_failed"] = f"the environment ended the task at step {step['index']}: {_first_line(observation)}"
-    elif why := context.budget_spent(len(trajectory) - state.get("attempt_start", 0), _executed(state) + 1):
+    elif why := context.budget_spent(attempt_steps, _executed(state) + 1):
+        update["attempt_failed"] = why
+    elif why := _out_of_reach(context, result.info, attempt_steps, _executed(state) + 1):
         update["attempt_failed"] = why
     elif context.loop_detection == "end" and (circle := _circling(trajectory[state.get("attempt_start", 0) :])):
         update["attempt_failed"] = (
@@ -148,6 +152,25 @@ def _send_back(state: State, chosen: Proposal, why: str) -> dict[str, Any]:
 
 def _executed(state: State) -> int:
     return int((state.get("counters") or {}).get("executed", 0))
+
+
+def _out_of_reach(context: Context, info: dict[str, Any], attempt_steps: int, executed: int) -> str:
+    """Why this attempt cannot succeed any more, or "": the environment says the goal is out of reach
+    from here, or needs more steps than the attempt's budget has left (`steps_to_goal`, a lower
+    bound). The only certain way an attempt goes nowhere: its steps are saved for the retry, and no
+    success is lost. Off with loop detection; environments that cannot say are never ended here.
+    """
+    if context.loop_detection == "off" or GOAL_STEPS not in info:
+        return ""
+    left = info[GOAL_STEPS]
+    if left is None:
+        return "the goal is out of reach from here (by steps_to_goal)"
+    room = context.max_steps - attempt_steps
+    if (total := context.total_steps()) is not None:
+        room = min(room, total - executed)
+    if left <= room:
+        return ""
+    return f"the goal needs at least {left} more steps and this attempt has {room} left (by steps_to_goal)"
 
 
 LOOP_LIMIT = 2

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pivotal.bench.ablations import COMPARISONS
-from pivotal.bench.metrics import comparisons, paired, summarise
+from pivotal.bench.metrics import comparisons, paired, sign_test, summarise
 from pivotal.bench.report import markdown
 from pivotal.bench.truth import judge_trajectory
 from pivotal.cli.bench import QUICK, local_plan, local_results
@@ -302,3 +302,9 @@ def test_results_json_keeps_each_task_record_on_one_line():
     text = results_json(results)
     assert json.loads(text) == results
     assert sum(line.strip().startswith('{"env":"taxi"') for line in text.splitlines()) == 3
+
+
+def test_the_sign_test_reads_a_few_discordant_pairs_as_chance_and_many_as_real():
+    assert sign_test(2, 5) == 0.453125  # 2 saved, 5 cost: 2 * P(X <= 2 | n=7, p=1/2)
+    assert sign_test(0, 0) == 1.0 and sign_test(5, 5) == 1.0
+    assert sign_test(0, 10) < 0.002 and sign_test(10, 0) == sign_test(0, 10)

@@ -46,9 +46,12 @@ async def test_max_pivot_retries_bounds_the_retries():
 
 
 async def test_max_steps_bounds_each_attempt():
-    result = await run(model="sim", max_steps=2, max_pivot_retries=0)
+    # loop detection off: on, the maze's steps_to_goal ends the attempt after its first step (7 left, 1 of budget)
+    result = await run(model="sim", max_steps=2, max_pivot_retries=0, loop_detection="off")
     assert result.status == "failure" and result.executed == 2
     assert "step budget of 2" in result.reason
+    ended = await run(model="sim", max_steps=2, max_pivot_retries=0)
+    assert ended.executed == 1 and ended.reason.startswith("the goal needs at least")
 
 
 async def test_max_critique_rounds_bounds_proposals_per_step():

@@ -56,6 +56,8 @@ def test_pivotal_envs_shows_each_environments_rewind_mode_and_parameters(capsys)
     assert "rewind forward" in rows["forward-grid"] and "cannot go back" in rows["forward-grid"]
     assert "rows=6 cols=6 mines=5" in rows["minesweeper"]
     assert "params: none declared" in rows["word-room"]
+    assert rows["gridworld"].endswith("ends hopeless attempts (steps_to_goal)")  # it knows the steps left
+    assert "steps_to_goal" not in rows["minesweeper"]
 
 
 # --- 5. families that follow the task ----------------------------------------------------------

@@ -1,9 +1,11 @@
 """Loop detection (issue 32): steps that change nothing and calls repeated from one state are counted
 and named to the actor and critic; only a certain no-op is sent back (while the step has bounces
-left), and no loop ends an attempt.
+left), and no loop ends an attempt; one the environment says can no longer reach the goal ends at once.
 """
 
 from typing import Any
+
+from structlog.testing import capture_logs
 
 from pivotal import Context
 from pivotal.core.environments import ActionSpec, StepResult, register_environment
@@ -79,7 +81,8 @@ def _actor(*actions: str) -> ScriptedChatModel:
 
 
 def _context(model: ScriptedChatModel, **changes: Any) -> Context:
-    return Context(model=model, critic=False, memory=False, max_pivot_retries=0, max_steps=8, **changes)
+    fields: dict[str, Any] = {"critic": False, "memory": False, "max_pivot_retries": 0, "max_steps": 8, **changes}
+    return Context(model=model, **fields)
 
 
 def _actor_prompts(model: ScriptedChatModel) -> list[str]:
@@ -177,3 +180,76 @@ async def test_without_states_a_same_call_seeing_the_same_is_a_no_op_named_but_n
     assert Echo.log == ["shout", "shout", "shout", "leave"] and result.critic["prechecked"] == 0
     assert result.no_ops == 2 and result.repeats == 0  # repeats need a known state across steps
     assert "step 2 `shout` changed nothing; it was also step 1" in _actor_prompts(model)[3]
+
+
+class Well:
+    """Three `walk`s reach the exit; `drop` loses the lamp down the well, after which the exit can
+    never be reached, yet the game goes on (as in a text adventure). Knows the steps left.
+    """
+
+    log: list[str] = []
+    broken = False
+
+    def reset(self, task: Any) -> str:
+        self.walked, self.lost = 0, False
+        return "At the well."
+
+    def describe_actions(self) -> list[ActionSpec]:
+        return [ActionSpec("walk", "walk on"), ActionSpec("drop", "drop the lamp"), ActionSpec("wait", "wait")]
+
+    def step(self, name: str, arguments: dict[str, Any]) -> StepResult:
+        Well.log.append(name)
+        self.lost = self.lost or name == "drop"
+        self.walked += name == "walk"
+        won = self.walked >= 3 and not self.lost
+        return StepResult("Out." if won else "Dark corridor.", done=won, success=won)
+
+    def steps_to_goal(self, actions: list[tuple[str, dict[str, Any]]]) -> int | None:
+        if Well.broken:
+            raise ValueError("no map")
+        names = [name for name, _ in actions]
+        return None if "drop" in names else max(3 - names.count("walk"), 0)
+
+
+register_environment("well", Well)
+
+
+async def _escape(*actions: str, **changes: Any):
+    Well.log = []
+    return await arun(
+        {"env": "well", "goal": "Get out."}, _context(_actor(*actions), **changes), checkpoint_path=":memory:"
+    )
+
+
+async def test_an_attempt_the_environment_says_cannot_reach_the_goal_ends_at_once():
+    """After `drop` the goal is out of reach: the attempt ends there, the rest of its budget unspent;
+    with loop detection off it walks on to the end of its budget.
+    """
+    result = await _escape("walk", "drop", "walk")
+    assert Well.log == ["walk", "drop"]
+    assert result.status == "failure" and result.reason == "the goal is out of reach from here (by steps_to_goal)"
+
+    walked_on = await _escape("walk", "drop", "walk", loop_detection="off")
+    assert len(Well.log) == 8 and "step budget of 8 spent" in walked_on.reason
+
+
+async def test_an_attempt_ends_once_the_goal_needs_more_steps_than_its_budget_has_left():
+    """Three walks needed, four steps of budget: one wait still fits, the second does not."""
+    result = await _escape("wait", "wait", "walk", "walk", "walk", max_steps=4, precheck=False)
+    assert Well.log == ["wait", "wait"]
+    assert result.reason == "the goal needs at least 3 more steps and this attempt has 2 left (by steps_to_goal)"
+
+    fits = await _escape("wait", "walk", "walk", "walk", max_steps=4)
+    assert fits.status == "success" and Well.log == ["wait", "walk", "walk", "walk"]
+
+
+async def test_a_steps_to_goal_that_raises_is_logged_once_and_the_run_goes_on():
+    Well.broken = True
+    try:
+        with capture_logs() as logs:
+            result = await _escape("walk", "drop", "walk")
+    finally:
+        Well.broken = False
+    assert len(Well.log) == 8 and "step budget of 8 spent" in result.reason
+    failed = [entry for entry in logs if entry["event"] == "steps_to_goal_failed"]
+    assert len(failed) == 1 and failed[0]["error"] == "ValueError: no map"  # once, not at every step

@@ -2,6 +2,7 @@
 point per failure (`pivot="best"`), and the bench's own environments with consistent oracles.
 """
 
+import importlib.util
 import json
 import random
 import subprocess
@@ -197,7 +198,32 @@ def test_the_retry_bench_heads_each_table_with_its_budget(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     found = json.loads((tmp_path / "retry.json").read_text())
     assert [t["budget"] for t in found["tables"]][0] == "fair"
-    assert {r["budget"] for r in found["runs"]} == {"fair"} and len(found["runs"]) == 8
+    assert {r["budget"] for r in found["runs"]} == {"fair"} and len(found["runs"]) == 12  # first, full, best
+    titles = [t["budget"] for t in found["tables"]]
+    assert any("tasks whose first attempt failed" in t for t in titles) and any("perfect retry" in t for t in titles)
+    assert "spent this share of full retry's steps" in (tmp_path / "retry.md").read_text()
     assert "### budget: fair" in (tmp_path / "retry.md").read_text() and "wall time" in done.stdout
     if "loop_detection" not in Context.field_names():
         assert "--loop-detection on ignored" in done.stdout
+
+
+def test_the_perfect_retry_floor_restarts_at_the_closest_state_on_the_path():
+    """Three steps along the shortest path and a fall: the cheapest retry starts where the three
+    steps led (the start's distance less three), not at the start or after a later detour.
+    """
+    bench = _bench_module()
+    env = CliffGrid()
+    env.reset(Task(env="cliff-grid", params={"seed": 0}))
+    start = env.distance(env.state)
+    path = [*_expert_path(env)[:3], ("left", {}), ("down", {})]
+    steps = [{"action": name, "arguments": arguments} for name, arguments in path]
+    assert bench.fewest_steps_after("cliff-grid", 0, steps) == start - 3
+    first = {"stream": "s", "executed": 5, "status": "failure", "perfect_retry": start - 3}
+    assert bench._perfect(first)["executed"] == 5 + start - 3 and bench._perfect(first)["status"] == "success"
+
+
+def _bench_module():
+    spec = importlib.util.spec_from_file_location("bench_retry", ROOT / "benchmarks" / "bench_retry.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

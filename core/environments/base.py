@@ -215,15 +215,22 @@ class NoReturnOracle(Protocol):
 
 @runtime_checkable
 class DistanceOracle(Protocol):
-    """An `Oracle` that also knows how far the goal is (optional: the `sim` reflector then leaves its
-    estimates of the steps still needed empty, and `pivot="best"` falls back to the path's room).
+    """An environment that knows how far the goal is (optional). Two readers: the `sim` reflector
+    fills its estimates of the steps still needed from it (without it `pivot="best"` falls back to
+    the path's room), and the executor ends an attempt that can no longer reach the goal within its
+    budget (`Context.loop_detection`), so no step is spent where continuing cannot succeed.
     """
 
     def steps_to_goal(self, actions: list[tuple[str, dict[str, Any]]]) -> int | None:
-        """The fewest steps to the goal from the state these actions lead to from the start; None
-        when the goal is out of reach from there.
+        """The fewest steps to the goal from the state these actions lead to from the start (a lower
+        bound is enough: never more than the true number); None when the goal is out of reach from there.
         """
         ...
+
+
+GOAL_STEPS = "goal_steps_left"
+"""The `StepResult.info` key where a step records the environment's `steps_to_goal` after it (None:
+out of reach); absent when the environment cannot say."""
 
 
 def check_action(env: Environment, name: str, arguments: dict[str, Any]) -> str | None:

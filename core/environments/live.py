@@ -24,8 +24,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar, cast
 
 from pivotal.core.environments import Environment, Idempotent, Restorable, make_environment
-from pivotal.core.environments.base import Compensating, Rewind, StepResult, rewind_mode
+from pivotal.core.environments.base import GOAL_STEPS, Compensating, DistanceOracle, Rewind, StepResult, rewind_mode
 from pivotal.core.errors import EnvironmentFault, PivotalError
+from pivotal.core.logs import logger
 from pivotal.core.secrets import redact, redact_tree, secret_values
 from pivotal.core.state import Proposal, Step
 from pivotal.core.task import Task
@@ -48,6 +49,8 @@ class Live:
     """Seconds the latest snapshot took, measured in this process."""
     unsaved: float = 0.0
     """Seconds of steps run since the world was last snapshotted or restored: what a replay to here costs."""
+    no_distance: bool = False
+    """The environment's `steps_to_goal` raised once: it is not asked again for this world."""
 
 
 @dataclass
@@ -288,7 +291,8 @@ def run_step(live: Live, name: str, arguments: dict[str, Any], key: str) -> tupl
     executes the step again, so an `Idempotent` environment can refuse to act twice. What comes
     back (observation, info, snapshot) is redacted: all of it is checkpointed. The snapshot is None
     for a step `_snapshot_due` skips. The world's state after the step (`state_of`) goes in
-    `info["state"]`, for telling when the agent goes in circles.
+    `info["state"]`, for telling when the agent goes in circles, and the steps the goal still needs
+    in `info[GOAL_STEPS]` where the environment can say (`steps_to_goal`).
     """
     with live.lock:
         started = time.perf_counter()
@@ -301,10 +305,27 @@ def run_step(live: Live, name: str, arguments: dict[str, Any], key: str) -> tupl
         _check_step_result(live.env, result)
         snapshot = _timed_snapshot(live) if _snapshot_due(live) else None
         state = state_of(live.env, snapshot)
+        left = _goal_steps(live) if not result.done else {}
     values = secret_values()
     observation = redact(_text(result.observation, f"{type(live.env).__name__}.step"), values)
-    info = redact_tree({**result.info, "state": state}, values)
+    info = redact_tree({**result.info, "state": state, **left}, values)
     return replace(result, observation=observation, info=info), redact_tree(snapshot, values)
+
+
+def _goal_steps(live: Live) -> dict[str, int | None]:
+    """`{GOAL_STEPS: n}` from the environment's `steps_to_goal`, {} when it has none. A hook that
+    raises is logged once and read as "cannot say" from then on: the step already ran, and an
+    estimate only saves steps.
+    """
+    if live.no_distance or not isinstance(live.env, DistanceOracle):
+        return {}
+    try:
+        left = live.env.steps_to_goal(list(live.applied))
+    except Exception as exc:  # noqa: BLE001 (an app's hook: its failure must not fail a step that ran)
+        live.no_distance = True
+        logger().warning("steps_to_goal_failed", env=type(live.env).__name__, error=f"{type(exc).__name__}: {exc}")
+        return {}
+    return {GOAL_STEPS: left if left is None else int(left)}
 
 
 def _check_step_result(env: Environment, result: Any) -> None:

@@ -2,6 +2,7 @@
 paired comparisons of two configurations on the same tasks with bootstrap intervals.
 """
 
+import math
 from collections import defaultdict
 from typing import Any
 
@@ -174,3 +175,15 @@ def comparisons(records: list[dict[str, Any]], pairs: list[tuple[str, str]]) -> 
         for new, baseline in pairs
         if new in ran and baseline in ran
     ]
+
+
+def sign_test(saved: int, cost: int) -> float:
+    """Two-sided exact McNemar p-value for paired outcomes: `saved` tasks won only by the new mode,
+    `cost` only by the baseline. Tasks both won or both lost say nothing about the difference, so a
+    handful of discordant pairs out of hundreds of tasks reads as what it is, chance or not.
+    """
+    n = saved + cost
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(saved, cost) + 1))
+    return min(1.0, 2 * tail / 2**n)

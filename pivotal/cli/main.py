@@ -214,7 +214,8 @@ def _print_summary(result, *, path: bool) -> None:
 
 def _envs(args: argparse.Namespace) -> int:
     """One line per environment: its name first (so `cut -d' ' -f1` still lists the names), how a
-    retry puts it back, and the parameters a task may set (`--param NAME=VALUE`) with their defaults.
+    retry puts it back, the parameters a task may set (`--param NAME=VALUE`) with their defaults, and
+    whether it says how far the goal is (an attempt that can no longer reach it then ends at once).
     """
     from pivotal.core.environments import environment_names
 
@@ -228,7 +229,7 @@ def _envs(args: argparse.Namespace) -> int:
 
 def _env_line(name: str) -> str:
     from pivotal.core.environments import make_environment
-    from pivotal.core.environments.base import REWIND_WORDS, declared_params, rewind_mode
+    from pivotal.core.environments.base import REWIND_WORDS, DistanceOracle, declared_params, rewind_mode
 
     try:
         env = make_environment(name)
@@ -237,4 +238,5 @@ def _env_line(name: str) -> str:
         return f"(cannot be built here: {' '.join(str(exc).split())[:120]})"
     params = declared_params(env)
     shown = "none declared" if params is None else " ".join(f"{k}={v}" for k, v in params.items()) or "none"
-    return f"rewind {mode:<10} ({REWIND_WORDS[mode]})  params: {shown}"
+    ends = "  ends hopeless attempts (steps_to_goal)" if isinstance(env, DistanceOracle) else ""
+    return f"rewind {mode:<10} ({REWIND_WORDS[mode]})  params: {shown}{ends}"
