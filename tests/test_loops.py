@@ -5,6 +5,7 @@ left), and no loop ends an attempt; one the environment says can no longer reach
 
 from typing import Any
 
+import pytest
 from structlog.testing import capture_logs
 
 from pivotal import Context
@@ -188,7 +189,7 @@ class Well:
     """
 
     log: list[str] = []
-    broken = False
+    broken = ""
 
     def reset(self, task: Any) -> str:
         self.walked, self.lost = 0, False
@@ -205,8 +206,10 @@ class Well:
         return StepResult("Out." if won else "Dark corridor.", done=won, success=won)
 
     def steps_to_goal(self, actions: list[tuple[str, dict[str, Any]]]) -> int | None:
-        if Well.broken:
+        if Well.broken == "raises":
             raise ValueError("no map")
+        if Well.broken == "words":
+            return "far"  # type: ignore[return-value]  (an app's hook returning what is not a number)
         names = [name for name, _ in actions]
         return None if "drop" in names else max(3 - names.count("walk"), 0)
 
@@ -243,13 +246,14 @@ async def test_an_attempt_ends_once_the_goal_needs_more_steps_than_its_budget_ha
     assert fits.status == "success" and Well.log == ["wait", "walk", "walk", "walk"]
 
 
-async def test_a_steps_to_goal_that_raises_is_logged_once_and_the_run_goes_on():
-    Well.broken = True
+@pytest.mark.parametrize(("broken", "error"), [("raises", "ValueError: no map"), ("words", "ValueError: invalid")])
+async def test_a_steps_to_goal_that_fails_is_logged_once_and_the_run_goes_on(broken, error):
+    Well.broken = broken
     try:
         with capture_logs() as logs:
             result = await _escape("walk", "drop", "walk")
     finally:
-        Well.broken = False
+        Well.broken = ""
     assert len(Well.log) == 8 and "step budget of 8 spent" in result.reason
     failed = [entry for entry in logs if entry["event"] == "steps_to_goal_failed"]
-    assert len(failed) == 1 and failed[0]["error"] == "ValueError: no map"  # once, not at every step
+    assert len(failed) == 1 and failed[0]["error"].startswith(error)  # once, not at every step

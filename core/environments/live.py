@@ -314,18 +314,19 @@ def run_step(live: Live, name: str, arguments: dict[str, Any], key: str) -> tupl
 
 def _goal_steps(live: Live) -> dict[str, int | None]:
     """`{GOAL_STEPS: n}` from the environment's `steps_to_goal`, {} when it has none. A hook that
-    raises is logged once and read as "cannot say" from then on: the step already ran, and an
-    estimate only saves steps.
+    raises, or answers what is not a number or None, is logged once and read as "cannot say" from
+    then on: the step already ran, and an estimate only saves steps.
     """
     if live.no_distance or not isinstance(live.env, DistanceOracle):
         return {}
     try:
         left = live.env.steps_to_goal(list(live.applied))
+        left = left if left is None else int(left)
     except Exception as exc:  # noqa: BLE001 (an app's hook: its failure must not fail a step that ran)
         live.no_distance = True
         logger().warning("steps_to_goal_failed", env=type(live.env).__name__, error=f"{type(exc).__name__}: {exc}")
         return {}
-    return {GOAL_STEPS: left if left is None else int(left)}
+    return {GOAL_STEPS: left}
 
 
 def _check_step_result(env: Environment, result: Any) -> None:
