@@ -110,6 +110,9 @@ class Step(TypedDict, total=False):
     call saw the same observation at an earlier step of this attempt)."""
     repeat_of: int | None
     """The first earlier step of this attempt that made the same call from the same state, or None."""
+    goal_steps_left: int | None
+    """The environment's `steps_to_goal` after the step (None: out of reach); absent when it cannot
+    say. A replay that takes this step as done ends the attempt here just as the first run did."""
 
 
 class Reflection(TypedDict, total=False):

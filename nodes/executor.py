@@ -76,6 +76,8 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "key": key,
     }
     step["state"] = result.info.get("state")
+    if GOAL_STEPS in result.info:
+        step["goal_steps_left"] = result.info[GOAL_STEPS]
     step["revisit_of"] = _revisit(state, step)
     step["no_op"], step["repeat_of"] = not result.done and _no_op(state, step), _repeat_of(state, step)
     trajectory = [*state["trajectory"], step]
@@ -117,6 +119,8 @@ def _as_done(state: State, earlier: Step) -> tuple[StepResult, dict[str, Any] | 
     """A replay's or fork's step that already ran in the world: its recorded result, no tool run."""
     logger().info("step_reused", run_id=state.get("run_id"), action=earlier["action"], index=earlier["index"])
     info = {"state": earlier.get("state"), **({"error": True} if earlier.get("error") else {})}
+    if "goal_steps_left" in earlier:
+        info[GOAL_STEPS] = earlier["goal_steps_left"]  # so the replay ends the attempt where the run did
     return StepResult(earlier.get("observation", ""), info=info), earlier.get("snapshot")
 
 

@@ -11,6 +11,8 @@ from structlog.testing import capture_logs
 from pivotal import Context
 from pivotal.core.environments import ActionSpec, StepResult, register_environment
 from pivotal.graphs import arun
+from pivotal.graphs.builder import build_graph
+from pivotal.graphs.runner import open_checkpointer
 from pivotal.testing.scripted import ScriptedChatModel
 
 
@@ -257,3 +259,22 @@ async def test_a_steps_to_goal_that_fails_is_logged_once_and_the_run_goes_on(bro
     assert len(Well.log) == 8 and "step budget of 8 spent" in result.reason
     failed = [entry for entry in logs if entry["event"] == "steps_to_goal_failed"]
     assert len(failed) == 1 and failed[0]["error"].startswith(error)  # once, not at every step
+
+
+async def test_a_replay_ends_the_attempt_where_the_run_did_without_running_the_step_again(tmp_path):
+    """Time travel re-runs the nodes after a checkpoint; the executor takes `drop` as done from its
+    record, and the record's steps-to-goal ends the attempt there again, as in the first run.
+    """
+    path = str(tmp_path / "runs.sqlite")
+    context = _context(_actor("walk", "drop", "walk"))
+    Well.log = []
+    first = await arun({"env": "well", "goal": "Get out."}, context, checkpoint_path=path)
+    assert Well.log == ["walk", "drop"] and first.trajectory[1]["goal_steps_left"] is None
+    config = {"configurable": {"thread_id": first.thread_id}}
+    async with open_checkpointer(path) as saver:
+        graph = build_graph(checkpointer=saver)
+        history = [snapshot async for snapshot in graph.aget_state_history(config)]
+        [before_drop] = [s for s in history if s.next == ("executor",) and len(s.values["trajectory"]) == 1]
+        replayed = await graph.ainvoke(None, before_drop.config, context=_context(_actor("walk")))
+    assert Well.log == ["walk", "drop"]  # nothing ran again
+    assert len(replayed["trajectory"]) == 2 and replayed["reason"] == first.reason

@@ -50,7 +50,7 @@ class Live:
     unsaved: float = 0.0
     """Seconds of steps run since the world was last snapshotted or restored: what a replay to here costs."""
     no_distance: bool = False
-    """The environment's `steps_to_goal` raised once: it is not asked again for this world."""
+    """The environment's `steps_to_goal` failed once (raised, or answered no number): not asked again."""
 
 
 @dataclass
