@@ -126,9 +126,11 @@ class Context:
     wrong (the reflection's pivotal step). "no_return": just before the step after which the goal
     was out of reach, keeping every step from which success was still possible (a hole fallen into
     late keeps the whole path before it; in a plain maze that is every step but the last). "best"
-    (the default): per failure, the point of no return when keeping the detour after the first
-    mistake saves steps and still leaves the path room to finish, else the first mistake; it reads
-    the reflection's estimates of the steps still needed from each (`nodes/pivot.py`)."""
+    (the default): per failure, where the environment recorded its steps to the goal after each step
+    (`steps_to_goal`), the state closest to the goal, no later than the point of no return, whose
+    remaining steps still fit the path's room; else the point of no return when keeping the detour
+    after the first mistake saves steps and still leaves the path room to finish, else the first
+    mistake, by the reflection's estimates of the steps still needed from each (`nodes/pivot.py`)."""
     memory: bool = True
     recall: RecallMode = "step"
     recall_k: int = 3

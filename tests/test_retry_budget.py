@@ -19,7 +19,7 @@ from pivotal.core.context import Context
 from pivotal.core.environments.gridworld import GridWorld
 from pivotal.core.task import Task
 from pivotal.graphs import arun
-from pivotal.nodes.pivot import best_restart
+from pivotal.nodes.pivot import best_restart, closest_restart
 from pivotal.nodes.reflector import reflector
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -227,3 +227,14 @@ def _bench_module():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def test_best_restarts_at_the_recorded_state_closest_to_the_goal_that_still_fits():
+    """Steps to the goal after steps 0-4: 5, 4, 6, 3, then out of reach."""
+    trajectory = [{"index": i, "goal_steps_left": n} for i, n in enumerate([5, 4, 6, 3, None])]
+    roomy, tight = Context(model="sim", max_steps=10), Context(model="sim", max_steps=6)
+    assert closest_restart(trajectory, 4, roomy) == 4  # 3 steps left after 4 kept: fits in 6
+    assert closest_restart(trajectory, 4, tight) == 2  # 3 > the 2 left after 4 kept; 4 fit after 2
+    assert closest_restart(trajectory, 1, roomy) == 1  # never past the point of no return
+    assert closest_restart([{"index": 0}], 1, roomy) is None  # the environment did not say
+    assert closest_restart(trajectory, 4, Context(model="sim", max_steps=6, budget="new")) == 4  # kept steps free
