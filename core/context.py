@@ -215,6 +215,14 @@ class Context:
             return f"step budget of {self.max_steps} spent without reaching the goal"
         return ""
 
+    def steps_left(self, attempt_steps: int, executed: int) -> int:
+        """The steps the attempt may still take (arguments as for `budget_spent`): its path's room
+        under `max_steps`, and under the "fair" budget no more than the run's shared total has left.
+        """
+        total = self.total_steps()
+        room = self.max_steps - attempt_steps
+        return room if total is None else min(room, total - executed)
+
     def critic_has_veto(self) -> bool:
         if self.critic_veto is not None:
             return self.critic_veto

@@ -169,9 +169,7 @@ def _out_of_reach(context: Context, info: dict[str, Any], attempt_steps: int, ex
     left = info[GOAL_STEPS]
     if left is None:
         return "the goal is out of reach from here (by steps_to_goal)"
-    room = context.max_steps - attempt_steps
-    if (total := context.total_steps()) is not None:
-        room = min(room, total - executed)
+    room = context.steps_left(attempt_steps, executed)
     if left <= room:
         return ""
     return f"the goal needs at least {left} more steps and this attempt has {room} left (by steps_to_goal)"
