@@ -6,10 +6,17 @@ pre-check, advisory rule and irreversible rule). Approve runs the tool; revise a
 the critic's text goes back to the model as the tool's result, so it proposes again. What the
 critic decided is kept in the agent's state (`pivotal_reviews`), so send-backs are bounded per step,
 an irreversible call runs at most once per thread, and counts add up like the graph's.
+
+The review happens when the model proposes the calls (`after_model`, as LangChain's
+HumanInTheLoopMiddleware reviews them): the verdicts, with the rules they were given under, are in
+the checkpoint before any tool runs (`pivotal_verdicts`). The tool wrapper only enforces them, asks a
+person where those rules say so, and applies the once-guard at the moment of running. So a resume in
+another process, with another `PivotalCritic`, pays no critic call again and follows the rules the
+pause was made under; and a fork, which re-runs the tools, meets the guard keyed on the world: every
+checkpoint of the thread, all branches and turns (`pivotal.core.environments.once.thread_record`).
 """
 
 import asyncio
-import json
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -19,14 +26,24 @@ from langchain.agents.middleware import AgentMiddleware, AgentState, ModelReques
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
+from langgraph.config import get_config
 from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 from typing_extensions import TypedDict
 
 from pivotal import prompts
 from pivotal.core.context import Context
 from pivotal.core.environments import Environment, check_action
-from pivotal.core.environments.once import needs_person, repeat_reason
+from pivotal.core.environments.once import (
+    REVIEWS,
+    VERDICTS,
+    ThreadRecord,
+    needs_person,
+    repeat_reason,
+    thread_record,
+    verdict_key,
+)
 from pivotal.core.environments.tools import ToolEnvironment
 from pivotal.core.schemas import Verdict
 from pivotal.core.state import Critique, Proposal, Step, add_counts
@@ -53,12 +70,40 @@ class Review(TypedDict, total=False):
     usage: dict[str, Any]
 
 
+class Rules(TypedDict, total=False):
+    """The rules a verdict was given under, kept with it: a resume elsewhere follows these."""
+
+    require_approval_for: list[str]
+    irreversible: list[str]
+    critic: str
+
+
+class Ruling(TypedDict, total=False):
+    """The review of one proposed call, made when the model proposed it (`pivotal_verdicts`)."""
+
+    decision: str
+    confidence: float
+    source: str
+    diagnosis: str
+    revision: str
+    repeat: str
+    """The once-guard's reason when the call repeats one that ran: only a person's re-approval runs it."""
+    counters: dict[str, Any]
+    usage: dict[str, Any]
+    rules: Rules
+
+
 def _append(current: list[Review] | None, update: list[Review] | None) -> list[Review]:
     return [*(current or []), *(update or [])]
 
 
+def _merge(current: dict[str, Ruling] | None, update: dict[str, Ruling] | None) -> dict[str, Ruling]:
+    return {**(current or {}), **(update or {})}
+
+
 class CriticState(AgentState):
     pivotal_reviews: NotRequired[Annotated[list[Review], _append]]
+    pivotal_verdicts: NotRequired[Annotated[dict[str, Ruling], _merge]]
 
 
 @dataclass
@@ -99,8 +144,6 @@ class PivotalCritic(AgentMiddleware):
         self.irreversible = list(irreversible)
         self.environment = environment
         self._tools: dict[str, BaseTool] = {}
-        self._verdicts: dict[str, tuple[Verdict, str, dict[str, Any]]] = {}
-        """Verdicts by thread and call: a resumed interrupt re-enters the call and must not pay the critic again."""
         self._claims: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {}
         """Calls let through per thread, by tool call id: the calls of one model reply run side by side,
         each seeing the state from before any of them, so the once guard also asks this."""
@@ -120,127 +163,177 @@ class PivotalCritic(AgentMiddleware):
     def _learn_tools(self, request: ModelRequest) -> None:
         self._tools.update({t.name: t for t in request.tools if isinstance(t, BaseTool)})
 
-    # --- each tool call -----------------------------------------------------------------------
-    def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
-        verdict, source, updates = run_blocking(self._verdict, request)
-        return self._act(request, verdict, source, updates, handler)
+    # --- the review, when the model proposes the calls ----------------------------------------
+    def after_model(self, state: dict[str, Any], runtime: Runtime) -> dict[str, Any] | None:
+        return run_blocking(self._review_reply, state)
 
-    async def awrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
-        verdict, source, updates = await self._verdict(request)
-        decided = self._act(request, verdict, source, updates, handler)
-        return await decided if asyncio.iscoroutine(decided) else decided
+    async def aafter_model(self, state: dict[str, Any], runtime: Runtime) -> dict[str, Any] | None:
+        return await self._review_reply(state)
 
-    async def _verdict(self, request: ToolCallRequest) -> tuple[Verdict, str, dict[str, Any]]:
-        call = request.tool_call
-        env = self._env(request)
-        state = request.state
-        reviews = state.get("pivotal_reviews") or []
-        done = _uncompensated(env, [(r["action"], r["arguments"]) for r in reviews if r.get("executed")])
+    async def _review_reply(self, state: dict[str, Any]) -> dict[str, Any] | None:
+        """The verdicts on the last reply's calls, into the checkpoint before any of them runs.
+
+        A call already judged, in this branch or another (a fork re-running this hook), keeps its
+        verdict: the critic is paid once per proposed call.
+        """
+        messages = state.get("messages") or []
+        reply = messages[-1] if messages and isinstance(messages[-1], AIMessage) else None
+        known = state.get(VERDICTS) or {}
+        calls = [c for c in (reply.tool_calls if reply else []) if _key(c) not in known]
+        if not calls:
+            return None
+        record = await thread_record()
+        env = self._env()
+        rulings = await asyncio.gather(*(self._rule(state, call, env, record) for call in calls))
+        return {VERDICTS: {_key(call): ruling for call, ruling in zip(calls, rulings, strict=True)}}
+
+    async def _rule(self, state: dict[str, Any], call: dict[str, Any], env: Any, record: ThreadRecord) -> Ruling:
+        reviews = state.get(REVIEWS) or []
+        done = _uncompensated(env, _ran(reviews, record))
         pending = _pending(reviews)
+        rules = self._rules(env)
         if reason := repeat_reason(env, call["name"], call["args"], done):
-            return _refusal(reason), "precheck", {}
+            return _ruling(_refusal(reason), "precheck", {}, rules, repeat=reason)
+        if (earlier := record.verdicts.get(_key(call))) is not None:
+            return earlier
         if _exhausted(pending, self.context):
-            return _refusal(f"{len(pending)} proposals were turned down at this step; {STOP}"), "none", {}
-        # the same call of the same reply in the same thread: the one a person is answering about
-        memo = json.dumps([_thread(request), call["id"], call["name"], call["args"]], sort_keys=True, default=str)
-        if (known := self._verdicts.get(memo)) is not None:
-            return known
+            return _ruling(
+                _refusal(f"{len(pending)} proposals were turned down at this step; {STOP}"), "none", {}, rules
+            )
         proposal: Proposal = {"action": call["name"], "arguments": call["args"], "thought": _thought(state)}
-        found = await review(
+        verdict, source, updates = await review(
             self.context,
-            {"run_id": _thread(request)},
+            {"run_id": _thread(get_config())},
             env,
             proposal,
             prompt=lambda: self._prompt(state, env, proposal, pending),
             world=_World(env, done, _goal(state)),
         )
-        if len(self._verdicts) > 4096:
-            self._verdicts.clear()
-        self._verdicts[memo] = found
-        return found
+        return _ruling(verdict, source, updates, rules)
 
-    def _act(
-        self, request: ToolCallRequest, verdict: Verdict, source: str, updates: dict[str, Any], handler: Callable
-    ) -> Any:
+    def _rules(self, env: Any) -> Rules:
+        critic = self.context.critic_model
+        name = critic if isinstance(critic, str) else getattr(critic, "model_name", None) or type(critic).__name__
+        return {
+            "require_approval_for": list(self.context.require_approval_for),
+            "irreversible": sorted(s.name for s in env.describe_actions() if s.irreversible),
+            "critic": str(name or ""),
+        }
+
+    # --- each tool call: enforce the verdict ----------------------------------------------------
+    def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
+        ruling, record = run_blocking(self._ruling, request)
+        return self._act(request, ruling, record, handler)
+
+    async def awrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
+        ruling, record = await self._ruling(request)
+        decided = self._act(request, ruling, record, handler)
+        return await decided if asyncio.iscoroutine(decided) else decided
+
+    async def _ruling(self, request: ToolCallRequest) -> tuple[Ruling, ThreadRecord]:
+        """The call's recorded verdict and what the thread executed; a call no review hook saw (a state
+        written past it: `update_state(..., as_node=...)`) is reviewed here, as a first run's would be.
+        """
+        record = await thread_record(getattr(request.runtime, "config", None) or {})
+        ruling = (request.state.get(VERDICTS) or {}).get(_key(request.tool_call))
+        if ruling is None:
+            ruling = await self._rule(request.state, request.tool_call, self._env(request.tool), record)
+        return ruling, record
+
+    def _act(self, request: ToolCallRequest, ruling: Ruling, record: ThreadRecord, handler: Callable) -> Any:
         """Run, pause for a person, or send the critic's words back: a Command, or an awaitable of one."""
         call = request.tool_call
-        entry: Review = {
-            "tool_call_id": call["id"] or "",
-            "action": call["name"],
-            "arguments": call["args"],
-            "decision": verdict.decision,
-            "source": source,
-            "diagnosis": verdict.diagnosis,
-            "revision": verdict.revision,
-            "executed": False,
-            "counters": add_counts(
-                updates.get("counters"), {COUNTER[verdict.decision]: 1, "prechecked": int(source == "precheck")}
-            ),
-            "usage": updates.get("usage") or {},
-        }
-        if verdict.decision != "approve":
-            pending = _pending(request.state.get("pivotal_reviews") or [])
-            if not _exhausted(pending, self.context, source):
+        entry = _entry(call, ruling)
+        rules = ruling.get("rules") or {}
+        env = self._env(request.tool, rules.get("irreversible") or [])
+        wanted = [*self.context.require_approval_for, *(rules.get("require_approval_for") or [])]
+        person = needs_person(wanted, env, {"action": call["name"], "arguments": call["args"]})
+        repeat = ruling.get("repeat") or self._repeat(request, record, env)
+        if repeat and not (person and (ruling.get("repeat") or entry["decision"] == "approve")):
+            entry = {**entry, **_refused(repeat)} if entry["decision"] == "approve" else entry
+            repeat = ""  # no person to re-approve it: refused like any rejected call
+        if entry["decision"] != "approve" and not repeat:
+            pending = _pending(request.state.get(REVIEWS) or [])
+            if not _exhausted(pending, self.context, entry["source"]):
                 return _sent_back(request, entry)
-            if not self._best_effort(request, verdict, source):
+            if not self._best_effort(request, entry, env):
                 return _sent_back(request, {**entry, "revision": f"{entry['revision']} (last round: {STOP})"})
             entry = {**entry, "diagnosis": f"run as the best revised proposal: {entry['diagnosis']}"}
-        if needs_person(
-            self.context.require_approval_for, self._env(request), {"action": call["name"], "arguments": call["args"]}
-        ):
-            request, entry = self._ask_person(request, entry, verdict)
+        again = False
+        if person:
+            request, entry, again = self._ask_person(request, entry, env, repeat)
             if entry["decision"] != "approve":
                 return _sent_back(request, entry)
-        if reason := self._claim(request):
-            return _sent_back(request, {**entry, "decision": "reject", "source": "precheck", "diagnosis": reason,
-                                        "revision": "choose a different action"})  # fmt: skip
+            if repeat and not again:
+                return _sent_back(request, {**entry, **_refused(f"{repeat}. {AGAIN}")})
+        if reason := self._claim(request, record, env, again):
+            return _sent_back(request, {**entry, **_refused(reason)})
         result = handler(request)
         if asyncio.iscoroutine(result):
             return _after_async(result, request, entry)
-        return _ran(result, request, entry)
+        return _recorded(result, request, entry)
 
-    def _claim(self, request: ToolCallRequest) -> str | None:
-        """The once guard at the moment of running, over what ran before this step and what this step
-        already let through; None claims the call for this thread.
-        """
-        call, env = request.tool_call, self._env(request)
-        reviews = request.state.get("pivotal_reviews") or []
-        recorded = {r.get("tool_call_id") for r in reviews}
+    def _repeat(self, request: ToolCallRequest, record: ThreadRecord, env: Any) -> str:
+        """Why the call repeats one that ran in the thread (or that this step already let through), or ""."""
         with self._lock:
-            claims = self._claims.setdefault(_thread(request), {})
-            for known in [key for key in claims if key in recorded]:
-                del claims[known]  # in the state now: counted from there
-            ran = [(r["action"], r["arguments"]) for r in reviews if r.get("executed")]
-            reason = repeat_reason(env, call["name"], call["args"], _uncompensated(env, [*ran, *claims.values()]))
-            if reason is None:
-                claims[call["id"] or ""] = (call["name"], dict(call["args"]))
+            standing = self._standing(request, record, env)
+        return repeat_reason(env, request.tool_call["name"], request.tool_call["args"], standing) or ""
+
+    def _claim(self, request: ToolCallRequest, record: ThreadRecord, env: Any, again: bool) -> str | None:
+        """The once guard at the moment of running, over what the thread executed and what this step
+        already let through; None claims the call for this thread. `again`: a person re-approved a repeat.
+        """
+        call = request.tool_call
+        with self._lock:
+            reason = repeat_reason(env, call["name"], call["args"], self._standing(request, record, env))
+            if reason is None or again:
+                self._claims.setdefault(_thread(getattr(request.runtime, "config", None)), {})[call["id"] or ""] = (
+                    call["name"],
+                    dict(call["args"]),
+                )
+                return None
             return reason
 
-    def _best_effort(self, request: ToolCallRequest, verdict: Verdict, source: str) -> bool:
+    def _standing(self, request: ToolCallRequest, record: ThreadRecord, env: Any) -> list[tuple[str, dict[str, Any]]]:
+        """Under the lock: the thread's executed, uncompensated calls and this step's claims but the call's own."""
+        reviews = request.state.get(REVIEWS) or []
+        recorded = {r.get("tool_call_id") for r in reviews} | set(record.ran)
+        claims = self._claims.setdefault(_thread(getattr(request.runtime, "config", None)), {})
+        for known in [key for key in claims if key in recorded]:
+            del claims[known]  # in the state or the thread now: counted from there
+        others = [c for key, c in claims.items() if key != request.tool_call["id"]]
+        return _uncompensated(env, [*_ran(reviews, record), *others])
+
+    def _best_effort(self, request: ToolCallRequest, entry: Review, env: Any) -> bool:
         """After the last round a call the critic asked to revise runs, as in the graph
         (`on_critique_exhausted="execute_best"`); a rejected one never, nor an irreversible one.
         """
-        irreversible = {s.name for s in self._env(request).describe_actions() if s.irreversible}
+        irreversible = {s.name for s in env.describe_actions() if s.irreversible}
         return (
             self.context.on_critique_exhausted == "execute_best"
-            and verdict.decision == "revise"
-            and source in ("critic", "critic-advisory")
+            and entry["decision"] == "revise"
+            and entry["source"] in ("critic", "critic-advisory")
             and request.tool_call["name"] not in irreversible
         )
 
-    def _ask_person(self, request: ToolCallRequest, entry: Review, verdict: Verdict) -> tuple[ToolCallRequest, Review]:
-        """`interrupt` with the call and the critic's view; HumanInTheLoopMiddleware's decisions read too."""
+    def _ask_person(
+        self, request: ToolCallRequest, entry: Review, env: Any, repeat: str
+    ) -> tuple[ToolCallRequest, Review, bool]:
+        """`interrupt` with the call and the critic's view; HumanInTheLoopMiddleware's decisions read too.
+        The flag: the person re-approved a repeat (`{"type": "approve", "repeat": true}`).
+        """
         call = request.tool_call
         reply = interrupt(
             {
                 "type": "tool_approval",
-                "question": QUESTION,
+                "question": f"{repeat}. {AGAIN}" if repeat else QUESTION,
                 "tool_call_id": call["id"],
                 "name": call["name"],
                 "args": call["args"],
                 "action": call["name"],
                 "arguments": call["args"],
-                "critic": verdict.diagnosis,
+                "critic": entry["diagnosis"],
+                **({"repeat": repeat} if repeat else {}),
             }
         )
         if isinstance(reply, dict) and isinstance(reply.get("decisions"), list) and len(reply["decisions"]) == 1:
@@ -248,36 +341,42 @@ class PivotalCritic(AgentMiddleware):
         if isinstance(reply, dict) and reply.get("type") == "edit":
             edited = reply.get("edited_action") or {}
             arguments = dict(edited.get("args") or {})
-            problem = check_action(self._env(request), call["name"], arguments)
+            problem = check_action(env, call["name"], arguments)
             if problem:
-                return request, {
-                    **entry,
-                    "decision": "reject",
-                    "source": "human",
-                    "diagnosis": f"human edit: {problem}",
-                }
+                return (
+                    request,
+                    {**entry, "decision": "reject", "source": "human", "diagnosis": f"human edit: {problem}"},
+                    False,
+                )
             request = request.override(tool_call={**call, "args": arguments})
-            return request, {**entry, "arguments": arguments, "source": "human", "diagnosis": "human: edited"}
+            return request, {**entry, "arguments": arguments, "source": "human", "diagnosis": "human: edited"}, False
         decision, reason = read_reply(reply)
         counters = add_counts(entry["counters"], {"human_approved" if decision == "approve" else "human_rejected": 1})
-        return request, {
-            **entry,
-            "decision": decision,
-            "source": "human",
-            "diagnosis": f"human: {reason}" if reason else "human",
-            "revision": "" if decision == "approve" else (reason or "a person rejected this call"),
-            "counters": counters,
-        }
+        again = decision == "approve" and isinstance(reply, dict) and reply.get("repeat") is True
+        return (
+            request,
+            {
+                **entry,
+                "decision": decision,
+                "source": "human",
+                "diagnosis": f"human: {reason}" if reason else "human",
+                "revision": "" if decision == "approve" else (reason or "a person rejected this call"),
+                "counters": counters,
+            },
+            again,
+        )
 
-    def _env(self, request: ToolCallRequest) -> Any:
+    def _env(self, tool: BaseTool | None = None, irreversible: Sequence[str] = ()) -> Any:
+        """The application's environment, else the agent's tools with the irreversible ones named here
+        and, for a call reviewed under other rules (another process's), those named there too.
+        """
         if self.environment is not None:
             return self.environment
         tools = dict(self._tools)
-        if request.tool is not None:
-            tools.setdefault(request.tool.name, request.tool)
-        return ToolEnvironment(
-            list(tools.values()), _undecided, irreversible=[n for n in self.irreversible if n in tools]
-        )
+        if tool is not None:
+            tools.setdefault(tool.name, tool)
+        named = {*self.irreversible, *irreversible}
+        return ToolEnvironment(list(tools.values()), _undecided, irreversible=[n for n in tools if n in named])
 
     def _prompt(self, state: dict[str, Any], env: Any, proposal: Proposal, pending: list[Review]) -> str:
         reviews = state.get("pivotal_reviews") or []
@@ -301,7 +400,7 @@ class PivotalCritic(AgentMiddleware):
 def critic_counts(state: dict[str, Any]) -> dict[str, Any]:
     """The run's counters (approved, revised, rejected, prechecked, llm_calls, human_…) and usage per role."""
     totals: dict[str, Any] = {"counters": {}, "usage": {}}
-    for entry in state.get("pivotal_reviews") or []:
+    for entry in state.get(REVIEWS) or []:
         totals["counters"] = add_counts(totals["counters"], entry.get("counters"))
         totals["usage"] = add_counts(totals["usage"], entry.get("usage"))
     return totals
@@ -316,6 +415,57 @@ def _refusal(reason: str) -> Verdict:
     return Verdict(decision="reject", confidence=1.0, diagnosis=clip(reason, 400), revision="choose a different action")
 
 
+def _refused(reason: str) -> dict[str, str]:
+    """What a review entry says when the once-guard refuses the call."""
+    return {"decision": "reject", "source": "precheck", "diagnosis": clip(reason, 400),
+            "revision": "choose a different action"}  # fmt: skip
+
+
+def _ruling(verdict: Verdict, source: str, updates: dict[str, Any], rules: Rules, repeat: str = "") -> Ruling:
+    counters = {COUNTER[verdict.decision]: 1, "prechecked": int(source == "precheck")}
+    return {
+        "decision": verdict.decision,
+        "confidence": verdict.confidence,
+        "source": source,
+        "diagnosis": verdict.diagnosis,
+        "revision": verdict.revision,
+        "counters": add_counts(updates.get("counters"), counters),
+        "usage": updates.get("usage") or {},
+        "rules": rules,
+        **({"repeat": repeat} if repeat else {}),
+    }
+
+
+def _entry(call: dict[str, Any], ruling: Ruling) -> Review:
+    return {
+        "tool_call_id": call["id"] or "",
+        "action": call["name"],
+        "arguments": call["args"],
+        "decision": ruling["decision"],
+        "source": ruling["source"],
+        "diagnosis": ruling["diagnosis"],
+        "revision": ruling.get("revision", ""),
+        "executed": False,
+        "counters": ruling.get("counters") or {},
+        "usage": ruling.get("usage") or {},
+    }
+
+
+def _key(call: dict[str, Any]) -> str:
+    return verdict_key(call.get("id") or "", call["name"], call.get("args") or {})
+
+
+def _ran(reviews: list[Review], record: ThreadRecord) -> list[tuple[str, dict[str, Any]]]:
+    """The calls that ran in the thread, every branch and turn, oldest first; this branch's too
+    (without a checkpointer they are the only record).
+    """
+    ran = dict(record.ran)
+    for entry in reviews:
+        if entry.get("executed"):
+            ran.setdefault(entry.get("tool_call_id") or "", (entry["action"], entry["arguments"]))
+    return list(ran.values())
+
+
 def _sent_back(request: ToolCallRequest, entry: Review) -> Command:
     word = "rejected" if entry["decision"] == "reject" else "asks for a revision of"
     who = "a person" if entry["source"] == "human" else "the reviewer"
@@ -323,22 +473,23 @@ def _sent_back(request: ToolCallRequest, entry: Review) -> Command:
     if entry.get("revision"):
         text = f"{text.rstrip('.')}. What to do: {entry['revision']}"
     message = ToolMessage(text, name=entry["action"], tool_call_id=request.tool_call["id"] or "", status="error")
-    return Command(update={"messages": [message], "pivotal_reviews": [entry]})
+    return Command(update={"messages": [message], REVIEWS: [entry]})
 
 
 async def _after_async(result: Awaitable[Any], request: ToolCallRequest, entry: Review) -> Any:
-    return _ran(await result, request, entry)
+    return _recorded(await result, request, entry)
 
 
-def _ran(result: Any, request: ToolCallRequest, entry: Review) -> Any:
+def _recorded(result: Any, request: ToolCallRequest, entry: Review) -> Any:
     """The tool's own result, with the review recorded beside it."""
     if isinstance(result, ToolMessage):
         ran: Review = {**entry, "executed": result.status != "error", "observation": str(result.content)[:4000]}
-        return Command(update={"messages": [result], "pivotal_reviews": [ran]})
+        return Command(update={"messages": [result], REVIEWS: [ran]})
     return result  # a tool that returned its own Command: its update stands (the review is not recorded)
 
 
 STOP = "stop calling tools for this and tell the user what is left undone"
+AGAIN = 'Only a person can run it again: answer {"type": "approve", "repeat": true}'
 
 
 def _exhausted(pending: list[Review], context: Context, current: str = "") -> bool:
@@ -411,6 +562,5 @@ def _thought(state: dict[str, Any]) -> str:
     return clip(asked.text, 400) if asked and asked.text else ""
 
 
-def _thread(request: ToolCallRequest) -> str:
-    config = getattr(request.runtime, "config", None) or {}
-    return str((config.get("configurable") or {}).get("thread_id") or "agent")
+def _thread(config: Any) -> str:
+    return str(((config or {}).get("configurable") or {}).get("thread_id") or "agent")

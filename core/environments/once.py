@@ -1,9 +1,9 @@
-"""An irreversible action runs once per run, and only on a review given in this branch of the thread.
+"""An irreversible action runs once per thread, and only on a review given in this branch of it.
 
 Two rules, both deterministic, so no model's judgement can talk its way past them:
 
-- the repeat rule (`repeat_reason`): an irreversible call that already ran in this run and was
-  not compensated is not run again, whoever approves it. Two calls are the same when their
+- the repeat rule (`repeat_reason`): an irreversible call that already ran in this thread (any
+  turn, any branch) and was not compensated is not run again, whoever approves it. Two calls are the same when their
   arguments are (numbers compared as numbers), or, where the action declares `once_key`, when
   those arguments are. An action declared `repeatable`, or named in the task's `allow_repeat`,
   may repeat. The critic applies it before any model is asked; the executor applies it again.
@@ -16,8 +16,10 @@ Two rules, both deterministic, so no model's judgement can talk its way past the
 What ran lives in the world, not in a branch: a fork at or before a refund starts from a state in
 which the refund never happened, yet the money is gone. So for an environment whose world a fork
 does not put back (`rewind` compensate or forward: tools), the executed history is every
-checkpoint of the thread for this run, all branches; only an environment that restores its world
-(`snapshot`, `replay`) is judged by its branch's own trajectory.
+checkpoint of the thread, all branches and all turns (runs); only an environment that restores its
+world (`snapshot`, `replay`) is judged by its branch's own trajectory. The `create_agent` middleware
+reads the same checkpoints for its own record (`thread_record`), so one guard keyed on the world
+serves every face.
 """
 
 import asyncio
@@ -46,7 +48,7 @@ def repeat_reason(
 ) -> str | None:
     """Why this call may not run (it repeats an executed, uncompensated irreversible call), or None.
 
-    `done`: the executed, uncompensated (action, arguments) calls of this run (`executed_calls`);
+    `done`: the executed, uncompensated (action, arguments) calls of this thread (`executed_calls`);
     `allow`: action names the task lets repeat (`Task.allow_repeat`; "*" for all).
     """
     spec = _spec(env, action)
@@ -58,7 +60,7 @@ def repeat_reason(
         return None
     same = f"the same {', '.join(spec.once_key)}" if spec.once_key else "these arguments"
     return (
-        f"{action} with {same} already ran in this run and was not undone; an irreversible action runs "
+        f"{action} with {same} already ran in this thread and was not undone; an irreversible action runs "
         "once: take it as done and propose the next step (a task may allow repeats: allow_repeat)"
     )
 
@@ -98,15 +100,15 @@ def unreviewed(chosen: Proposal, critiques: list[Critique], person: bool, spent:
 
 
 async def executed(env: Environment, state: State) -> tuple[list[Call], set[str]]:
-    """The run's executed, uncompensated calls (the `done` of `repeat_reason`) and the reviews spent.
+    """The executed, uncompensated calls (the `done` of `repeat_reason`) and the reviews spent.
 
-    Read from the thread's checkpoints, every branch, when a fork shares this environment's world;
-    from this branch's trajectory when the environment puts its world back.
+    Read from the thread's checkpoints, every branch and every turn, when a fork shares this
+    environment's world; from this branch's trajectory when the environment puts its world back.
     """
     seen = Seen()
     seen.add(state.get("trajectory") or [])
     if rewind_mode(env) not in ("snapshot", "replay"):
-        seen.merge(await _thread_seen(state.get("run_id", "")))
+        seen.merge((await thread_record()).seen)
     return seen.calls(), set(seen.spent)
 
 
@@ -123,8 +125,8 @@ async def executed_step(env: Environment, state: State, key: str, chosen: Propos
     """
     if rewind_mode(env) in ("snapshot", "replay"):
         return None  # the world was put back with the branch: the step is to be run
-    seen = await _thread_seen(state.get("run_id", ""))
-    step = seen.steps.get(key)
+    seen = (await thread_record()).seen
+    step = seen.steps.get(key)  # the key names the run: another turn's step is never this one
     if step is None or step.get("done") or _step_id(step) in seen.undone:
         return None  # a final step (its answer is the reply's own) and an undone one run again
     same = step["action"] == chosen.get("action") and step.get("arguments") == (chosen.get("arguments") or {})
@@ -181,30 +183,63 @@ def _step_id(step: Step) -> str:
     return step.get("review") or f"{step.get('checkpoint_id')}:{step['index']}"
 
 
+REVIEWS = "pivotal_reviews"
+"""The `create_agent` middleware's record of each reviewed tool call (`executed` when it ran)."""
+VERDICTS = "pivotal_verdicts"
+"""The middleware's verdicts, written when the model proposed the calls, by `verdict_key`."""
+
+
 @dataclass
-class _Read:
-    """A thread's checkpoints read so far: the newest id, and per run what they executed."""
+class ThreadRecord:
+    """What a thread's checkpoints read so far hold, every branch and every turn: the graph's
+    executed steps (`seen`), and a `create_agent` agent's executed tool calls and verdicts.
+    """
 
     saver: Any
     newest: str = ""
-    runs: dict[str, Seen] = field(default_factory=dict)
+    seen: Seen = field(default_factory=Seen)
+    ran: dict[str, Call] = field(default_factory=dict)
+    """The middleware's executed tool calls by tool call id, oldest first."""
+    verdicts: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def add(self, values: Any) -> None:
+        if not isinstance(values, Mapping):
+            return
+        if values.get("run_id"):  # a Pivotal graph's state
+            self.seen.add(values.get("trajectory") or [])
+        for entry in values.get(REVIEWS) or []:
+            if entry.get("executed"):
+                self.ran.setdefault(entry.get("tool_call_id") or "", (entry["action"], entry.get("arguments") or {}))
+        for key, verdict in (values.get(VERDICTS) or {}).items():
+            self.verdicts.setdefault(key, verdict)
 
 
-_reads: dict[tuple[int, str, str], _Read] = {}
+def verdict_key(call_id: str, action: str, arguments: dict[str, Any]) -> str:
+    """One model reply's call, whatever branch replays it: its id, tool and canonical arguments."""
+    return _canonical([call_id, action, arguments])
+
+
+_reads: dict[tuple[int, str, str], ThreadRecord] = {}
 """Per (checkpointer, thread, namespace): checkpoint ids are time-ordered and a checkpoint never
 changes, so each read goes back only to the newest one read before (a long conversation, or a thread
 forked many times, would otherwise be read whole at every irreversible proposal)."""
 
 
-async def _thread_seen(run_id: str) -> Seen:
-    """What every checkpoint of this thread (and namespace) that belongs to this run executed."""
-    try:
-        configurable = get_config().get("configurable") or {}
-    except RuntimeError:  # called outside a graph: no thread to read
-        return Seen()
+async def thread_record(config: Mapping[str, Any] | None = None) -> ThreadRecord:
+    """What every checkpoint of this thread (and namespace) holds, all branches and turns.
+
+    `config`: the node's config (a tool's `runtime.config`); else the running node's own. Outside a
+    graph, or without a checkpointer, the record is empty: there is no thread to read.
+    """
+    if config is None:
+        try:
+            config = get_config()
+        except RuntimeError:
+            return ThreadRecord(None)
+    configurable = config.get("configurable") or {}
     saver, thread = configurable.get(CONFIG_KEY_CHECKPOINTER), configurable.get("thread_id")
     if saver is None or thread is None:
-        return Seen()
+        return ThreadRecord(None)
     # a node's own namespace is its graph's plus "|node:task" (where a subgraph of it would checkpoint)
     graph_ns = "|".join(str(configurable.get("checkpoint_ns", "")).split("|")[:-1])
     key = (id(saver), str(thread), graph_ns)
@@ -212,17 +247,16 @@ async def _thread_seen(run_id: str) -> Seen:
     if read is None or read.saver is not saver:
         if len(_reads) > 4096:
             _reads.clear()
-        read = _reads[key] = _Read(saver)
+        read = _reads[key] = ThreadRecord(saver)
     query = {"configurable": {"thread_id": thread, "checkpoint_ns": graph_ns}}
     try:
         newer = await _newer(saver, query, read.newest)
     except NotImplementedError:  # a synchronous saver (SqliteSaver)
         newer = await asyncio.to_thread(_newer_sync, saver, query, read.newest)
     for checkpoint_id, values in reversed(newer):
-        if isinstance(values, Mapping) and values.get("run_id"):
-            read.runs.setdefault(values["run_id"], Seen()).add(values.get("trajectory") or [])
+        read.add(values)
         read.newest = max(read.newest, checkpoint_id)
-    return read.runs.get(run_id) or Seen()
+    return read
 
 
 async def _newer(saver: Any, query: dict[str, Any], newest: str) -> list[tuple[str, Any]]:

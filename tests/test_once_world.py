@@ -1,0 +1,264 @@
+"""The once-guard keyed on the world: a side effect recorded as executed anywhere in a thread (any
+branch, fork, process or earlier turn) never runs again unless a person re-approves it.
+
+Counted from the world's side: the test's own tools write one ledger line per refund. Real SQLite
+checkpoints; `create_agent` + `PivotalCritic` with scripted models, and `create_pivotal_agent` (the
+support desk of examples/support_desk.py) on the loopback OpenAI-compatible server.
+"""
+
+import json
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.messages import HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.types import Command
+from test_conversation import FIRST, clerk, refunds, support_desk
+
+from pivotal import PivotalCritic
+from pivotal.middleware import critic_counts
+from pivotal.testing.scripted import ScriptedChatModel, tool_call, verdict
+
+ASK = "Refund order A1 in full, then email the customer."
+
+
+def desk_tools(ledger: Path) -> list:
+    """The app's tools: each refund and email that really happens is a line in the ledger."""
+
+    def write(kind: str, order_id: str) -> None:
+        with ledger.open("a") as out:
+            out.write(json.dumps({"kind": kind, "order_id": order_id}) + "\n")
+
+    @tool
+    def lookup_order(order_id: str) -> str:
+        """Look up an order's total."""
+        return f"order {order_id}: total 20.00"
+
+    @tool
+    def refund(order_id: str, amount: float) -> str:
+        """Refund an amount of an order to the customer's card. Cannot be undone."""
+        write("refund", order_id)
+        return f"refunded {amount:.2f} of {order_id}"
+
+    @tool
+    def send_email(order_id: str, text: str) -> str:
+        """Email the customer of an order."""
+        write("email", order_id)
+        return "sent"
+
+    return [lookup_order, refund, send_email]
+
+
+def ledger_of(ledger: Path, kind: str = "refund") -> list[str]:
+    rows = [json.loads(line) for line in ledger.read_text().splitlines()] if ledger.exists() else []
+    return [row["order_id"] for row in rows if row["kind"] == kind]
+
+
+def ticket() -> list:
+    return [
+        tool_call("lookup_order", order_id="A1"),
+        tool_call("refund", order_id="A1", amount=20.0),
+        tool_call("send_email", order_id="A1", text="Your refund is on its way."),
+    ]
+
+
+def agent(saver, ledger: Path, steps: list, critic: ScriptedChatModel, **rules):
+    middleware = PivotalCritic(critic, irreversible=["refund"], **rules)
+    model = ScriptedChatModel(script={"agent": list(steps)})
+    return create_agent(model, desk_tools(ledger), middleware=[middleware], checkpointer=saver)
+
+
+def approving() -> ScriptedChatModel:
+    return ScriptedChatModel(script={"Verdict": [verdict("approve", 0.95, "the order's total")]})
+
+
+def critic_calls(critic: ScriptedChatModel) -> int:
+    return len(critic.prompts.get("Verdict", []))
+
+
+@pytest.fixture
+def saver(tmp_path):
+    connection = sqlite3.connect(str(tmp_path / "threads.sqlite"), check_same_thread=False)
+    yield SqliteSaver(connection)
+    connection.close()
+
+
+# --- create_agent + PivotalCritic: forks ----------------------------------------------------------
+
+
+def test_a_fork_from_every_checkpoint_of_a_finished_thread_refunds_no_more(saver, tmp_path):
+    ledger = tmp_path / "ledger.jsonl"
+    critic = approving()
+    desk = agent(saver, ledger, ticket(), critic)
+    config = {"configurable": {"thread_id": "ticket-1"}}
+    desk.invoke({"messages": [("user", ASK)]}, config)
+    assert ledger_of(ledger) == ["A1"] and critic_calls(critic) == 3
+    history = list(desk.get_state_history(config))
+    refused = 0
+    for snapshot in history:
+        replayed = desk.invoke(None, snapshot.config)
+        refused += any("already ran in this thread" in str(m.content) for m in replayed["messages"][-3:])
+        forked = desk.update_state(snapshot.config, None) if snapshot.next else None
+        if forked:
+            desk.invoke(None, forked)
+        assert ledger_of(ledger) == ["A1"], f"a fork at {snapshot.next} refunded again"
+    assert refused >= 1  # the fork whose next step runs the pending refund: refused, the model told why
+    assert critic_calls(critic) == 3  # a fork re-running the review reads the verdict the thread recorded
+
+
+async def test_a_fork_on_postgres_refunds_no_more(tmp_path):
+    psycopg = pytest.importorskip("psycopg")
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    url = "postgresql://postgres@127.0.0.1:5432/test"
+    try:
+        await (await psycopg.AsyncConnection.connect(url, connect_timeout=3)).close()
+    except Exception as error:  # noqa: BLE001 — no database here: nothing to test against
+        pytest.skip(f"no PostgreSQL at {url}: {error}")
+    ledger = tmp_path / "ledger.jsonl"
+    async with AsyncPostgresSaver.from_conn_string(url) as saver:
+        await saver.setup()
+        desk = agent(saver, ledger, ticket(), approving())
+        config = {"configurable": {"thread_id": f"once-world-{tmp_path.name}"}}
+        await desk.ainvoke({"messages": [("user", ASK)]}, config)
+        assert ledger_of(ledger) == ["A1"]
+        async for snapshot in desk.aget_state_history(config):
+            await desk.ainvoke(None, snapshot.config)
+        assert ledger_of(ledger) == ["A1"]
+
+
+# --- create_agent + PivotalCritic: an approval answered elsewhere ---------------------------------
+
+
+def paused_at_the_refund(saver, ledger: Path, thread: str) -> tuple[ScriptedChatModel, dict]:
+    critic = approving()
+    desk = agent(saver, ledger, ticket(), critic, require_approval_for=["refund"])
+    config = {"configurable": {"thread_id": thread}}
+    paused = desk.invoke({"messages": [("user", ASK)]}, config)
+    assert paused["__interrupt__"][0].value["name"] == "refund" and ledger_of(ledger) == []
+    assert critic_calls(critic) == 2
+    return critic, config
+
+
+def test_a_reject_answered_where_no_approval_rule_is_set_is_honoured(saver, tmp_path):
+    ledger = tmp_path / "ledger.jsonl"
+    _, config = paused_at_the_refund(saver, ledger, "ticket-reject")
+    elsewhere = approving()  # another PivotalCritic, without require_approval_for: as another process
+    result = agent(saver, ledger, [], elsewhere).invoke(Command(resume={"type": "reject", "message": "no"}), config)
+    assert ledger_of(ledger) == []
+    assert critic_calls(elsewhere) == 0  # the pause's verdict came with it
+    assert any("a person rejected refund" in str(m.content) for m in result["messages"])
+
+
+def test_an_approval_answered_under_a_stricter_critic_is_kept_and_forks_refund_no_more(saver, tmp_path):
+    ledger = tmp_path / "ledger.jsonl"
+    first, config = paused_at_the_refund(saver, ledger, "ticket-approve")
+    stricter = ScriptedChatModel(script={"Verdict": [verdict("reject", 0.99, "never refund")]})
+    elsewhere = agent(saver, ledger, [], stricter)
+    elsewhere.invoke(Command(resume={"type": "approve"}), config)
+    assert ledger_of(ledger) == ["A1"] and critic_calls(stricter) == 0 and critic_calls(first) == 2
+    for snapshot in list(elsewhere.get_state_history(config)):
+        replayed = elsewhere.invoke(None, snapshot.config)
+        while replayed.get("__interrupt__"):  # the pending refund, reached again: a repeat, asked about
+            question = replayed["__interrupt__"][0].value
+            assert "repeat" in question and '"repeat": true' in question["question"]
+            replayed = elsewhere.invoke(Command(resume={"type": "approve"}), config)  # not a re-approval
+        assert ledger_of(ledger) == ["A1"], f"a fork at {snapshot.next} refunded again"
+    assert critic_calls(stricter) == 0
+
+
+_ANSWER_ELSEWHERE = textwrap.dedent(
+    """
+    import json, sqlite3, sys
+    sys.path.insert(0, sys.argv[3])
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.types import Command
+    from pathlib import Path
+    from test_once_world import agent
+    from pivotal.testing.scripted import ScriptedChatModel, verdict
+
+    saver = SqliteSaver(sqlite3.connect(sys.argv[1], check_same_thread=False))
+    critic = ScriptedChatModel(script={"Verdict": [verdict("approve")]})
+    config = {"configurable": {"thread_id": "ticket-process"}}
+    agent(saver, Path(sys.argv[2]), [], critic).invoke(Command(resume={"type": "reject"}), config)
+    print("critic calls", len(critic.prompts.get("Verdict", [])))
+    """
+)
+
+
+def test_a_reject_answered_in_another_process_is_honoured(tmp_path):
+    ledger, path = tmp_path / "ledger.jsonl", tmp_path / "threads.sqlite"
+    connection = sqlite3.connect(str(path), check_same_thread=False)
+    paused_at_the_refund(SqliteSaver(connection), ledger, "ticket-process")
+    connection.close()
+    done = subprocess.run(
+        [sys.executable, "-c", _ANSWER_ELSEWHERE, str(path), str(ledger), str(Path(__file__).parent)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-3:] == ["critic", "calls", "0"]
+    assert ledger_of(ledger) == []
+
+
+# --- the same message twice on one thread -------------------------------------------------------
+
+
+def test_the_same_message_twice_through_create_agent_refunds_once(saver, tmp_path):
+    ledger = tmp_path / "ledger.jsonl"
+    desk = agent(saver, ledger, [*ticket(), *ticket()], approving())
+    config = {"configurable": {"thread_id": "ticket-twice"}}
+    desk.invoke({"messages": [("user", ASK)]}, config)
+    result = desk.invoke({"messages": [("user", ASK)]}, config)
+    assert ledger_of(ledger) == ["A1"] and ledger_of(ledger, "email") == ["A1", "A1"]
+    repeat = [m for m in result["messages"] if isinstance(m, ToolMessage) and m.name == "refund"][-1]
+    assert "already ran in this thread" in repeat.content and repeat.status == "error"
+
+
+async def test_the_same_message_twice_through_create_pivotal_agent_refunds_once(desk, tmp_path):
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    server, model, ledger = desk
+    server.responder = clerk()
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "threads.sqlite")) as saver:
+        agent = support_desk.support_agent(model, memory=False, require_approval_for=[], checkpointer=saver)
+        config = {"configurable": {"thread_id": "ticket-twice"}}
+        first = await agent.ainvoke({"messages": [HumanMessage(FIRST)]}, config)
+        assert first["status"] == "success" and refunds(ledger) == ["A1"]
+        second = await agent.ainvoke({"messages": [HumanMessage(FIRST)]}, config)
+    assert refunds(ledger) == ["A1"]
+    assert second["run_id"] != first["run_id"]  # a turn of its own, and still the refund ran once
+
+
+# --- explicit re-approval ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("reply", "refunded"), [({"type": "approve", "repeat": True}, 2), ({"type": "approve"}, 1)])
+def test_a_repeat_runs_again_only_when_a_person_re_approves_it(saver, tmp_path, reply, refunded):
+    ledger = tmp_path / "ledger.jsonl"
+    critic = approving()
+    steps = [tool_call("refund", order_id="A1", amount=20.0), tool_call("refund", order_id="A1", amount=20.0)]
+    desk = agent(saver, ledger, steps, critic, require_approval_for=["refund"])
+    config = {"configurable": {"thread_id": "ticket-again"}}
+    desk.invoke({"messages": [("user", ASK)]}, config)
+    asked = desk.invoke(Command(resume={"type": "approve"}), config)
+    assert ledger_of(ledger) == ["A1"]
+    (pending,) = asked["__interrupt__"]
+    assert "already ran in this thread" in pending.value["repeat"]
+    result = desk.invoke(Command(resume=reply), config)
+    assert ledger_of(ledger) == ["A1"] * refunded
+    assert critic_calls(critic) == 1  # the repeat is the person's to allow, not the critic's
+    if refunded == 1:
+        assert "Only a person can run it again" in _refund_results(result)[-1].content
+    assert critic_counts(result)["counters"]["human_approved"] == 2
+
+
+def _refund_results(result: dict) -> list[ToolMessage]:
+    return [m for m in result["messages"] if isinstance(m, ToolMessage) and m.name == "refund"]
