@@ -39,6 +39,7 @@ from pivotal.core.environments.once import (
     REVIEWS,
     VERDICTS,
     ThreadRecord,
+    irreversible,
     needs_person,
     repeat_reason,
     thread_record,
@@ -234,10 +235,13 @@ class PivotalCritic(AgentMiddleware):
         """The call's recorded verdict and what the thread executed; a call no review hook saw (a state
         written past it: `update_state(..., as_node=...)`) is reviewed here, as a first run's would be.
         """
-        record = await thread_record(getattr(request.runtime, "config", None) or {})
         ruling = (request.state.get(VERDICTS) or {}).get(_key(request.tool_call))
+        env = self._env(request.tool, ((ruling or {}).get("rules") or {}).get("irreversible") or [])
+        if ruling is not None and not irreversible(env, request.tool_call["name"]):
+            return ruling, ThreadRecord(None)  # the guard has nothing to say about it: no thread to read
+        record = await thread_record(getattr(request.runtime, "config", None) or {})
         if ruling is None:
-            ruling = await self._rule(request.state, request.tool_call, self._env(request.tool), record)
+            ruling = await self._rule(request.state, request.tool_call, env, record)
         return ruling, record
 
     def _act(self, request: ToolCallRequest, ruling: Ruling, record: ThreadRecord, handler: Callable) -> Any:
@@ -366,7 +370,7 @@ class PivotalCritic(AgentMiddleware):
             again,
         )
 
-    def _env(self, tool: BaseTool | None = None, irreversible: Sequence[str] = ()) -> Any:
+    def _env(self, tool: BaseTool | None = None, marked: Sequence[str] = ()) -> Any:
         """The application's environment, else the agent's tools with the irreversible ones named here
         and, for a call reviewed under other rules (another process's), those named there too.
         """
@@ -375,7 +379,7 @@ class PivotalCritic(AgentMiddleware):
         tools = dict(self._tools)
         if tool is not None:
             tools.setdefault(tool.name, tool)
-        named = {*self.irreversible, *irreversible}
+        named = {*self.irreversible, *marked}
         return ToolEnvironment(list(tools.values()), _undecided, irreversible=[n for n in tools if n in named])
 
     def _prompt(self, state: dict[str, Any], env: Any, proposal: Proposal, pending: list[Review]) -> str:

@@ -82,7 +82,7 @@ async def test_reject_and_the_irreversible_rules_async_with_a_sim_spec(tmp_path)
     steps = [
         tool_call("lookup_order", order_id="A1"),
         tool_call("refund", order_id="A1", amount=20.0),
-        tool_call("refund", order_id="A1", amount=20.0),  # the same call again: the once-per-run guard
+        tool_call("refund", order_id="A1", amount=20.0),  # the same call again: the once guard
         tool_call("refund", order_id="A1", amount=5.0),  # another refund: the critic rejects it
         tool_call("send_email", order_id="A1", text="Your refund of 20.00 is on its way."),
     ]
@@ -211,7 +211,7 @@ def test_a_person_decides_after_the_critic_approves(tools, paid, reply, expected
 
 async def test_an_approval_resumes_from_disk_in_a_fresh_agent_async(tools, paid, tmp_path):
     """Paused and resumed through SQLite checkpoints, the resume by a newly built agent (as another
-    process would): the refund runs once; the critic is asked again there (its verdict memo is per process).
+    process would): the refund runs once, and the critic is not asked again (the verdict is in the checkpoint).
     """
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
@@ -233,6 +233,7 @@ async def test_an_approval_resumes_from_disk_in_a_fresh_agent_async(tools, paid,
     assert paid == [("A1", 20.0)]
     assert _ran(result, "refund")[0].content == "refunded 20.00 of A1"
     assert critic_counts(result)["counters"]["human_approved"] == 1
+    assert len(critic.prompts["Verdict"]) == 1 and critic_counts(result)["counters"]["llm_calls"] == 1
 
 
 _WRITE_THEN_RECALL = textwrap.dedent(

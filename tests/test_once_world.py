@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import uuid
 from pathlib import Path
 
 import pytest
@@ -125,7 +126,7 @@ async def test_a_fork_on_postgres_refunds_no_more(tmp_path):
     async with AsyncPostgresSaver.from_conn_string(url) as saver:
         await saver.setup()
         desk = agent(saver, ledger, ticket(), approving())
-        config = {"configurable": {"thread_id": f"once-world-{tmp_path.name}"}}
+        config = {"configurable": {"thread_id": f"once-world-{uuid.uuid4().hex}"}}  # the database outlives tests
         await desk.ainvoke({"messages": [("user", ASK)]}, config)
         assert ledger_of(ledger) == ["A1"]
         async for snapshot in desk.aget_state_history(config):
