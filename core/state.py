@@ -63,6 +63,9 @@ class Proposal(TypedDict, total=False):
     review: str
     """The critic's verdict that chose it (the same id on that Critique): the executor runs an
     irreversible action only on a review of this branch that no execution used up."""
+    repeat: str
+    """Why it repeats an executed irreversible call (the once-guard's reason): chosen only to ask a
+    person, and run only on a re-approval (a person's approving Critique carries it too)."""
 
 
 class Critique(Proposal, total=False):

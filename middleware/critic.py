@@ -51,7 +51,7 @@ from pivotal.core.state import Critique, Proposal, Step, add_counts
 from pivotal.graphs.blocking import run_blocking
 from pivotal.memory.lesson import lessons_block
 from pivotal.nodes.critic import COUNTER, review
-from pivotal.nodes.human_approval import QUESTION, read_reply
+from pivotal.nodes.human_approval import AGAIN, QUESTION, re_approved, read_reply
 from pivotal.prompts import clip, show
 
 
@@ -356,7 +356,7 @@ class PivotalCritic(AgentMiddleware):
             return request, {**entry, "arguments": arguments, "source": "human", "diagnosis": "human: edited"}, False
         decision, reason = read_reply(reply)
         counters = add_counts(entry["counters"], {"human_approved" if decision == "approve" else "human_rejected": 1})
-        again = decision == "approve" and isinstance(reply, dict) and reply.get("repeat") is True
+        again = re_approved(reply)
         return (
             request,
             {
@@ -493,7 +493,6 @@ def _recorded(result: Any, request: ToolCallRequest, entry: Review) -> Any:
 
 
 STOP = "stop calling tools for this and tell the user what is left undone"
-AGAIN = 'Only a person can run it again: answer {"type": "approve", "repeat": true}'
 
 
 def _exhausted(pending: list[Review], context: Context, current: str = "") -> bool:

@@ -58,6 +58,8 @@ async def critic(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if verdict.decision == "reject" and source == "critic" and _final(live.env, proposal):
         chosen, reason = None, f"the critic rejected the final answer: {verdict.diagnosis}"
         updates["verified"] = False  # judged by a model, not checked by the environment
+    if chosen is None and source == "guard" and needs_person(context.require_approval_for, live.env, proposal):
+        chosen, reason = {**_proposal(critique), "repeat": verdict.diagnosis}, ""  # only a person may run it again
     if chosen is not None:
         chosen["needs_approval"] = needs_person(context.require_approval_for, live.env, chosen)
     counters = updates.setdefault("counters", {})

@@ -25,6 +25,7 @@ from pivotal.core.environments.once import (
     executed_step,
     irreversible,
     needs_person,
+    reapproved,
     repeat_reason,
     step_key,
     unreviewed,
@@ -129,9 +130,12 @@ async def _not_cleared(state: State, context: Context, task: Task, env: Environm
     chosen = state["chosen"] or {}
     done, spent = await executed(env, state)
     person = needs_person(context.require_approval_for, env, chosen)
-    return unreviewed(chosen, state.get("critiques", []), person, spent) or (
-        repeat_reason(env, chosen["action"], chosen.get("arguments") or {}, done, allow=task.allow_repeat) or ""
-    )
+    critiques = state.get("critiques", [])
+    if why := unreviewed(chosen, critiques, person, spent):
+        return why
+    if reapproved(chosen, critiques):
+        return ""
+    return repeat_reason(env, chosen["action"], chosen.get("arguments") or {}, done, allow=task.allow_repeat) or ""
 
 
 def _send_back(state: State, chosen: Proposal, why: str) -> dict[str, Any]:

@@ -20,6 +20,8 @@ from pivotal.core.state import Critique, Proposal, State
 from pivotal.core.task import Task
 
 QUESTION = 'Approve this action? Resume with {"decision": "approve" | "reject", "reason": "..."}.'
+AGAIN = 'Only a person can run it again: answer {"type": "approve", "repeat": true}'
+"""Asked when the call repeats an executed irreversible one (the once-guard's reason comes first)."""
 
 
 async def human_approval(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -31,9 +33,11 @@ async def human_approval(state: State, runtime: Runtime[Context]) -> dict[str, A
     live, _ = await attach(state["run_id"], task, state["trajectory"], runtime.context.step_timeout)
     if await executed_step(live.env, state, step_key(state), chosen):
         return {"chosen": {**chosen, "needs_approval": False}}
+    repeat = chosen.get("repeat", "")
     reply = interrupt(
         {
-            "question": QUESTION,
+            "question": f"{repeat}. {AGAIN}" if repeat else QUESTION,
+            **({"repeat": repeat} if repeat else {}),
             "action": chosen.get("action"),
             "arguments": chosen.get("arguments") or {},
             "thought": chosen.get("thought", ""),
@@ -42,6 +46,8 @@ async def human_approval(state: State, runtime: Runtime[Context]) -> dict[str, A
         }
     )
     decision, reason = read_reply(reply)
+    if repeat and decision == "approve" and not re_approved(reply):
+        decision, reason = "reject", f"approved, but not as a repeat: {AGAIN}"
     verdict: Critique = {
         "action": chosen.get("action", ""),
         "arguments": chosen.get("arguments") or {},
@@ -51,6 +57,7 @@ async def human_approval(state: State, runtime: Runtime[Context]) -> dict[str, A
         "diagnosis": f"human: {reason}" if reason else "human",
         "revision": "" if decision == "approve" else (reason or "a person rejected this action; propose another"),
         "source": "human",
+        **({"repeat": repeat} if repeat and decision == "approve" else {}),
     }
     return after_person(chosen, critiques, verdict, runtime.context.human_rejections_allowed())
 
@@ -75,6 +82,15 @@ def after_person(chosen: Proposal, critiques: list[Critique], verdict: Critique,
         "attempt_failed": failed,
         "counters": {"human_rejected": 1},
     }
+
+
+def re_approved(reply: Any) -> bool:
+    """A person's explicit re-approval of a repeat: an approval that says `"repeat": true` (alone or
+    as the one decision in `{"decisions": [...]}`); a plain approval never is one.
+    """
+    if isinstance(reply, dict) and isinstance(reply.get("decisions"), list) and len(reply["decisions"]) == 1:
+        reply = reply["decisions"][0]
+    return isinstance(reply, dict) and reply.get("repeat") is True and read_reply(reply)[0] == "approve"
 
 
 def read_reply(reply: Any) -> tuple[Literal["approve", "reject"], str]:

@@ -263,3 +263,48 @@ def test_a_repeat_runs_again_only_when_a_person_re_approves_it(saver, tmp_path, 
 
 def _refund_results(result: dict) -> list[ToolMessage]:
     return [m for m in result["messages"] if isinstance(m, ToolMessage) and m.name == "refund"]
+
+
+@pytest.mark.parametrize(
+    ("reply", "refunded"), [({"decision": "approve", "repeat": True}, 2), ({"decision": "approve"}, 1)]
+)
+async def test_a_repeat_in_create_pivotal_agent_runs_again_only_when_a_person_re_approves_it(desk, reply, refunded):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    server, model, ledger = desk
+    server.responder = clerk()
+    agent = support_desk.support_agent(model, memory=False, checkpointer=InMemorySaver())  # refunds ask a person
+    config = {"configurable": {"thread_id": "ticket-again"}}
+    await agent.ainvoke({"messages": [HumanMessage(FIRST)]}, config)
+    first = await agent.ainvoke(Command(resume="approve"), config)
+    assert first["status"] == "success" and refunds(ledger) == ["A1"]
+    asked = await agent.ainvoke({"messages": [HumanMessage(FIRST)]}, config)
+    question = asked["__interrupt__"][0].value
+    assert "already ran in this thread" in question["repeat"] and '"repeat": true' in question["question"]
+    for _ in range(8):  # a plain approval is no re-approval: the actor is told, and may ask again
+        asked = await agent.ainvoke(Command(resume=reply), config)
+        if not asked.get("__interrupt__"):
+            break
+    assert refunds(ledger) == ["A1"] * refunded
+    assert not asked.get("__interrupt__")
+
+
+def test_only_a_persons_approval_that_says_repeat_re_approves_the_chosen_repeat():
+    from pivotal.core.environments.once import reapproved
+    from pivotal.nodes.human_approval import re_approved
+
+    call = {"action": "refund", "arguments": {"order_id": "A1", "amount": 20}}
+    chosen = {**call, "review": "r1", "repeat": "refund with these arguments already ran in this thread"}
+    guard = {**call, "decision": "reject", "source": "guard", "review": "r1"}
+    person = {**call, "arguments": {"order_id": "A1", "amount": 20.0}, "decision": "approve", "source": "human"}
+    assert reapproved(chosen, [guard, {**person, "repeat": chosen["repeat"]}])
+    assert not reapproved(chosen, [guard, person])  # a plain approval
+    assert not reapproved(chosen, [{**person, "repeat": "x"}, guard])  # before the review that chose it
+    assert not reapproved(
+        {**chosen, "arguments": {"order_id": "A1", "amount": 5.0}}, [guard, {**person, "repeat": "x"}]
+    )
+    assert re_approved({"type": "approve", "repeat": True}) and re_approved(
+        {"decisions": [{"decision": "approve", "repeat": True}]}
+    )
+    assert not re_approved({"type": "approve"}) and not re_approved({"type": "reject", "repeat": True})
+    assert not re_approved({"type": "approve", "repeat": "yes"})

@@ -3,7 +3,8 @@
 Two rules, both deterministic, so no model's judgement can talk its way past them:
 
 - the repeat rule (`repeat_reason`): an irreversible call that already ran in this thread (any
-  turn, any branch) and was not compensated is not run again, whoever approves it. Two calls are the same when their
+  turn, any branch) and was not compensated is not run again on any model's approval; only a person
+  asked about the repeat can re-approve it as one (`reapproved`). Two calls are the same when their
   arguments are (numbers compared as numbers), or, where the action declares `once_key`, when
   those arguments are. An action declared `repeatable`, or named in the task's `allow_repeat`,
   may repeat. The critic applies it before any model is asked; the executor applies it again.
@@ -97,6 +98,22 @@ def unreviewed(chosen: Proposal, critiques: list[Critique], person: bool, spent:
     ):
         return "no person approved it"
     return ""
+
+
+def reapproved(chosen: Proposal, critiques: list[Critique]) -> bool:
+    """Whether a person re-approved this repeat of an executed call after the review that chose it
+    (`{"decision": "approve", "repeat": true}`): the one way a repeat runs without `allow_repeat`.
+    """
+    review = chosen.get("review")
+    found = next((i for i, c in enumerate(critiques) if review and c.get("review") == review), None)
+    return (
+        bool(chosen.get("repeat"))
+        and found is not None
+        and any(
+            c["source"] == "human" and c["decision"] == "approve" and c.get("repeat") and _same(c, chosen)
+            for c in critiques[found + 1 :]
+        )
+    )
 
 
 async def executed(env: Environment, state: State) -> tuple[list[Call], set[str]]:
