@@ -6,11 +6,13 @@ shapes common credentials have, so a key the process never held (an AWS key a to
 password in a database URL) is caught too.
 """
 
+import copy
+import dataclasses
 import os
 import re
 from collections.abc import MutableMapping
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -115,7 +117,8 @@ def _blank(match: re.Match[str]) -> str:
 
 
 def redact_tree(value: Any, values: list[str] | None = None) -> Any:
-    """Every string inside dicts, lists, tuples and pydantic models, redacted; other values unchanged.
+    """Every string inside dicts, lists, tuples, pydantic models and dataclasses (LangGraph's
+    `Interrupt`, `Send`, `Command`), redacted; other values unchanged.
 
     What holds no secret comes back as the same object (most of what passes holds none): nothing
     is copied then, and a caller can tell by `is`. A model is copied, not validated again:
@@ -135,7 +138,57 @@ def redact_tree(value: Any, values: list[str] | None = None) -> Any:
         changed = {name: redact_tree(getattr(value, name), values) for name in type(value).model_fields}
         changed = {name: item for name, item in changed.items() if item is not getattr(value, name)}
         return value.model_copy(update=changed) if changed else value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _redacted_dataclass(value, values)
     return value
+
+
+def _redacted_dataclass(value: Any, values: list[str]) -> Any:
+    """A copy with the changed fields set in place of `replace`: a frozen one, or one whose fields
+    are not all `__init__` arguments, is copied alike.
+    """
+    fields = [f.name for f in dataclasses.fields(value)]
+    changed = {name: redact_tree(getattr(value, name), values) for name in fields}
+    changed = {name: item for name, item in changed.items() if item is not getattr(value, name)}
+    if not changed:
+        return value
+    clean = copy.copy(value)
+    for name, item in changed.items():
+        object.__setattr__(clean, name, item)
+    return clean
+
+
+class RedactingSerializer:
+    """A checkpointer's serializer that blanks secrets before its own (`serde`) writes anything:
+    LangGraph saves the caller's input, every node's writes, a person's `Command(resume=...)` and a
+    parent graph's state as given, before any node of Pivotal's could blank them; every one of
+    them passes `dumps_typed`. Reading is the wrapped serializer's: what was written reads back
+    with its types intact, only a secret reads back as "[redacted]".
+    """
+
+    def __init__(self, serde: Any) -> None:
+        self.serde = serde
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        return self.serde.dumps_typed(redact_tree(obj))
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        return self.serde.loads_typed(data)
+
+
+Saver = TypeVar("Saver")
+
+
+def redacting(checkpointer: Saver) -> Saver:
+    """`checkpointer`, its serializer now blanking secrets before every write (checkpoints and
+    pending writes alike); the same object, changed in place, so every graph using it is covered.
+    Calling it again changes nothing. Needed only for a checkpointer Pivotal is not given: an app's
+    own for `create_agent` with `PivotalCritic`, or a parent graph's with Pivotal as a node.
+    """
+    serde = getattr(checkpointer, "serde", None)
+    if serde is not None and not isinstance(serde, RedactingSerializer):
+        checkpointer.serde = RedactingSerializer(serde)  # type: ignore[attr-defined]
+    return checkpointer
 
 
 def redact_event(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> dict[str, Any]:
