@@ -117,8 +117,8 @@ def _blank(match: re.Match[str]) -> str:
 
 
 def redact_tree(value: Any, values: list[str] | None = None) -> Any:
-    """Every string inside dicts, lists, tuples, pydantic models and dataclasses (LangGraph's
-    `Interrupt`, `Send`, `Command`), redacted; other values unchanged.
+    """Every string inside dicts, lists, tuples, pydantic models, dataclasses (LangGraph's
+    `Interrupt`, `Command`) and LangGraph's `Send`, redacted; other values unchanged.
 
     What holds no secret comes back as the same object (most of what passes holds none): nothing
     is copied then, and a caller can tell by `is`. A model is copied, not validated again:
@@ -140,7 +140,22 @@ def redact_tree(value: Any, values: list[str] | None = None) -> Any:
         return value.model_copy(update=changed) if changed else value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return _redacted_dataclass(value, values)
+    if _is_send(value):
+        arg = redact_tree(value.arg, values)
+        if arg is value.arg:
+            return value
+        clean = copy.copy(value)
+        clean.arg = arg
+        return clean
     return value
+
+
+def _is_send(value: Any) -> bool:
+    """LangGraph's `Send` (a tool call's arguments ride in one to the tool node), told by name:
+    importing langgraph.types here would cost every command ~2.7 s.
+    """
+    kind = type(value)
+    return kind.__name__ == "Send" and kind.__module__ == "langgraph.types"
 
 
 def _redacted_dataclass(value: Any, values: list[str]) -> Any:
