@@ -32,8 +32,8 @@ SK_KEY = "sk-canary" + "Qz9" * 8
 """An OpenAI-shaped key no variable holds: only its shape gives it away."""
 CANARIES = (SERVICE_KEY, SK_KEY)
 GOAL = f"Refund 20.00 of order A1 (service key {SERVICE_KEY}, deploy key {SK_KEY})."
-EDIT = {"type": "edit", "edited_action": {"name": "refund", "args": {"order_id": "A1", "amount": 20.0,
-                                                                     "note": f"edited {SK_KEY} {SERVICE_KEY}"}}}  # fmt: skip
+EDITED = {"order_id": "A1", "amount": 20.0, "note": f"edited {SK_KEY} {SERVICE_KEY}"}
+EDIT = {"type": "edit", "edited_action": {"name": "refund", "args": EDITED}}
 REJECT = {"decision": "reject", "reason": f"not yet, check {SERVICE_KEY} and {SK_KEY} first"}
 APPROVE = {"decision": "approve", "reason": f"ok, approved with {SERVICE_KEY} / {SK_KEY}"}
 
