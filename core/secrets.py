@@ -124,24 +124,41 @@ def redact_tree(value: Any, values: list[str] | None = None) -> Any:
     is copied then, and a caller can tell by `is`. A model is copied, not validated again:
     "[redacted]" may be longer than a field allows.
     """
-    values = secret_values() if values is None else values
+    if value is None or type(value) in _ATOMS:
+        return value
+    return _tree(value, tuple(secret_values() if values is None else values))
+
+
+_ATOMS = frozenset((bool, int, float, bytes))
+"""Values that never hold text: most leaves of a checkpoint (versions, counters, flags)."""
+
+
+def _tree(value: Any, values: tuple[str, ...]) -> Any:
+    """`redact_tree` with the secret values read once: a copy is made only along a changed path."""
     if isinstance(value, str):
-        clean = redact(value, values)
+        clean = _redacted_text(value, values) if len(value) <= MEMO_CHARS else redact(value, list(values))
         return value if clean == value else clean
+    if value is None or type(value) in _ATOMS:
+        return value
     if isinstance(value, dict):
-        pairs = {key: redact_tree(item, values) for key, item in value.items()}
-        return value if all(pairs[key] is item for key, item in value.items()) else pairs
+        changed: Any = None
+        for key, item in value.items():
+            clean = _tree(item, values)
+            if clean is not item:
+                changed = dict(value) if changed is None else changed
+                changed[key] = clean
+        return value if changed is None else changed
     if type(value) in (list, tuple):
-        items = [redact_tree(item, values) for item in value]
+        items = [_tree(item, values) for item in value]
         return value if all(a is b for a, b in zip(items, value, strict=True)) else type(value)(items)
     if isinstance(value, BaseModel):
-        changed = {name: redact_tree(getattr(value, name), values) for name in type(value).model_fields}
-        changed = {name: item for name, item in changed.items() if item is not getattr(value, name)}
-        return value.model_copy(update=changed) if changed else value
+        fields = {name: getattr(value, name) for name in type(value).model_fields}
+        update = {name: clean for name, item in fields.items() if (clean := _tree(item, values)) is not item}
+        return value.model_copy(update=update) if update else value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return _redacted_dataclass(value, values)
     if _is_send(value):
-        arg = redact_tree(value.arg, values)
+        arg = _tree(value.arg, values)
         if arg is value.arg:
             return value
         clean = copy.copy(value)
@@ -158,12 +175,23 @@ def _is_send(value: Any) -> bool:
     return kind.__name__ == "Send" and kind.__module__ == "langgraph.types"
 
 
-def _redacted_dataclass(value: Any, values: list[str]) -> Any:
+MEMO_CHARS = 2000
+"""Texts up to this long are redacted once per set of secret values and remembered: a checkpoint
+holds the whole state, so each write passes the same texts as the write before it (the goal, the
+trajectory so far); a longer one (an observation) is redacted each time, and not kept alive."""
+
+
+@lru_cache(maxsize=16384)
+def _redacted_text(text: str, values: tuple[str, ...]) -> str:
+    return redact(text, list(values))
+
+
+def _redacted_dataclass(value: Any, values: tuple[str, ...]) -> Any:
     """A copy with the changed fields set in place of `replace`: a frozen one, or one whose fields
     are not all `__init__` arguments, is copied alike.
     """
     fields = [f.name for f in dataclasses.fields(value)]
-    changed = {name: redact_tree(getattr(value, name), values) for name in fields}
+    changed = {name: _tree(getattr(value, name), values) for name in fields}
     changed = {name: item for name, item in changed.items() if item is not getattr(value, name)}
     if not changed:
         return value
