@@ -10,6 +10,7 @@ is the raw bytes of the SQLite file (both tables, and the write-ahead log), coun
 
 import dataclasses
 import json
+import uuid
 from pathlib import Path
 
 import pytest
@@ -103,6 +104,41 @@ async def test_the_graph_through_the_runner_checkpoints_no_canary(canary_env, re
     final = await aresume("ticket-r", APPROVE, context, checkpoint_path=path)
     assert final.status == "success" and refunds(ledger) == 1
     assert leaked(tmp_path) == NONE
+
+
+POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def postgres_rows(thread_id: str) -> bytes:
+    """Every row of the thread in the three checkpoint tables, as Postgres prints them (bytea as hex)."""
+    psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+    try:
+        connection = psycopg.connect(POSTGRES, connect_timeout=3)
+    except Exception as exc:  # noqa: BLE001 — whatever stops us reaching it, the reason is the skip
+        pytest.skip(f"no Postgres at 127.0.0.1:5432/test ({type(exc).__name__})")
+    with connection:
+        rows = [
+            text
+            for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+            for (text,) in connection.execute(f"SELECT t::text FROM {table} t WHERE thread_id = %s", (thread_id,))
+        ]
+    assert rows
+    return "\n".join(rows).encode()
+
+
+async def test_a_resume_reason_reaches_no_postgres_write(canary_env, refund, ledger):
+    pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+    desk_agent(refund, "redaction-desk-postgres")
+    thread = f"ticket-pg-{uuid.uuid4().hex[:8]}"
+    context = Context(model=graph_model(), require_approval_for=["refund"], memory=False, max_steps=4,
+                      max_pivot_retries=0, default_env="redaction-desk-postgres")  # fmt: skip
+    paused = await arun(GOAL, context, checkpoint_path=POSTGRES, thread_id=thread)
+    assert paused.status == "interrupted"
+    await aresume(thread, EDIT, context, checkpoint_path=POSTGRES)
+    final = await aresume(thread, APPROVE, context, checkpoint_path=POSTGRES)
+    assert final.status == "success" and refunds(ledger) == 1
+    blob = postgres_rows(thread)
+    assert {key: blob.count(key.encode()) + blob.count(key.encode().hex().encode()) for key in CANARIES} == NONE
 
 
 async def test_create_pivotal_agent_checkpoints_no_canary(canary_env, refund, ledger, tmp_path):
