@@ -181,7 +181,7 @@ holds the whole state, so each write passes the same texts as the write before i
 trajectory so far); a longer one (an observation) is redacted each time, and not kept alive."""
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=8192)
 def _redacted_text(text: str, values: tuple[str, ...]) -> str:
     return redact(text, list(values))
 

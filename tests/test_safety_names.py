@@ -119,15 +119,16 @@ def test_the_critic_checks_an_environment_when_built(tools):
         PivotalCritic("sim", environment=tools)
 
 
-async def test_the_graph_refuses_a_misspelt_action_of_the_run_before_any_step():
-    """`require_approval_for` of the run's context, `allow_repeat` of its task: checked by the start node."""
-    task = {"goal": "walk to G", "env": "gridworld", "params": {"seed": 1}}
-    context = Context(model="sim", memory=False, max_steps=4, require_approval_for=["rigth"])
+async def test_the_graph_refuses_a_task_allowing_a_misspelt_action_to_repeat_before_any_step():
+    task = {"goal": "walk to G", "env": "gridworld", "params": {"seed": 1}, "allow_repeat": ["lefft"]}
     with pytest.raises(PivotalError) as refused:
-        await arun(task, context, checkpoint_path=":memory:")
-    assert "require_approval_for names 'rigth'" in one_line(refused) and "did you mean 'right'" in str(refused.value)
-    with pytest.raises(PivotalError, match="allow_repeat names 'lefft'.*did you mean 'left'"):
-        await arun({**task, "allow_repeat": ["lefft"]}, Context(model="sim", memory=False), checkpoint_path=":memory:")
+        await arun(task, Context(model="sim", memory=False, max_steps=4), checkpoint_path=":memory:")
+    assert "allow_repeat names 'lefft'" in one_line(refused) and "did you mean 'left'" in str(refused.value)
+    await arun(
+        {**task, "allow_repeat": ["*", "left"]},
+        Context(model="sim", memory=False, max_steps=4),
+        checkpoint_path=":memory:",
+    )
 
 
 def test_pivotal_memory_without_its_embedding_wheel_is_refused_when_built(monkeypatch, tmp_path):
