@@ -11,6 +11,11 @@ texts, with the same environment (six secret-named variables set, as a deployed 
 
 Reported: median microseconds per step over many rounds, the ratio, and each part alone.
 
+And the cost of redaction where LangGraph serialises (issue 39, item 8): every checkpoint and
+pending write of a real run (the sim on gridworld, every step checkpointed), serialised by
+LangGraph's own `JsonPlusSerializer` and by `RedactingSerializer` around it: median microseconds
+per write over all of them, and the ratio.
+
 Run: python benchmarks/bench_redaction.py [--rounds 2000] [--before main] [--json]
 """
 
@@ -29,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from pivotal.core import secrets as after
+from pivotal.core.context import Context
 from pivotal.core.models.roles import redacted
 from pivotal.core.models.structured import Answer
 from pivotal.core.schemas import Verdict, proposal_schema
@@ -82,6 +88,88 @@ def _median_us(step: Any, rounds: int) -> float:
     return statistics.median(times) / 1000
 
 
+def _run_writes() -> tuple[list[Any], dict[str, Any]]:
+    """What a real run hands its checkpointer (each channel's value, checkpoint and pending write:
+    InMemorySaver serialises them one by one), and the run's state at its end.
+    """
+    import asyncio
+
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from pivotal.graphs import build_graph
+
+    saver = InMemorySaver()
+    written: list[Any] = []
+    serde = saver.serde
+
+    class Recording:
+        def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+            written.append(obj)
+            return serde.dumps_typed(obj)
+
+        def loads_typed(self, data: tuple[str, bytes]) -> Any:
+            return serde.loads_typed(data)
+
+    graph = build_graph(checkpointer=saver, context=Context(model="sim", memory=False, max_steps=12))
+    saver.serde = Recording()  # after build_graph: the plain objects, before any redaction
+    task = {"task": {"goal": "walk to G", "env": "gridworld", "params": {"seed": 1}}}
+    final = asyncio.run(graph.ainvoke(task, {"configurable": {"thread_id": "bench"}}))
+    return written, dict(graph.get_state({"configurable": {"thread_id": "bench"}}).values or final)
+
+
+def _sqlite_put_us(serde: Any, checkpoint: dict[str, Any], rounds: int) -> float:
+    """Median microseconds of one `SqliteSaver.put` of the run's final state to a file (WAL, as LangGraph sets it)."""
+    import sqlite3
+    import uuid
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    path = Path(tempfile.mkdtemp()) / "bench.sqlite"
+    saver = SqliteSaver(sqlite3.connect(str(path), check_same_thread=False), serde=serde)
+    saver.setup()
+    config = {"configurable": {"thread_id": "bench", "checkpoint_ns": ""}}
+
+    def put() -> None:
+        saver.put(config, {**checkpoint, "id": str(uuid.uuid4())}, {"source": "loop", "step": 1, "parents": {}}, {})
+
+    put()
+    return _median_us(put, rounds)
+
+
+def _write_costs(rounds: int) -> dict[str, Any]:
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    writes, state = _run_writes()
+    plain, redacting = JsonPlusSerializer(), after.RedactingSerializer(JsonPlusSerializer())
+    rounds = max(1, rounds // 20)
+
+    def every(serde: Any) -> None:
+        for value in writes:
+            serde.dumps_typed(value)
+
+    every(plain), every(redacting)
+    plain_us = _median_us(lambda: every(plain), rounds) / len(writes)
+    redacting_us = _median_us(lambda: every(redacting), rounds) / len(writes)
+    sizes = sorted(len(plain.dumps_typed(value)[1]) for value in writes)
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    checkpoint = {**empty_checkpoint(), "channel_values": state}
+    put_plain = _sqlite_put_us(JsonPlusSerializer(), checkpoint, rounds * 5)
+    put_redacting = _sqlite_put_us(after.RedactingSerializer(JsonPlusSerializer()), checkpoint, rounds * 5)
+    return {
+        "writes_per_run": len(writes),
+        "write_bytes_median": sizes[len(sizes) // 2],
+        "write_bytes_max": sizes[-1],
+        "write_plain_us": round(plain_us, 2),
+        "write_redacting_us": round(redacting_us, 2),
+        "write_ratio": round(redacting_us / plain_us, 2),
+        "sqlite_put_final_state_bytes": len(plain.dumps_typed(checkpoint)[1]),
+        "sqlite_put_plain_us": round(put_plain, 2),
+        "sqlite_put_redacting_us": round(put_redacting, 2),
+        "sqlite_put_ratio": round(put_redacting / put_plain, 2),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=2000)
@@ -128,6 +216,7 @@ def main() -> None:
         **{name: round(_median_us(part, args.rounds), 2) for name, part in parts.items()},
     }
     result["ratio"] = round(result["step_after_us"] / result["step_before_us"], 2)
+    result.update(_write_costs(args.rounds))
     if args.json:
         print(json.dumps(result))
         return

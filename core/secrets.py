@@ -6,11 +6,13 @@ shapes common credentials have, so a key the process never held (an AWS key a to
 password in a database URL) is caught too.
 """
 
+import copy
+import dataclasses
 import os
 import re
 from collections.abc import MutableMapping
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -115,27 +117,121 @@ def _blank(match: re.Match[str]) -> str:
 
 
 def redact_tree(value: Any, values: list[str] | None = None) -> Any:
-    """Every string inside dicts, lists, tuples and pydantic models, redacted; other values unchanged.
+    """Every string inside dicts, lists, tuples, pydantic models, dataclasses (LangGraph's
+    `Interrupt`, `Command`) and LangGraph's `Send`, redacted; other values unchanged.
 
     What holds no secret comes back as the same object (most of what passes holds none): nothing
     is copied then, and a caller can tell by `is`. A model is copied, not validated again:
     "[redacted]" may be longer than a field allows.
     """
-    values = secret_values() if values is None else values
+    if value is None or type(value) in _ATOMS:
+        return value
+    return _tree(value, tuple(secret_values() if values is None else values))
+
+
+_ATOMS = frozenset((bool, int, float, bytes))
+"""Values that never hold text: most leaves of a checkpoint (versions, counters, flags)."""
+
+
+def _tree(value: Any, values: tuple[str, ...]) -> Any:
+    """`redact_tree` with the secret values read once: a copy is made only along a changed path."""
     if isinstance(value, str):
-        clean = redact(value, values)
+        clean = _redacted_text(value, values) if len(value) <= MEMO_CHARS else redact(value, list(values))
         return value if clean == value else clean
+    if value is None or type(value) in _ATOMS:
+        return value
     if isinstance(value, dict):
-        pairs = {key: redact_tree(item, values) for key, item in value.items()}
-        return value if all(pairs[key] is item for key, item in value.items()) else pairs
+        changed: Any = None
+        for key, item in value.items():
+            clean = _tree(item, values)
+            if clean is not item:
+                changed = dict(value) if changed is None else changed
+                changed[key] = clean
+        return value if changed is None else changed
     if type(value) in (list, tuple):
-        items = [redact_tree(item, values) for item in value]
+        items = [_tree(item, values) for item in value]
         return value if all(a is b for a, b in zip(items, value, strict=True)) else type(value)(items)
     if isinstance(value, BaseModel):
-        changed = {name: redact_tree(getattr(value, name), values) for name in type(value).model_fields}
-        changed = {name: item for name, item in changed.items() if item is not getattr(value, name)}
-        return value.model_copy(update=changed) if changed else value
+        fields = {name: getattr(value, name) for name in type(value).model_fields}
+        update = {name: clean for name, item in fields.items() if (clean := _tree(item, values)) is not item}
+        return value.model_copy(update=update) if update else value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _redacted_dataclass(value, values)
+    if _is_send(value):
+        arg = _tree(value.arg, values)
+        if arg is value.arg:
+            return value
+        clean = copy.copy(value)
+        clean.arg = arg
+        return clean
     return value
+
+
+def _is_send(value: Any) -> bool:
+    """LangGraph's `Send` (a tool call's arguments ride in one to the tool node), told by name:
+    importing langgraph.types here would cost every command ~2.7 s.
+    """
+    kind = type(value)
+    return kind.__name__ == "Send" and kind.__module__ == "langgraph.types"
+
+
+MEMO_CHARS = 2000
+"""Texts up to this long are redacted once per set of secret values and remembered: a checkpoint
+holds the whole state, so each write passes the same texts as the write before it (the goal, the
+trajectory so far); a longer one (an observation) is redacted each time, and not kept alive."""
+
+
+@lru_cache(maxsize=8192)
+def _redacted_text(text: str, values: tuple[str, ...]) -> str:
+    return redact(text, list(values))
+
+
+def _redacted_dataclass(value: Any, values: tuple[str, ...]) -> Any:
+    """A copy with the changed fields set in place of `replace`: a frozen one, or one whose fields
+    are not all `__init__` arguments, is copied alike.
+    """
+    fields = [f.name for f in dataclasses.fields(value)]
+    changed = {name: _tree(getattr(value, name), values) for name in fields}
+    changed = {name: item for name, item in changed.items() if item is not getattr(value, name)}
+    if not changed:
+        return value
+    clean = copy.copy(value)
+    for name, item in changed.items():
+        object.__setattr__(clean, name, item)
+    return clean
+
+
+class RedactingSerializer:
+    """A checkpointer's serializer that blanks secrets before its own (`serde`) writes anything:
+    LangGraph saves the caller's input, every node's writes, a person's `Command(resume=...)` and a
+    parent graph's state as given, before any node of Pivotal's could blank them; every one of
+    them passes `dumps_typed`. Reading is the wrapped serializer's: what was written reads back
+    with its types intact, only a secret reads back as "[redacted]".
+    """
+
+    def __init__(self, serde: Any) -> None:
+        self.serde = serde
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        return self.serde.dumps_typed(redact_tree(obj))
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        return self.serde.loads_typed(data)
+
+
+Saver = TypeVar("Saver")
+
+
+def redacting(checkpointer: Saver) -> Saver:
+    """`checkpointer`, its serializer now blanking secrets before every write (checkpoints and
+    pending writes alike); the same object, changed in place, so every graph using it is covered.
+    Calling it again changes nothing. Needed only for a checkpointer Pivotal is not given: an app's
+    own for `create_agent` with `PivotalCritic`, or a parent graph's with Pivotal as a node.
+    """
+    serde = getattr(checkpointer, "serde", None)
+    if serde is not None and not isinstance(serde, RedactingSerializer):
+        checkpointer.serde = RedactingSerializer(serde)  # type: ignore[attr-defined]
+    return checkpointer
 
 
 def redact_event(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> dict[str, Any]:

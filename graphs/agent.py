@@ -17,6 +17,7 @@ from langgraph.store.base import BaseStore
 
 from pivotal.core.context import Context
 from pivotal.core.environments import register_environment
+from pivotal.core.environments.base import check_approvals
 from pivotal.core.environments.tools import ToolEnvironment, Undo, Verifier
 from pivotal.graphs.builder import build_graph
 
@@ -46,7 +47,8 @@ def create_pivotal_agent(
     `store_path`, ...); a caller's `context={...}` (Studio, the SDK) overrides only the keys it
     names, a whole `Context(...)` replaces the agent's. `store`: a LangGraph store the lessons then
     live in (docs/experience-store.md, LangGraph stores). `repeatable` and `once_keys` say which
-    irreversible tools may repeat and what makes two calls the same (docs/side-effects.md).
+    irreversible tools may repeat and what makes two calls the same (docs/side-effects.md). A name in
+    any of these safety settings that is not one of the tools is refused here, naming the closest.
     """
     tool_list = list(tools)
     once = {"repeatable": sorted(repeatable), "once_keys": {k: list(v) for k, v in sorted((once_keys or {}).items())}}
@@ -56,9 +58,10 @@ def create_pivotal_agent(
         return ToolEnvironment(tool_list, verifier, intro=intro, irreversible=irreversible,
                                compensations=compensations, repeatable=repeatable, once_keys=once_keys)  # fmt: skip
 
-    environment()  # fail fast
-    register_environment(env, environment)
+    actions = [spec.name for spec in environment().describe_actions()]  # fail fast: unknown names, a clash
     defaults = Context(model=model, critic_model=critic_model, default_env=env, **context)
+    check_approvals(defaults.require_approval_for, actions)
+    register_environment(env, environment)
     return build_graph(checkpointer=checkpointer, context=defaults, name=env, store=store)
 
 

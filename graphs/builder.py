@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph._internal._constants import CONFIG_KEY_TASK_ID
+from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER, CONFIG_KEY_TASK_ID
 from langgraph._internal._runnable import RunnableCallable
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -33,7 +33,7 @@ from langgraph.types import Command
 from pivotal.core.context import Context, context_schema
 from pivotal.core.errors import PivotalError
 from pivotal.core.logs import logger
-from pivotal.core.secrets import redact_tree
+from pivotal.core.secrets import redact_tree, redacting
 from pivotal.core.state import InputState, OutputState, State
 from pivotal.graphs import routes
 from pivotal.graphs.blocking import run_blocking
@@ -75,7 +75,8 @@ def build_graph(checkpointer: Any = None, *, context: Context | None = None, sto
 
     `context` is what the graph runs with when a caller passes none, or passes a parent graph's
     own context (the graph embedded as a subgraph); by default Context() from PIVOTAL_* settings.
-    A caller's context dict (Studio, the SDK) overrides only the keys it names.
+    A caller's context dict (Studio, the SDK) overrides only the keys it names. The checkpointer
+    blanks secrets before every write from now on (`pivotal.redacting`): input, writes, resumes.
     """
     schema = context_schema(context)
     builder = StateGraph(State, context_schema=schema, input_schema=InputState, output_schema=OutputState)
@@ -99,7 +100,7 @@ def build_graph(checkpointer: Any = None, *, context: Context | None = None, sto
     builder.add_edge("gate", "memory_writer")
     builder.add_edge("memory_writer", "respond")
     builder.add_edge("respond", END)
-    graph = builder.compile(checkpointer=checkpointer, store=store, **{"name": "pivotal", **compile_kwargs})
+    graph = builder.compile(checkpointer=redacting(checkpointer), store=store, **{"name": "pivotal", **compile_kwargs})
     # invoked directly (invoke, astream, astream_events, Studio), a default node ceiling would end
     # a run after a few steps; the Context bounds are what end a run
     return PivotalGraph(**graph.__dict__).with_config(recursion_limit=DIRECT_RECURSION_LIMIT)
@@ -136,6 +137,7 @@ class PivotalGraph(CompiledStateGraph):
 
     def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any):
         input = _redacted(input)  # invoke runs through here too
+        _redacting_given(config)
         if not _as_node(config):
             return super().stream(input, config, **kwargs)
         chunks = super().stream(_node_input(input), self._node_config(config), **self._node_keys(kwargs))
@@ -143,6 +145,7 @@ class PivotalGraph(CompiledStateGraph):
 
     def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any):
         input = _redacted(input)  # ainvoke and astream_events run through here too
+        _redacting_given(config)
         if not _as_node(config):
             return _leased(super().astream(input, config, **kwargs), self.checkpointer, config)
         chunks = super().astream(_node_input(input), self._node_config(config), **self._node_keys(kwargs))
@@ -202,6 +205,15 @@ def _redacted(input: Any) -> Any:
     if isinstance(input, Command):
         return dataclasses.replace(input, update=redact_tree(input.update)) if input.update is not None else input
     return redact_tree(input) if isinstance(input, dict) else input
+
+
+def _redacting_given(config: RunnableConfig | None) -> None:
+    """A checkpointer handed in through the config (a parent graph's, the `langgraph dev` server's)
+    blanks secrets from this run's writes on; the parent's own earlier writes need `pivotal.redacting`.
+    """
+    given = ((config or {}).get("configurable") or {}).get(CONFIG_KEY_CHECKPOINTER)
+    if given is not None:
+        redacting(given)
 
 
 def _node_input(input: Any) -> Any:

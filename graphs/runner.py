@@ -28,7 +28,7 @@ from pivotal.core.environments.base import rewind_notice as notice_for
 from pivotal.core.environments.live import release
 from pivotal.core.errors import InfrastructureFault, PivotalError, infrastructure_fault, make_folder
 from pivotal.core.models.reachability import check_models
-from pivotal.core.secrets import redact, redact_tree
+from pivotal.core.secrets import redact, redact_tree, redacting
 from pivotal.core.settings import settings
 from pivotal.core.task import Task, parse_task
 from pivotal.graphs.builder import build_graph, recursion_limit
@@ -167,11 +167,11 @@ async def open_checkpointer(path: str | None = None) -> AsyncIterator[BaseCheckp
     """
     path = path or settings().checkpoint_path
     if path == ":memory:":
-        yield InMemorySaver()
+        yield redacting(InMemorySaver())
         return
     if is_postgres(path):
         async with open_postgres(path) as saver:
-            yield saver
+            yield redacting(saver)
         return
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
@@ -186,7 +186,7 @@ async def open_checkpointer(path: str | None = None) -> AsyncIterator[BaseCheckp
         # next step starts, so a killed process loses nothing; only a power loss or OS crash can drop
         # the last steps' checkpoints, which idempotency keys then cover. FULL fsyncs every commit.
         await saver.conn.execute(f"PRAGMA synchronous={settings().checkpoint_sync.upper()}")
-        yield saver
+        yield redacting(saver)
 
 
 async def arun(

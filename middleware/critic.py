@@ -4,8 +4,8 @@ pre-checked and reviewed before it runs.
 The verdict comes from the graph's own critic (pivotal.nodes.critic.review: the same prompt,
 pre-check, advisory rule and irreversible rule). Approve runs the tool; revise and reject do not:
 the critic's text goes back to the model as the tool's result, so it proposes again. What the
-critic decided is kept in the agent's state (`pivotal_reviews`), so send-backs are bounded per step,
-an irreversible call runs at most once per thread, and counts add up like the graph's.
+critic decided is kept in the agent's state (`pivotal_reviews`, secrets blanked), so send-backs are
+bounded per step, an irreversible call runs at most once per thread, and counts add up like the graph's.
 
 The review happens when the model proposes the calls (`after_model`, as LangChain's
 HumanInTheLoopMiddleware reviews them): the verdicts, with the rules they were given under, are in
@@ -35,6 +35,7 @@ from typing_extensions import TypedDict
 from pivotal import prompts
 from pivotal.core.context import Context
 from pivotal.core.environments import Environment, check_action
+from pivotal.core.environments.base import check_approvals, check_names
 from pivotal.core.environments.once import (
     REVIEWS,
     VERDICTS,
@@ -46,7 +47,9 @@ from pivotal.core.environments.once import (
     verdict_key,
 )
 from pivotal.core.environments.tools import ToolEnvironment
+from pivotal.core.errors import PivotalError
 from pivotal.core.schemas import Verdict
+from pivotal.core.secrets import redact_tree
 from pivotal.core.state import Critique, Proposal, Step, add_counts
 from pivotal.graphs.blocking import run_blocking
 from pivotal.memory.lesson import lessons_block
@@ -124,6 +127,9 @@ class PivotalCritic(AgentMiddleware):
     `require_approval_for`: tool names (or "irreversible", "*") that pause for a person after the
     critic approves (LangGraph `interrupt`; needs a checkpointer). `environment`: an application's
     own Environment for the pre-check (`check`) and the action list; else the agent's tools.
+    `tools`: the agent's tools, so a name in `irreversible` or `require_approval_for` that is none
+    of them is refused here; without them (LangChain shows middleware the tools only at a model
+    call) it is refused at the agent's first model call, before any tool can run.
     Any other `Context` field (`max_critique_rounds`, `critic_veto`, `precheck`, ...) as a keyword.
     """
 
@@ -136,6 +142,7 @@ class PivotalCritic(AgentMiddleware):
         irreversible: Sequence[str] = (),
         require_approval_for: Sequence[str] = (),
         environment: Environment | None = None,
+        tools: Sequence[BaseTool] | None = None,
         **context: Any,
     ) -> None:
         super().__init__()
@@ -144,7 +151,16 @@ class PivotalCritic(AgentMiddleware):
         )
         self.irreversible = list(irreversible)
         self.environment = environment
-        self._tools: dict[str, BaseTool] = {}
+        self._tools: dict[str, BaseTool] = {t.name: t for t in tools or ()}
+        self._checked = False
+        if environment is not None:
+            if not callable(getattr(environment, "describe_actions", None)):
+                raise PivotalError(
+                    f"environment must be an Environment (describe_actions), not {type(environment).__name__}"
+                )
+            self._check_names([spec.name for spec in environment.describe_actions()], what="action")
+        elif tools is not None:
+            self._check_names(list(self._tools))
         self._claims: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {}
         """Calls let through per thread, by tool call id: the calls of one model reply run side by side,
         each seeing the state from before any of them, so the once guard also asks this."""
@@ -163,6 +179,17 @@ class PivotalCritic(AgentMiddleware):
 
     def _learn_tools(self, request: ModelRequest) -> None:
         self._tools.update({t.name: t for t in request.tools if isinstance(t, BaseTool)})
+        if not self._checked:
+            given = [t.get("name") for t in request.tools if isinstance(t, dict)]  # a provider's built-in tools
+            self._check_names([*self._tools, *(name for name in given if isinstance(name, str))])
+
+    def _check_names(self, known: list[str], what: str = "tool") -> None:
+        """The safety settings name real tools (or the environment's actions): a typo would let the
+        real one run unguarded. Checked once; the first model call is the earliest the agent's tools show.
+        """
+        check_names("irreversible", self.irreversible, known, what=what)
+        check_approvals(self.context.require_approval_for, known, what=what)
+        self._checked = True
 
     # --- the review, when the model proposes the calls ----------------------------------------
     def after_model(self, state: dict[str, Any], runtime: Runtime) -> dict[str, Any] | None:
@@ -477,7 +504,7 @@ def _sent_back(request: ToolCallRequest, entry: Review) -> Command:
     if entry.get("revision"):
         text = f"{text.rstrip('.')}. What to do: {entry['revision']}"
     message = ToolMessage(text, name=entry["action"], tool_call_id=request.tool_call["id"] or "", status="error")
-    return Command(update={"messages": [message], REVIEWS: [entry]})
+    return Command(update={"messages": [message], REVIEWS: [redact_tree(entry)]})
 
 
 async def _after_async(result: Awaitable[Any], request: ToolCallRequest, entry: Review) -> Any:
@@ -488,7 +515,7 @@ def _recorded(result: Any, request: ToolCallRequest, entry: Review) -> Any:
     """The tool's own result, with the review recorded beside it."""
     if isinstance(result, ToolMessage):
         ran: Review = {**entry, "executed": result.status != "error", "observation": str(result.content)[:4000]}
-        return Command(update={"messages": [result], REVIEWS: [ran]})
+        return Command(update={"messages": [result], REVIEWS: [redact_tree(ran)]})
     return result  # a tool that returned its own Command: its update stands (the review is not recorded)
 
 

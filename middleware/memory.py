@@ -22,6 +22,7 @@ from pivotal.core.state import Recalled, Step, add_counts
 from pivotal.core.task import Task
 from pivotal.graphs.blocking import run_blocking
 from pivotal.memory.lesson import lessons_block
+from pivotal.memory.registry import check_memory
 from pivotal.nodes.dedup import dedup
 from pivotal.nodes.distill import distill
 from pivotal.nodes.gate import gate
@@ -48,7 +49,9 @@ class PivotalMemory(AgentMiddleware):
     tasks of one family share lessons. `outcome(state)`: the application's check of a finished
     run; without one a run that ends with an answer counts as a success nothing verified (its
     lessons always meet the gate). Any other `Context` field (`store_path`, `store_url`,
-    `recall`, `recall_k`, `lessons_namespace`, ...) as a keyword.
+    `recall`, `recall_k`, `lessons_namespace`, ...) as a keyword. The embedding model is checked
+    here, as a Pivotal run checks it before its first action: found missing at the first lesson
+    written, it would be found after the agent's tools had acted.
     """
 
     state_schema = MemoryState
@@ -58,6 +61,8 @@ class PivotalMemory(AgentMiddleware):
     ) -> None:
         super().__init__()
         self.context = Context(lesson_model=model, **context)
+        if self.context.memory:
+            check_memory(self.context.store_path, self.context.store_url, chroma=False)  # the store opens at first use
         self.family = family
         self.outcome = outcome
 

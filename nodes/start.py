@@ -21,6 +21,7 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from pivotal.core.context import Context
+from pivotal.core.environments.base import check_names
 from pivotal.core.environments.live import in_env_thread, open_live, release, state_of
 from pivotal.core.errors import PivotalError
 from pivotal.core.models.reachability import check_models
@@ -54,6 +55,7 @@ async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         run_id = given if given and given != opened.get("run_id") else _turn_run(opened, messages, task)
     task = Task.model_validate(redact_tree(task.model_dump()))  # a goal or a param can carry a key
     live = await in_env_thread(open_live, run_id, task, timeout=runtime.context.step_timeout, what=f"{task.env}: reset")
+    _check_safety_names(live.env, task, run_id)
     task.family = _family(task, live.env)
     if not task.goal:
         task.goal = getattr(live.env, "default_goal", "")
@@ -100,6 +102,19 @@ async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "answer": "",
         "verified": True,
     }
+
+
+def _check_safety_names(env: Any, task: Task, run_id: str) -> None:
+    """The task's `allow_repeat` names real actions, before any runs: a misspelt name would leave the
+    real action's repeats refused, and say nothing. (`require_approval_for` is checked where an
+    agent is built: one context may serve a batch over several environments.)
+    """
+    actions = [spec.name for spec in env.describe_actions()]
+    try:
+        check_names("allow_repeat", [name for name in task.allow_repeat if name != "*"], actions, what="action")
+    except PivotalError:
+        release(run_id)
+        raise
 
 
 def _next_task(state: State, opened: Turn, question: Question | None, default_env: str) -> Task:

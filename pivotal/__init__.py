@@ -43,6 +43,8 @@ _HOMES = {
     # the critic and the lessons as middleware for LangChain's create_agent
     "PivotalCritic": "pivotal.middleware",
     "PivotalMemory": "pivotal.middleware",
+    # keeping secrets out of an app's own checkpointer
+    "redacting": "pivotal.core.secrets",
     # models by spec string
     "make_model": "pivotal.core.models",
     # what a caller may catch
@@ -77,6 +79,7 @@ __all__ = [
     "environment_names",
     "make_environment",
     "make_model",
+    "redacting",
     "register_environment",
     "resume",
     "run",
@@ -115,6 +118,7 @@ if TYPE_CHECKING:
     from pivotal.core.environments.tools import ToolEnvironment
     from pivotal.core.errors import EnvironmentFault, InfrastructureFault, PivotalError
     from pivotal.core.models import make_model
+    from pivotal.core.secrets import redacting
     from pivotal.core.state import State
     from pivotal.core.task import Task
     from pivotal.graphs import (

@@ -4,8 +4,9 @@ Environments are synchronous (most tools and simulators are); the graph calls th
 worker thread so async nodes never block the event loop.
 """
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from difflib import SequenceMatcher
+from difflib import SequenceMatcher, get_close_matches
 from typing import Any, Protocol, TypeVar, get_args, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
@@ -231,6 +232,32 @@ class DistanceOracle(Protocol):
 GOAL_STEPS = "goal_steps_left"
 """The `StepResult.info` key where a step records the environment's `steps_to_goal` after it (None:
 out of reach); absent when the environment cannot say."""
+
+
+APPROVAL_WORDS = ("*", "irreversible")
+"""What `require_approval_for` may name besides actions: every action, every irreversible one."""
+
+
+def check_names(setting: str, names: Iterable[str], known: Iterable[str], *, what: str = "tool") -> None:
+    """Refuse a safety setting that names no known action: a typo (`irreversible=["refnd"]`) would
+    switch the safety off for the real one without a word. One line, naming the closest name.
+    """
+    known = list(dict.fromkeys(known))
+    unknown = [name for name in dict.fromkeys(names) if name not in known]
+    if not unknown:
+        return
+    name = unknown[0]
+    close = get_close_matches(name, known, n=1, cutoff=0.5)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise PivotalError(
+        f"{setting} names {name!r}, which is no {what} here: {hint}the {what}s are {', '.join(known) or 'none'}; "
+        "fix the name, or the setting guards nothing"
+    )
+
+
+def check_approvals(names: Iterable[str], actions: Iterable[str], *, what: str = "tool") -> None:
+    """`require_approval_for`: action names, or its special words."""
+    check_names("require_approval_for", [n for n in names if n not in APPROVAL_WORDS], actions, what=what)
 
 
 def check_action(env: Environment, name: str, arguments: dict[str, Any]) -> str | None:

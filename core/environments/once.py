@@ -34,6 +34,7 @@ from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.config import get_config
 
 from pivotal.core.environments.base import ActionSpec, Environment, rewind_mode
+from pivotal.core.secrets import redact_tree
 from pivotal.core.state import Critique, Proposal, State, Step
 
 Call = tuple[str, dict[str, Any]]
@@ -314,8 +315,10 @@ def _key(spec: ActionSpec, arguments: dict[str, Any]) -> str:
 
 
 def _canonical(value: Any) -> str:
-    """One text per value: keys sorted, 20 and 20.0 alike (a model writes either)."""
-    return json.dumps(_numbers(value), sort_keys=True, default=str)
+    """One text per value: keys sorted, 20 and 20.0 alike (a model writes either), secrets blanked
+    (a call read back from a checkpoint holds "[redacted]" where the live one held the key: the same call).
+    """
+    return json.dumps(_numbers(redact_tree(value)), sort_keys=True, default=str)
 
 
 def _numbers(value: Any) -> Any:

@@ -7,7 +7,7 @@ from typing import Any
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ValidationError
 
-from pivotal.core.environments.base import ActionSpec, StepResult
+from pivotal.core.environments.base import ActionSpec, StepResult, check_names
 from pivotal.core.errors import PivotalError
 from pivotal.core.task import Task
 
@@ -65,9 +65,7 @@ class ToolEnvironment:
         self.compensations = dict(compensations or {})
         self.repeatable = set(repeatable)
         self.once_keys = {name: tuple(keys) for name, keys in (once_keys or {}).items()}
-        named = set(self.compensations) | {undo for undo in self.compensations.values() if isinstance(undo, str)}
-        self._known(named, "compensations")
-        self._known(self.repeatable | set(self.once_keys), "repeatable and once_keys")
+        self._check_names()
         if verifier is None and FINISH in self.tools:
             raise PivotalError(
                 f"a tool is named {FINISH!r}, like the action offered when no verifier is given; "
@@ -78,12 +76,15 @@ class ToolEnvironment:
         self.calls: list[Call] = []
         self.task: Task | None = None
 
-    def _known(self, names: set[str], what: str) -> None:
-        unknown = sorted(names - set(self.tools))
-        if unknown:
-            raise PivotalError(
-                f"{what} name tools that are not given: {', '.join(unknown)}; tools are {', '.join(self.tools)}"
-            )
+    def _check_names(self) -> None:
+        """Every safety setting names real tools, and once_keys real arguments of them."""
+        check_names("irreversible", sorted(self.irreversible), self.tools)
+        check_names("compensations", self.compensations, self.tools)
+        check_names("compensations", [u for u in self.compensations.values() if isinstance(u, str)], self.tools)
+        check_names("repeatable", sorted(self.repeatable), self.tools)
+        check_names("once_keys", self.once_keys, self.tools)
+        for name, keys in self.once_keys.items():
+            check_names(f"once_keys[{name!r}]", keys, self.tools[name].args, what="argument")
 
     def reset(self, task: Task) -> str:
         self.task, self.calls = task, []
