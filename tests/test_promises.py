@@ -91,6 +91,8 @@ class Surface:
 
     name: str
     build: Callable[..., Any]
+    """`declare_tools=True`: the app names its tools to every safety setting where that is optional, so
+    the names are checked when built (the graph and `create_pivotal_agent` always have them)."""
     ask: Callable[[str], dict[str, Any]]
     app_compiles: bool = False
     """The app compiles the graph that holds its checkpointer, so it wraps it in `pivotal.redacting`."""
@@ -102,7 +104,8 @@ class Surface:
 def surface(request, server, ledger) -> Surface:
     actor = chat(server.base_url_openai)
 
-    def pivotal_agent(checkpointer=None, *, critic=None, irreversible=("refund",), note="", **settings):
+    def pivotal_agent(checkpointer=None, *, critic=None, irreversible=("refund",), note="", declare_tools=False,
+                      **settings):  # fmt: skip
         return create_pivotal_agent(
             actor,
             desk_tools(ledger, note),
@@ -117,7 +120,8 @@ def surface(request, server, ledger) -> Surface:
 
     if request.param == "graph":
 
-        def graph(checkpointer=None, *, critic=None, irreversible=("refund",), note="", **settings):
+        def graph(checkpointer=None, *, critic=None, irreversible=("refund",), note="", declare_tools=False,
+                  **settings):  # fmt: skip
             tools = desk_tools(ledger, note)
 
             def desk() -> ToolEnvironment:
@@ -160,13 +164,6 @@ def surface(request, server, ledger) -> Surface:
     return Surface(
         "parent", parent, lambda text: {**messages(text), "task": "triage", "status": "open"}, app_compiles=True
     )
-
-
-def build_strictly(surface: Surface, **settings: Any) -> Any:
-    """Built with the tools named to every safety setting (the middleware takes them as `tools=`)."""
-    if surface.name == "middleware":
-        settings["declare_tools"] = True
-    return surface.build(**settings)
 
 
 # --- the checkpointers --------------------------------------------------------------------------
@@ -305,7 +302,7 @@ def test_7_a_dead_critic_runs_no_tool_and_the_refusal_says_why(surface, server, 
 @pytest.mark.parametrize("setting", ["irreversible", "require_approval_for"])
 def test_8_a_misspelt_safety_name_fails_at_construction_naming_the_tool(surface, setting):
     with pytest.raises(PivotalError) as refused:
-        build_strictly(surface, **{setting: ["refnd"]})
+        surface.build(declare_tools=True, **{setting: ["refnd"]})
     assert re.search(r"\brefund\b", str(refused.value)) and "\n" not in str(refused.value)
 
 
