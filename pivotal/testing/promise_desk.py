@@ -1,0 +1,142 @@
+"""The promise suite's application: a support desk whose three tools write every call to a ledger
+file, and a clerk who works its tickets the way a capable model would.
+
+The ledger is the world: tests count refunds and emails from it, never from Pivotal's results.
+The clerk is one policy behind two faces, so every surface is driven by the same behaviour: a
+responder for the loopback OpenAI-compatible server (the graph's actor and critic, through a real
+`ChatOpenAI`) and a chat model that calls tools (a `create_agent` agent's own model).
+"""
+
+import json
+import re
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import BaseTool, StructuredTool
+from pydantic import Field
+
+from pivotal.testing.loopback_provider import generic_responder
+
+TOTAL = 20.0
+CUSTOMER = "ann@example.com"
+REPEATED = "already ran"
+"""What the once-guard's refusal says, on every surface: the clerk takes the repeat as done."""
+
+
+def desk_tools(ledger: Path, note: str = "") -> list[BaseTool]:
+    """`lookup_order`, the irreversible `refund` and `send_email`, each appending one line to `ledger`.
+    `note`: text the order lookup returns (a tool output the checkpoints must not keep, when secret).
+    """
+
+    def write(kind: str, **entry: Any) -> None:
+        with ledger.open("a", encoding="utf-8") as out:
+            out.write(json.dumps({"kind": kind, **entry}) + "\n")
+
+    def lookup_order(order_id: str) -> str:
+        write("lookup", order_id=order_id)
+        return f"order {order_id}: total {TOTAL:.2f}, customer {CUSTOMER}" + (f", note: {note}" if note else "")
+
+    def refund(order_id: str, amount: float) -> str:
+        write("refund", order_id=order_id, amount=amount)
+        return f"refunded {amount:.2f} of {order_id}"
+
+    def send_email(to: str, body: str) -> str:
+        write("email", to=to, body=body)
+        return f"emailed {to}"
+
+    return [
+        StructuredTool.from_function(lookup_order, description="Look up an order's total and its customer."),
+        StructuredTool.from_function(refund, description="Refund an amount of an order. Cannot be undone."),
+        StructuredTool.from_function(send_email, description="Email a customer."),
+    ]
+
+
+def ledger_kinds(ledger: Path) -> list[str]:
+    """What happened to the world, in order: one kind per tool call that ran."""
+    if not ledger.exists():
+        return []
+    return [json.loads(line)["kind"] for line in ledger.read_text().splitlines() if line.strip()]
+
+
+def next_call(goal: str, done: list[str], seen: str, forgetful: bool = False) -> tuple[str, dict[str, Any]] | None:
+    """The clerk's next tool call for this turn, or None when the ticket is resolved.
+
+    `done`: the tools that ran this turn, in order; `seen`: everything the clerk was shown (a refusal
+    saying the refund already ran counts as done). `forgetful`: once the email went out it proposes
+    the same refund again, as a model that lost track would.
+    """
+    found = re.search(r"order (\w\d)", goal)
+    order = found.group(1) if found else "A1"
+    steps = [
+        ("lookup_order", {"order_id": order}),
+        ("refund", {"order_id": order, "amount": TOTAL}),
+        ("send_email", {"to": CUSTOMER, "body": f"Your refund of {TOTAL:.2f} is on its way. Re: {goal}"}),
+    ]
+    for name, arguments in steps:
+        if name not in done and not (name == "refund" and REPEATED in seen):
+            return name, arguments
+    if forgetful and done.count("refund") == 1 and REPEATED not in seen:
+        return steps[1]
+    return None
+
+
+def clerk_responder(critic: str = "approve", forgetful: bool = False) -> Callable[..., dict[str, Any]]:
+    """The loopback server's replies: the graph's actor works the ticket its prompt names; the critic
+    approves (`critic="approve"`) or turns every proposal down (`"reject"`); other roles get filler.
+    """
+
+    def respond(schema_name: str, schema: dict[str, Any], messages: list[Any]) -> dict[str, Any]:
+        prompt = "\n".join(str(m.get("content")) for m in messages)
+        if schema_name == "Verdict" and critic == "reject":
+            return {"decision": "reject", "confidence": 0.95, "diagnosis": "not allowed", "revision": "do not"}
+        if schema_name != "Proposal":
+            return generic_responder(schema_name, schema, messages)
+        goal = _between(prompt, "task")
+        progress = _between(prompt, "progress")
+        done = [name for name in ("lookup_order", "refund", "send_email") for _ in range(progress.count(f":{name}("))]
+        call = next_call(goal, done, prompt, forgetful)
+        if call is None:
+            return {"action": "finish", "arguments": {"answer": "Refunded and emailed."}, "thought": "resolved"}
+        return {"action": call[0], "arguments": call[1], "thought": "the next step of the ticket"}
+
+    return respond
+
+
+def _between(prompt: str, tag: str) -> str:
+    found = re.search(rf"<{tag}>(.*?)</{tag}>", prompt, re.S)
+    return found.group(1) if found else ""
+
+
+class ClerkChatModel(BaseChatModel):
+    """A `create_agent` agent's model: one tool call per reply, chosen by `next_call` from this turn's
+    messages (a failed tool result is not done); `calls` counts the replies it gave.
+    """
+
+    forgetful: bool = False
+    calls: list[int] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "pivotal-clerk"
+
+    def bind_tools(self, tools: Any, *, tool_choice: Any = None, **kwargs: Any) -> Any:
+        return self
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        self.calls.append(len(messages))
+        start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=0)
+        turn = messages[start:]
+        done = [m.name or "" for m in turn if isinstance(m, ToolMessage) and m.status != "error"]
+        seen = "\n".join(str(m.content) for m in turn)
+        call = next_call(str(messages[start].content) if turn else "", done, seen, self.forgetful)
+        if call is None:
+            return ChatResult(generations=[ChatGeneration(message=AIMessage("Refunded and emailed."))])
+        tool_call = {"name": call[0], "args": call[1], "id": f"call_{uuid.uuid4().hex[:8]}", "type": "tool_call"}
+        return ChatResult(generations=[ChatGeneration(message=AIMessage("", tool_calls=[tool_call]))])
