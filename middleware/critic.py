@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired
 
-from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse, hook_config
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
@@ -32,6 +32,7 @@ from pivotal.core.schemas import Verdict
 from pivotal.core.state import Critique, Proposal, Step, add_counts
 from pivotal.graphs.blocking import run_blocking
 from pivotal.memory.lesson import lessons_block
+from pivotal.middleware.stop import turn_stop
 from pivotal.nodes.critic import COUNTER, review
 from pivotal.nodes.human_approval import QUESTION, read_reply
 from pivotal.prompts import clip, show
@@ -59,6 +60,8 @@ def _append(current: list[Review] | None, update: list[Review] | None) -> list[R
 
 class CriticState(AgentState):
     pivotal_reviews: NotRequired[Annotated[list[Review], _append]]
+    pivotal_stop: NotRequired[str]
+    """Why the agent was stopped (middleware/stop.py), when it was."""
 
 
 @dataclass
@@ -105,6 +108,15 @@ class PivotalCritic(AgentMiddleware):
         """Calls let through per thread, by tool call id: the calls of one model reply run side by side,
         each seeing the state from before any of them, so the once guard also asks this."""
         self._lock = threading.Lock()
+
+    # --- the hard stop: a turn's bounds (middleware/stop.py) --------------------------------
+    @hook_config(can_jump_to=["end"])
+    def before_model(self, state: CriticState, runtime: Any) -> dict[str, Any] | None:
+        return turn_stop(state, self.context)
+
+    @hook_config(can_jump_to=["end"])
+    async def abefore_model(self, state: CriticState, runtime: Any) -> dict[str, Any] | None:
+        return turn_stop(state, self.context)
 
     # --- the agent's tools, as the model sees them ------------------------------------------
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
