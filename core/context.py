@@ -449,7 +449,7 @@ _LOOSER: dict[str, Callable[[Any, Any, Context, Context], bool]] = {
             "max_model_calls_per_turn",
             "max_refusals_per_turn",
         )
-    },  # fmt: skip
+    },
 }
 """The safety settings a run's context may tighten but never loosen, each with its test of looser."""
 SAFETY_FIELDS = tuple(_LOOSER)
