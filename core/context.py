@@ -389,10 +389,18 @@ _URL_ATTRS = ("openai_api_base", "anthropic_api_url", "base_url", "azure_endpoin
 
 def _same_model(name: str, saved: dict[str, Any], given: BaseChatModel, allowed: bool) -> None:
     """Refuse a resume whose model object is not the one the run paused with, unless allowed."""
-    paused = saved.get("identity")
-    if paused is None or allowed or (now := model_identity(given)) == paused:
-        return  # a thread saved before identities were: nothing to compare
-    raise PivotalError(
+    if why := model_change(name, saved.get("identity"), given, allowed):
+        raise PivotalError(why)
+
+
+def model_change(name: str, paused: str | None, given: "str | BaseChatModel", allowed: bool) -> str:
+    """Why going on with `given` where the run paused with the model `paused` identified is refused,
+    in one line, or "" (the same model, allowed, or nothing recorded: a thread from before identities).
+    """
+    now = model_identity(given) if isinstance(given, BaseChatModel) else given
+    if paused is None or allowed or now == paused:
+        return ""
+    return (
         f"this run's {name} paused with {paused} but the resume gives {now}; pass the same model object, "
         "or set allow_other_models=True in the resume's context to go on with this one"
     )

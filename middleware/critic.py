@@ -24,10 +24,11 @@ from langgraph.types import Command, interrupt
 from typing_extensions import TypedDict
 
 from pivotal import prompts
-from pivotal.core.context import Context
+from pivotal.core.context import Context, model_change, model_identity
 from pivotal.core.environments import Environment, check_action
 from pivotal.core.environments.once import needs_person, repeat_reason
 from pivotal.core.environments.tools import ToolEnvironment
+from pivotal.core.errors import PivotalError
 from pivotal.core.schemas import Verdict
 from pivotal.core.state import Critique, Proposal, Step, add_counts
 from pivotal.graphs.blocking import run_blocking
@@ -62,6 +63,8 @@ class CriticState(AgentState):
     pivotal_reviews: NotRequired[Annotated[list[Review], _append]]
     pivotal_stop: NotRequired[str]
     """Why the agent was stopped (middleware/stop.py), when it was."""
+    pivotal_critic_model: NotRequired[str]
+    """The critic model that reviews this step's calls: a paused approval resumes only with it."""
 
 
 @dataclass
@@ -118,6 +121,26 @@ class PivotalCritic(AgentMiddleware):
     async def abefore_model(self, state: CriticState, runtime: Any) -> dict[str, Any] | None:
         return turn_stop(state, self.context)
 
+    # --- a paused approval resumes with the critic it paused with -----------------------------
+    def after_model(self, state: CriticState, runtime: Any) -> dict[str, Any] | None:
+        return (
+            None
+            if state.get("pivotal_critic_model") == self._critic_id()
+            else {"pivotal_critic_model": self._critic_id()}
+        )
+
+    async def aafter_model(self, state: CriticState, runtime: Any) -> dict[str, Any] | None:
+        return self.after_model(state, runtime)
+
+    def _same_critic(self, state: dict[str, Any]) -> None:
+        paused, allowed = state.get("pivotal_critic_model"), self.context.allow_other_models
+        if why := model_change("critic_model", paused, self.context.model_for("critic"), allowed):
+            raise PivotalError(why.replace("the resume's context", "PivotalCritic(...)"))
+
+    def _critic_id(self) -> str:
+        model = self.context.model_for("critic")
+        return model_identity(model) if isinstance(model, BaseChatModel) else model
+
     # --- the agent's tools, as the model sees them ------------------------------------------
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
         self._learn_tools(request)
@@ -134,10 +157,12 @@ class PivotalCritic(AgentMiddleware):
 
     # --- each tool call -----------------------------------------------------------------------
     def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
+        self._same_critic(request.state)
         verdict, source, updates = run_blocking(self._verdict, request)
         return self._act(request, verdict, source, updates, handler)
 
     async def awrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
+        self._same_critic(request.state)
         verdict, source, updates = await self._verdict(request)
         decided = self._act(request, verdict, source, updates, handler)
         return await decided if asyncio.iscoroutine(decided) else decided

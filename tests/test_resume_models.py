@@ -85,3 +85,37 @@ def test_an_identity_names_the_endpoint_without_secrets():
     )
     assert model_identity(one) != model_identity(other)
     assert not any(secret in model_identity(one) for secret in ("pw", "s3cret", "sk-app", "user"))
+
+
+def test_a_paused_approval_of_the_middleware_resumes_only_with_the_critic_it_paused_with(paid):
+    """create_agent + PivotalCritic: the approval paused under one critic model; another refuses to go on."""
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from pivotal import PivotalCritic
+    from pivotal.testing.scripted import tool_call
+
+    @tool
+    def refund(order_id: str, amount: float) -> str:
+        """Refund an amount of an order to the customer's card. Cannot be undone."""
+        paid.append((order_id, amount))
+        return f"refunded {amount:.2f} of {order_id}"
+
+    saver = InMemorySaver()
+
+    def build(critic_name: str, **settings):
+        model = ScriptedChatModel(script={"agent": [tool_call("refund", order_id="A1", amount=20.0)]})
+        critic = Named(model_name=critic_name, script={"Verdict": [verdict("approve")]})
+        middleware = PivotalCritic(critic, irreversible=["refund"], require_approval_for=["refund"], **settings)
+        return create_agent(model, [refund], middleware=[middleware], checkpointer=saver)
+
+    paused = build("critic-a").invoke(TICKET, CONFIG)
+    assert paused["__interrupt__"][0].value["action"] == "refund"
+    with pytest.raises(PivotalError) as refused:
+        build("critic-b").invoke(Command(resume={"type": "approve"}), CONFIG)
+    message = str(refused.value)
+    assert "critic_model paused with test_resume_models.Named(model='critic-a'" in message
+    assert "allow_other_models=True in PivotalCritic(...)" in message and len(message.splitlines()) == 1
+    assert paid == []
+    build("critic-b", allow_other_models=True).invoke(Command(resume={"type": "approve"}), CONFIG)
+    assert paid == [("A1", 20.0)]
