@@ -393,16 +393,19 @@ def _same_model(name: str, saved: dict[str, Any], given: BaseChatModel, allowed:
         raise PivotalError(why)
 
 
-def model_change(name: str, paused: str | None, given: "str | BaseChatModel", allowed: bool) -> str:
+def model_change(
+    name: str, paused: str | None, given: "str | BaseChatModel", allowed: bool, where: str = "the resume's context"
+) -> str:
     """Why going on with `given` where the run paused with the model `paused` identified is refused,
     in one line, or "" (the same model, allowed, or nothing recorded: a thread from before identities).
+    `where` says where `allow_other_models=True` goes.
     """
     now = model_identity(given) if isinstance(given, BaseChatModel) else given
     if paused is None or allowed or now == paused:
         return ""
     return (
         f"this run's {name} paused with {paused} but the resume gives {now}; pass the same model object, "
-        "or set allow_other_models=True in the resume's context to go on with this one"
+        f"or set allow_other_models=True in {where} to go on with this one"
     )
 
 

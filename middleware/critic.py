@@ -123,19 +123,16 @@ class PivotalCritic(AgentMiddleware):
 
     # --- a paused approval resumes with the critic it paused with -----------------------------
     def after_model(self, state: CriticState, runtime: Any) -> dict[str, Any] | None:
-        return (
-            None
-            if state.get("pivotal_critic_model") == self._critic_id()
-            else {"pivotal_critic_model": self._critic_id()}
-        )
+        critic = self._critic_id()
+        return None if state.get("pivotal_critic_model") == critic else {"pivotal_critic_model": critic}
 
     async def aafter_model(self, state: CriticState, runtime: Any) -> dict[str, Any] | None:
         return self.after_model(state, runtime)
 
     def _same_critic(self, state: dict[str, Any]) -> None:
         paused, allowed = state.get("pivotal_critic_model"), self.context.allow_other_models
-        if why := model_change("critic_model", paused, self.context.model_for("critic"), allowed):
-            raise PivotalError(why.replace("the resume's context", "PivotalCritic(...)"))
+        if why := model_change("critic_model", paused, self.context.model_for("critic"), allowed, "PivotalCritic(...)"):
+            raise PivotalError(why)
 
     def _critic_id(self) -> str:
         model = self.context.model_for("critic")

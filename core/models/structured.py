@@ -24,6 +24,8 @@ class Answer(Generic[T]):
     usage: dict[str, float] = field(default_factory=dict)
     timed_out: bool = False
     """The provider never answered in time (the call deadline, or the SDK's own timeout after its retries)."""
+    said: str = ""
+    """The start of the last reply that could not be read, quoted (`error` says why it could not)."""
 
 
 async def ask(
@@ -50,7 +52,7 @@ async def ask(
         runnable = runnable.with_fallbacks([_structured(backup, schema)])
     config = {"metadata": {**metadata, "pivotal_role": role}, "run_name": role, "tags": [f"pivotal:{role}"]}
     usage = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "seconds": 0.0, "fallbacks": 0}
-    conversation, error, timed_out = list(messages), "", False
+    conversation, error, timed_out, said = list(messages), "", False, ""
     for _ in range(retries + 1):
         started = time.perf_counter()
         try:
@@ -58,26 +60,25 @@ async def ask(
                 reply = await runnable.ainvoke(conversation, config=config)
         except TimeoutError:
             _count(usage, None, started)
-            error, timed_out = f"the model call took longer than {deadline:g} s (PIVOTAL_CALL_DEADLINE)", True
+            error, timed_out, said = f"the model call took longer than {deadline:g} s (PIVOTAL_CALL_DEADLINE)", True, ""
             break
         except Exception as exc:  # noqa: BLE001 — provider down after its own retries: fall back
             _count(usage, None, started)
-            error, timed_out = failure(exc), _is_timeout(exc)
+            error, timed_out, said = failure(exc), _is_timeout(exc), ""
             break
         _count(usage, reply.get("raw"), started)
         if reply.get("parsed") is not None and not reply.get("parsing_error"):
             return Answer(reply["parsed"], usage=usage)
-        problem = _one_line(reply.get("parsing_error") or "no structured reply")
-        error = f"unreadable reply ({problem}): {_excerpt(reply.get('raw'))}"
+        error, said = _one_line(reply.get("parsing_error") or "no structured reply"), _excerpt(reply.get("raw"))
         conversation = [
             *messages,
             HumanMessage(
-                f"Your previous reply was not valid ({problem}). Reply again with only the "
+                f"Your previous reply was not valid ({error}). Reply again with only the "
                 f"{schema.__name__} fields, as valid JSON matching the schema."
             ),
         ]
     usage["fallbacks"] = 1
-    return Answer(fallback, fallback=True, error=error, usage=usage, timed_out=timed_out)
+    return Answer(fallback, fallback=True, error=error, usage=usage, timed_out=timed_out, said=said)
 
 
 def failure(exc: BaseException) -> str:
