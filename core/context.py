@@ -7,6 +7,7 @@ import difflib
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Annotated, Any, Literal, get_args
+from urllib.parse import urlsplit
 
 from langchain_core.language_models import BaseChatModel
 from pydantic import WithJsonSchema
@@ -120,6 +121,17 @@ class Context:
     require_approval_for: list[str] = field(default_factory=list)
     """Actions a human must approve before they execute (the graph pauses with `interrupt()`):
     action names, "irreversible" (those the environment marks so) or "*" (every action)."""
+    max_model_calls_per_turn: int = 50
+    """A `create_agent` agent with `PivotalCritic`: model calls one turn (since the user's last
+    message) may make; past them the turn ends with a final message saying why (the graph's own
+    bounds are `max_steps`, `max_critique_rounds` and `max_pivot_retries`)."""
+    max_refusals_per_turn: int | None = None
+    """A `create_agent` agent with `PivotalCritic`: tool calls the critic, the pre-check or a person
+    may turn down in one turn before the turn ends with a final message saying why. None:
+    `max_critique_rounds` + 2 (4 by default: the critic's rounds, the call past them, one more)."""
+    allow_other_models: bool = False
+    """A resume may go on with model objects other than those the run paused with (by class, model
+    name and endpoint). Off: such a resume is refused in one line. Never saved with the run."""
     retry: RetryStrategy = "pivotal"
     pivot: PivotChoice = "best"
     """Where a pivotal retry goes back to. "first_mistake": just before the first step that went
@@ -165,13 +177,14 @@ class Context:
             "max_critique_rounds",
             "recall_k",
             "max_observation_chars",
+            "max_model_calls_per_turn",
             "local_threads",
             "max_lessons",
             "min_recalls_to_retire",
         ):
             if getattr(self, name) <= 0:
                 raise PivotalError(f"{name} must be > 0 (got {getattr(self, name)}); set a positive limit")
-        for name in ("max_precheck_bounces", "max_human_rejections"):
+        for name in ("max_precheck_bounces", "max_human_rejections", "max_refusals_per_turn"):
             if getattr(self, name) is not None and getattr(self, name) <= 0:
                 raise PivotalError(
                     f"{name} must be > 0 (got {getattr(self, name)}); set a positive limit or leave it unset"
@@ -234,6 +247,24 @@ class Context:
     def human_rejections_allowed(self) -> int:
         return self.max_critique_rounds if self.max_human_rejections is None else self.max_human_rejections
 
+    def refusals_allowed(self) -> int:
+        return self.max_critique_rounds + 2 if self.max_refusals_per_turn is None else self.max_refusals_per_turn
+
+    def loosened(self, own: "Context") -> str:
+        """Why this run's context loosens a safety setting of the deployment's `own`, in one line, or "".
+
+        A deployment (a graph built with a context, `create_pivotal_agent(...)`) locks its safety
+        settings: a run's context (Studio, the SDK, `invoke(context=...)`) may tighten them only.
+        """
+        for name, looser in _LOOSER.items():
+            if looser(getattr(self, name), getattr(own, name), self, own):
+                return (
+                    f"context {name} {getattr(self, name)!r} loosens this deployment's {name} "
+                    f"{getattr(own, name)!r}; a run may tighten a safety setting, never loosen it "
+                    "(docs/configuration.md#tighten-only): leave it out or build the graph with it"
+                )
+        return ""
+
     def model_for(self, role: Role) -> str | BaseChatModel:
         """The role's own model (its `MODEL_SLOT` field), else the shared `model`."""
         own = getattr(self, f"{MODEL_SLOT[role]}_model")
@@ -250,7 +281,7 @@ class Context:
         A model object cannot be saved: its place holds `{"model_object": label}`, and a resume
         must be given the object again.
         """
-        return {name: _saved(getattr(self, name)) for name in _FIELD_ORDER}
+        return {name: _saved(getattr(self, name)) for name in _FIELD_ORDER if name not in _UNSAVED}
 
     @classmethod
     def resumed(
@@ -274,8 +305,9 @@ class Context:
                         f"this run's {name} is a model object ({value['model_object']}) that cannot be saved; "
                         f"resume with a Context that passes it again ({name}=...)"
                     )
+                _same_model(name, value, wanted[name], bool(wanted.get("allow_other_models")))
                 known[name] = wanted[name]
-        base = cls(**known)
+        base = cls(**known, allow_other_models=bool(wanted.get("allow_other_models")))
         for name, value in wanted.items():
             if name in known and not isinstance(value, BaseChatModel) and known[name] != value:
                 raise PivotalError(
@@ -327,6 +359,8 @@ def _refuse_unknown_keys(init: Callable[..., None]) -> Callable[..., None]:
 
 Context.__init__ = _refuse_unknown_keys(Context.__init__)  # type: ignore[method-assign]
 _FIELD_ORDER = tuple(f.name for f in fields(Context))
+_UNSAVED = frozenset({"allow_other_models"})
+"""Settings of one call, not of the run: a resume names them afresh."""
 _FIELD_NAMES = frozenset(_FIELD_ORDER)
 
 
@@ -338,12 +372,95 @@ def model_label(model: str | BaseChatModel) -> str:
     return f"{type(model).__name__}({name})" if name else type(model).__name__
 
 
+def model_identity(model: BaseChatModel) -> str:
+    """What a model object is, to tell it from another at a resume: its class, model name and
+    endpoint (the address only: no credentials, path or query); never its keys or headers.
+    """
+    name = next((str(v) for a in _NAME_ATTRS if (v := getattr(model, a, None))), "")
+    url = next((str(v) for a in _URL_ATTRS if (v := getattr(model, a, None))), "")
+    where = urlsplit(url) if url else None
+    endpoint = f"{where.scheme}://{where.hostname or ''}{f':{where.port}' if where.port else ''}" if where else ""
+    return f"{type(model).__module__}.{type(model).__qualname__}(model={name!r}, endpoint={endpoint!r})"
+
+
+_NAME_ATTRS = ("model_name", "model", "deployment_name", "model_id")
+_URL_ATTRS = ("openai_api_base", "anthropic_api_url", "base_url", "azure_endpoint", "endpoint", "api_base")
+
+
+def _same_model(name: str, saved: dict[str, Any], given: BaseChatModel, allowed: bool) -> None:
+    """Refuse a resume whose model object is not the one the run paused with, unless allowed."""
+    if why := model_change(name, saved.get("identity"), given, allowed):
+        raise PivotalError(why)
+
+
+def model_change(
+    name: str, paused: str | None, given: "str | BaseChatModel", allowed: bool, where: str = "the resume's context"
+) -> str:
+    """Why going on with `given` where the run paused with the model `paused` identified is refused,
+    in one line, or "" (the same model, allowed, or nothing recorded: a thread from before identities).
+    `where` says where `allow_other_models=True` goes.
+    """
+    now = model_identity(given) if isinstance(given, BaseChatModel) else given
+    if paused is None or allowed or now == paused:
+        return ""
+    return (
+        f"this run's {name} paused with {paused} but the resume gives {now}; pass the same model object, "
+        f"or set allow_other_models=True in {where} to go on with this one"
+    )
+
+
 def _saved(value: Any) -> Any:
     if isinstance(value, BaseChatModel):
-        return {"model_object": model_label(value)}
+        return {"model_object": model_label(value), "identity": model_identity(value)}
     return list(value) if isinstance(value, list) else value
 
 
 def _check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         raise PivotalError(f"{name} must be one of {', '.join(allowed)} (got {value!r})")
+
+
+_VETO = {False: 0, None: 1, True: 2}
+"""critic_veto from loosest to tightest: None (auto) can mean no veto (the embedded model)."""
+
+
+def _more(name: str) -> Callable[[Any, Any, Context, Context], bool]:
+    """A limit: more of it loosens (compared as the limit in force, so None means its fallback)."""
+    allowed = {
+        "max_precheck_bounces": Context.precheck_bounces_allowed,
+        "max_human_rejections": Context.human_rejections_allowed,
+        "max_refusals_per_turn": Context.refusals_allowed,
+    }.get(name)
+    if allowed is None:
+        return lambda given, own, *_: given > own
+    return lambda _given, _own, run, deployment: allowed(run) > allowed(deployment)
+
+
+def _fewer_approvals(given: list[str], own: list[str], *_: Any) -> bool:
+    """A run's list must cover the deployment's: "*" covers every action, "irreversible" only itself
+    (which names the environment marks irreversible is not known here), a name itself or "*".
+    """
+    return "*" not in given and any(name not in given for name in own)
+
+
+_LOOSER: dict[str, Callable[[Any, Any, Context, Context], bool]] = {
+    "require_approval_for": _fewer_approvals,
+    "critic": lambda given, own, *_: own and not given,
+    "precheck": lambda given, own, *_: own and not given,
+    "critic_veto": lambda given, own, *_: _VETO[given] < _VETO[own],
+    "on_critique_exhausted": lambda given, own, *_: own == "fail" and given != "fail",
+    **{
+        name: _more(name)
+        for name in (
+            "max_steps",
+            "max_pivot_retries",
+            "max_critique_rounds",
+            "max_precheck_bounces",
+            "max_human_rejections",
+            "max_model_calls_per_turn",
+            "max_refusals_per_turn",
+        )
+    },
+}
+"""The safety settings a run's context may tighten but never loosen, each with its test of looser."""
+SAFETY_FIELDS = tuple(_LOOSER)

@@ -286,11 +286,15 @@ def _context(runtime: Runtime[Any], default: Context | None, state: State | None
     What a caller names is what its context sets apart from the graph's own defaults (Studio and the
     SDK always send a whole form of them): a name that repeats the saved value is fine, one that
     contradicts it is refused in one line before the node runs, so a paused decision stays unspent.
-    A model object cannot be saved: the caller's (or the graph's) object of the same place is used.
+    A model object cannot be saved: the caller's (or the graph's) object of the same place is used,
+    when it is the one the run paused with (`Context.allow_other_models` allows another).
+
+    A turn that starts may tighten the graph's own safety settings, never loosen them.
     """
     given = runtime.context if isinstance(runtime.context, Context) else None
     saved = (state or {}).get("run_settings")
     if not saved:
+        _tightened_only(given, default)
         return given or default or Context()
     if given is not None and given.saved() == saved:
         return given  # the runners' path: the context they resumed with
@@ -300,6 +304,14 @@ def _context(runtime: Runtime[Any], default: Context | None, state: State | None
         if isinstance(value, dict) and "model_object" in value and slot not in named:
             named[slot] = getattr(given or own, slot, None)
     return Context.resumed(saved, named)
+
+
+def _tightened_only(given: Context | None, default: Context | None) -> None:
+    """Refuse a run whose context loosens the deployment's safety settings (a graph built without
+    a context has none of its own to lock); a caller's whole Context counts only where it differs.
+    """
+    if given is not None and default is not None and given is not default and (why := given.loosened(default)):
+        raise PivotalError(why)
 
 
 def _set_apart(given: Context | None, own: Context) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired
 
-from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse, hook_config
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
@@ -33,7 +33,7 @@ from langgraph.types import Command, interrupt
 from typing_extensions import TypedDict
 
 from pivotal import prompts
-from pivotal.core.context import Context
+from pivotal.core.context import Context, model_change, model_identity
 from pivotal.core.environments import Environment, check_action
 from pivotal.core.environments.base import check_approvals, check_names
 from pivotal.core.environments.once import (
@@ -53,6 +53,7 @@ from pivotal.core.secrets import redact_tree
 from pivotal.core.state import Critique, Proposal, Step, add_counts
 from pivotal.graphs.blocking import run_blocking
 from pivotal.memory.lesson import lessons_block
+from pivotal.middleware.stop import turn_stop
 from pivotal.nodes.critic import COUNTER, review
 from pivotal.nodes.human_approval import AGAIN, QUESTION, re_approved, read_reply
 from pivotal.prompts import clip, show
@@ -108,6 +109,10 @@ def _merge(current: dict[str, Ruling] | None, update: dict[str, Ruling] | None) 
 class CriticState(AgentState):
     pivotal_reviews: NotRequired[Annotated[list[Review], _append]]
     pivotal_verdicts: NotRequired[Annotated[dict[str, Ruling], _merge]]
+    pivotal_stop: NotRequired[str]
+    """Why the agent was stopped (middleware/stop.py), when it was."""
+    pivotal_critic_model: NotRequired[str]
+    """The critic model that reviews this step's calls: a paused approval resumes only with it."""
 
 
 @dataclass
@@ -166,6 +171,25 @@ class PivotalCritic(AgentMiddleware):
         each seeing the state from before any of them, so the once guard also asks this."""
         self._lock = threading.Lock()
 
+    # --- the hard stop: a turn's bounds (middleware/stop.py) --------------------------------
+    @hook_config(can_jump_to=["end"])
+    def before_model(self, state: CriticState, runtime: Any) -> dict[str, Any] | None:
+        return turn_stop(state, self.context)
+
+    @hook_config(can_jump_to=["end"])
+    async def abefore_model(self, state: CriticState, runtime: Any) -> dict[str, Any] | None:
+        return turn_stop(state, self.context)
+
+    # --- a paused approval resumes with the critic it paused with -----------------------------
+    def _same_critic(self, state: dict[str, Any]) -> None:
+        paused, allowed = state.get("pivotal_critic_model"), self.context.allow_other_models
+        if why := model_change("critic_model", paused, self.context.model_for("critic"), allowed, "PivotalCritic(...)"):
+            raise PivotalError(why)
+
+    def _critic_id(self) -> str:
+        model = self.context.model_for("critic")
+        return model_identity(model) if isinstance(model, BaseChatModel) else model
+
     # --- the agent's tools, as the model sees them ------------------------------------------
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
         self._learn_tools(request)
@@ -193,10 +217,17 @@ class PivotalCritic(AgentMiddleware):
 
     # --- the review, when the model proposes the calls ----------------------------------------
     def after_model(self, state: dict[str, Any], runtime: Runtime) -> dict[str, Any] | None:
-        return run_blocking(self._review_reply, state)
+        return self._with_critic(state, run_blocking(self._review_reply, state))
 
     async def aafter_model(self, state: dict[str, Any], runtime: Runtime) -> dict[str, Any] | None:
-        return await self._review_reply(state)
+        return self._with_critic(state, await self._review_reply(state))
+
+    def _with_critic(self, state: dict[str, Any], update: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The review's update, with the critic model it was made under when that changed."""
+        critic = self._critic_id()
+        if state.get("pivotal_critic_model") == critic:
+            return update
+        return {**(update or {}), "pivotal_critic_model": critic}
 
     async def _review_reply(self, state: dict[str, Any]) -> dict[str, Any] | None:
         """The verdicts on the last reply's calls, into the checkpoint before any of them runs.
@@ -250,10 +281,12 @@ class PivotalCritic(AgentMiddleware):
 
     # --- each tool call: enforce the verdict ----------------------------------------------------
     def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
+        self._same_critic(request.state)
         ruling, record = run_blocking(self._ruling, request)
         return self._act(request, ruling, record, handler)
 
     async def awrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
+        self._same_critic(request.state)
         ruling, record = await self._ruling(request)
         decided = self._act(request, ruling, record, handler)
         return await decided if asyncio.iscoroutine(decided) else decided

@@ -122,8 +122,9 @@ async def _judge(
         metadata={"pivotal_proposal": {"action": proposal["action"], "arguments": proposal.get("arguments") or {}}},
         world=world,
     )
-    if answer.fallback:
-        return answer.value, "critic-fallback", updates
+    if answer.fallback:  # the reason says what failed: a timeout, an HTTP status, an unreadable reply
+        why = f"unreadable reply ({answer.error}): {answer.said}" if answer.said else describe_model_error(answer.error)
+        return _reject(f"the critic gave no valid verdict, so nothing was run: {why}"), "critic-fallback", updates
     if answer.value.decision == "reject" and not context.critic_has_veto() and not _irreversible(env, proposal):
         return _advisory(answer.value), "critic-advisory", updates
     return answer.value, "critic", updates

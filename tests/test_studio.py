@@ -215,3 +215,11 @@ async def test_the_server_keeps_the_agents_own_settings_and_refuses_an_unknown_k
                                      context={"modle": "sim"}, raise_error=False)  # fmt: skip
     message = str(refused["__error__"]["message"])
     assert "unknown context key 'modle' (did you mean 'model'?)" in message and len(message.splitlines()) == 1
+
+    # a client cannot switch the deployment's approval off: tighten-only (docs/configuration.md)
+    thread = await client.threads.create()
+    loosened = await client.runs.wait(thread["thread_id"], assistant["assistant_id"], input=ticket,
+                                      context={"require_approval_for": []}, raise_error=False)  # fmt: skip
+    message = str(loosened["__error__"]["message"])
+    assert "context require_approval_for [] loosens this deployment's require_approval_for ['refund']" in message
+    assert len(message.splitlines()) == 1 and not (folder / "desk.jsonl").exists()

@@ -66,7 +66,12 @@ def redacted(answer: Answer[T]) -> Answer[T]:
     critiques, reflections, lesson drafts), and a model echoes keys it read or was sent.
     """
     values = secret_values()
-    return replace(answer, value=redact_tree(answer.value, values), error=redact(answer.error, values))
+    return replace(
+        answer,
+        value=redact_tree(answer.value, values),
+        error=redact(answer.error, values),
+        said=redact(answer.said, values),
+    )
 
 
 def _updates(role: str, usage: dict[str, float]) -> dict[str, Any]:

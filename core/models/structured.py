@@ -24,6 +24,8 @@ class Answer(Generic[T]):
     usage: dict[str, float] = field(default_factory=dict)
     timed_out: bool = False
     """The provider never answered in time (the call deadline, or the SDK's own timeout after its retries)."""
+    said: str = ""
+    """The start of the last reply that could not be read, quoted (`error` says why it could not)."""
 
 
 async def ask(
@@ -50,7 +52,7 @@ async def ask(
         runnable = runnable.with_fallbacks([_structured(backup, schema)])
     config = {"metadata": {**metadata, "pivotal_role": role}, "run_name": role, "tags": [f"pivotal:{role}"]}
     usage = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "seconds": 0.0, "fallbacks": 0}
-    conversation, error, timed_out = list(messages), "", False
+    conversation, error, timed_out, said = list(messages), "", False, ""
     for _ in range(retries + 1):
         started = time.perf_counter()
         try:
@@ -58,16 +60,16 @@ async def ask(
                 reply = await runnable.ainvoke(conversation, config=config)
         except TimeoutError:
             _count(usage, None, started)
-            error, timed_out = f"the model call took longer than {deadline:g} s (PIVOTAL_CALL_DEADLINE)", True
+            error, timed_out, said = f"the model call took longer than {deadline:g} s (PIVOTAL_CALL_DEADLINE)", True, ""
             break
         except Exception as exc:  # noqa: BLE001 — provider down after its own retries: fall back
             _count(usage, None, started)
-            error, timed_out = _one_line(exc), _is_timeout(exc)
+            error, timed_out, said = failure(exc), _is_timeout(exc), ""
             break
         _count(usage, reply.get("raw"), started)
         if reply.get("parsed") is not None and not reply.get("parsing_error"):
             return Answer(reply["parsed"], usage=usage)
-        error = _one_line(reply.get("parsing_error") or "no structured reply")
+        error, said = _one_line(reply.get("parsing_error") or "no structured reply"), _excerpt(reply.get("raw"))
         conversation = [
             *messages,
             HumanMessage(
@@ -76,7 +78,42 @@ async def ask(
             ),
         ]
     usage["fallbacks"] = 1
-    return Answer(fallback, fallback=True, error=error, usage=usage, timed_out=timed_out)
+    return Answer(fallback, fallback=True, error=error, usage=usage, timed_out=timed_out, said=said)
+
+
+def failure(exc: BaseException) -> str:
+    """What failed in a model call, in one line a person can act on: the HTTP status and the server
+    that answered it, a timeout or a refused connection and the server's address, else the error.
+    """
+    where = _address(exc)
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):
+        return f"HTTP {status} from {where or 'the provider'}: {_one_line(exc)}"
+    if _is_timeout(exc):
+        return f"timed out waiting for {where or 'the provider'}: {_one_line(exc)}"
+    if where and any("Connection" in kind.__name__ for kind in type(exc).__mro__):
+        return f"no connection to {where}: {_one_line(exc)}"
+    return _one_line(exc)
+
+
+def _address(exc: BaseException) -> str:
+    """host:port of the request that failed (the SDKs' errors carry their httpx request), or ""."""
+    for holder in (exc, getattr(exc, "response", None)):
+        try:
+            url = getattr(getattr(holder, "request", None), "url", None)
+        except RuntimeError:  # httpx: a response built without its request
+            url = None
+        if url is not None and getattr(url, "host", None):
+            return f"{url.host}:{url.port}" if url.port else str(url.host)
+    return ""
+
+
+def _excerpt(raw: Any) -> str:
+    """The start of what the model sent back, quoted: its text, else its (unparsable) call's arguments."""
+    calls = [*(getattr(raw, "tool_calls", None) or []), *(getattr(raw, "invalid_tool_calls", None) or [])]
+    text = getattr(raw, "text", "") or (str(calls[0].get("args") or "") if calls else "")
+    said = " ".join(str(text).split())
+    return repr(said[:80] + ("…" if len(said) > 80 else "")) if said else "an empty reply"
 
 
 def _is_timeout(exc: BaseException) -> bool:
