@@ -154,6 +154,7 @@ def crash_and_resume(tasks: int, kills: int, seed: int = 0) -> dict[str, Any]:
         "kills": done_kills,
         "starts": starts + 1,
         "final_exit": final.returncode,
+        **_stderr_if_failed(final),
         "tasks_finished": len({r["line"] for r in rows}),
         "results_lines": len(rows),
         "actions_executed": len(executed),
@@ -166,9 +167,11 @@ def crash_and_resume(tasks: int, kills: int, seed: int = 0) -> dict[str, Any]:
 
 def _pivotal(*args: str) -> dict[str, Any]:
     """One `pivotal ... --json` in a new process, as a user runs it; its JSON result."""
+    from pivotal.testing.cli import json_output
+
     done = subprocess.run([sys.executable, "-m", "pivotal.cli", *args, "--json"], cwd=ROOT, capture_output=True,
                           text=True, timeout=300, stdin=subprocess.DEVNULL)  # fmt: skip
-    return json.loads(done.stdout)
+    return json_output(done)
 
 
 def batch_command(folder: Path) -> list[str]:
@@ -201,6 +204,11 @@ def kill_and_resume(
         base + (["--resume"] if _begun(base) else first), cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
     )
     return done_kills, starts, final
+
+
+def _stderr_if_failed(done: subprocess.CompletedProcess) -> dict[str, str]:
+    """A run that should have exited 0 and did not: why, in the figures the tests assert on."""
+    return {"final_stderr": done.stderr[-3000:]} if done.returncode else {}
 
 
 def _begun(base: list[str]) -> bool:
@@ -241,6 +249,7 @@ async def store_contention(runs: int, processes: int) -> dict[str, Any]:
     from pivotal.core.context import Context
     from pivotal.graphs import run_batch
     from pivotal.memory.registry import close_stores, open_store
+    from pivotal.testing.cli import json_output
     from pivotal.testing.servers import chroma_server
 
     figures: dict[str, Any] = {}
@@ -292,10 +301,15 @@ async def store_contention(runs: int, processes: int) -> dict[str, Any]:
                 )
                 for i in range(processes)
             ]
-            outputs = [json.loads(p.communicate(timeout=300)[0]) for p in procs]
+            outputs = [json_output(_finished(p, timeout=300)) for p in procs]
             shared = open_store("", url).get(family="contention")
             figures["server_processes"] = _contention_figures(processes, outputs, shared)
     return figures
+
+
+def _finished(process: subprocess.Popen, timeout: float) -> subprocess.CompletedProcess:
+    out, err = process.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
 def _contention_figures(runs: int, results: list[dict[str, Any]], stored: dict[str, Any]) -> dict[str, Any]:
@@ -622,6 +636,7 @@ def _refund_kills(folder: Path, tasks: int, kills: int, seed: int) -> dict[str, 
         "tasks": tasks,
         "kills": done_kills,
         "final_exit": final.returncode,
+        **_stderr_if_failed(final),
         "results_lines": len(rows),
         **_counted(rows, folder),
     }
