@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -103,6 +104,40 @@ def test_the_int8_model_is_made_once_in_the_cache_folder_and_reused(tmp_path, mo
         assert not [p for p in made.parent.iterdir() if p.name.startswith(".convert-")]  # no scratch left
     finally:
         settings.cache_clear()
+
+
+_CONVERT = """
+import os, sys, onnxruntime
+from pivotal.memory.embeddings import model_file
+made = model_file("int8")
+onnxruntime.InferenceSession(str(made), providers=["CPUExecutionProvider"])  # whole, not half written
+print(made, os.stat(made).st_ino, os.stat(made).st_mtime_ns)
+"""
+
+
+@pytest.mark.slow
+def test_processes_starting_together_on_an_empty_cache_convert_once(tmp_path) -> None:
+    """A fresh machine's first batch (or a fresh HOME) starts several processes that each need the
+    int8 model at once: one converts, the others wait for it and load the same whole file.
+    """
+    env = {**os.environ, "PIVOTAL_CACHE_DIR": str(tmp_path / "cache")}
+    starts = [
+        subprocess.Popen(
+            [sys.executable, "-c", _CONVERT], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(3)
+    ]
+    printed = [finished_line(process) for process in starts]
+    assert len(set(printed)) == 1, printed  # one path, inode and mtime: converted once, never replaced under a reader
+    assert [p.name for p in (tmp_path / "cache").iterdir() if not p.name.endswith(".lock")] == [
+        Path(printed[0].split()[0]).name
+    ]
+
+
+def finished_line(process: subprocess.Popen) -> str:
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err[-3000:]
+    return out.strip()
 
 
 def test_two_conversions_make_the_same_model_byte_for_byte(tmp_path) -> None:
