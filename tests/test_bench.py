@@ -54,6 +54,7 @@ def _run_on_a_terminal(args: list[str]) -> tuple[int, str]:
     return code, b"".join(chunks).decode(errors="replace")
 
 
+@pytest.mark.slow
 def test_quick_bench_writes_a_complete_report_with_a_progress_bar(tmp_path):
     code, terminal = _run_on_a_terminal(
         [sys.executable, "-m", "pivotal.cli", "bench", "--quick", "--out", str(tmp_path)]

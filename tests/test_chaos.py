@@ -14,6 +14,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+pytestmark = pytest.mark.slow  # every test reads one run of the suite: ~90 s
+
 
 @pytest.fixture(scope="module")
 def figures(tmp_path_factory):

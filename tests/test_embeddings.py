@@ -93,6 +93,7 @@ def test_compute_is_checked_and_never_changes_on_an_update() -> None:
         ef.validate_config_update({"threads": 1}, {"threads": 1, "compute": "int8"})
 
 
+@pytest.mark.slow
 def test_the_int8_model_is_made_once_in_the_cache_folder_and_reused(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("PIVOTAL_CACHE_DIR", str(tmp_path / "cache"))
     settings.cache_clear()
@@ -140,6 +141,7 @@ def finished_line(process: subprocess.Popen) -> str:
     return out.strip()
 
 
+@pytest.mark.slow
 def test_two_conversions_make_the_same_model_byte_for_byte(tmp_path) -> None:
     """Machines convert on their own (Ray workers, a shared Chroma server): they must agree."""
     first, second = tmp_path / "first.onnx", tmp_path / "second.onnx"
@@ -172,6 +174,7 @@ print(result["ids"][0][0])
 """
 
 
+@pytest.mark.slow
 def test_reopened_collection_finds_embedding_in_new_process(tmp_path: Path) -> None:
     client = chromadb.PersistentClient(path=str(tmp_path))
     collection = client.create_collection("lessons", embedding_function=MiniLMEmbedding())
