@@ -157,6 +157,7 @@ def test_approvals_resumed_in_other_processes_refund_once_and_keep_the_run_setti
     after_refund = json.loads(out)
     assert after_refund["status"] == "interrupted" and after_refund["interrupt"]["action"] == "send_email"
     code, out, err = resume(tmp_path, paused["thread_id"], app=app)
+    assert code == 0, err
     done = json.loads(out)
     assert done["status"] == "success", err
     assert len(ledger(tmp_path, "refund")) == 1 == decided_row(done, "refund")
