@@ -708,10 +708,14 @@ async def _system_exits(tasks: int) -> dict[str, Any]:
     }
 
 
-def _refund_tasks(folder: Path, tasks: int) -> None:
+def _refund_tasks(folder: Path, tasks: int, last_refund_s: float = 0) -> None:
+    """`last_refund_s`: how long the last task's refund takes, so a batch is still running for that
+    long after its last task starts (after the results of all but the concurrent ones).
+    """
     folder.mkdir(parents=True)
     lines = [{"env": "support-desk-once", "params": {"ledger": str(folder / f"o{i}.jsonl"), "order": f"o{i}"}}
              for i in range(tasks)]  # fmt: skip
+    lines[-1]["params"]["slow_refund"] = last_refund_s
     (folder / "tasks.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
 
 
@@ -721,11 +725,18 @@ def _results(folder: Path) -> list[dict[str, Any]]:
 
 
 def _second_batch(folder: Path, tasks: int) -> dict[str, Any]:
-    """While a batch runs, `--overwrite` and a second `--resume` are started on its results file."""
-    _refund_tasks(folder, tasks)
+    """While a batch runs, `--overwrite` and a second `--resume` are started on its results file.
+
+    Both start after the batch's first result; its last refund takes 20 s, so it is still running
+    when they do, however slowly a loaded machine starts them (before, on a busy machine the batch
+    could finish first and the second `--resume` then rightly went ahead).
+    """
+    _refund_tasks(folder, tasks, last_refund_s=20)
     base = [*batch_command(folder), "--plugin", "pivotal.testing.ledger_env", "--store", str(folder / "store")]
-    first = subprocess.Popen([*base, "--model", "sim:latency=0.1", "--concurrency", "2"], cwd=ROOT,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    log = folder / "first-batch.stderr"  # a file, not a pipe nobody reads while the batch runs
+    with log.open("w") as errors:
+        first = subprocess.Popen([*base, "--model", "sim:latency=0.1", "--concurrency", "2"], cwd=ROOT,
+                                 stdout=subprocess.DEVNULL, stderr=errors)  # fmt: skip
     deadline = time.monotonic() + 120
     while len(_results(folder)) < 1 and time.monotonic() < deadline and first.poll() is None:
         time.sleep(0.1)
@@ -734,10 +745,14 @@ def _second_batch(folder: Path, tasks: int) -> dict[str, Any]:
         second = subprocess.run([*base, flag, "--model", "sim:latency=0.1"], cwd=ROOT, capture_output=True,
                                 text=True, timeout=300)  # fmt: skip
         refused += second.returncode == 2 and "in use by another batch" in second.stderr
+    running_throughout = first.poll() is None
     first.wait(timeout=600)
+    finished = subprocess.CompletedProcess(first.args, first.returncode, "", log.read_text())
     rows = _results(folder)
     return {
         "tasks": tasks,
+        **_stderr_if_failed(finished),
+        "first_batch_ran_throughout": running_throughout,
         "second_batches_refused": refused,
         "results_lines": len(rows),
         "tasks_lost": tasks - len({r["line"] for r in rows}),

@@ -90,6 +90,7 @@ def test_batch_faults_lose_nothing_and_run_nothing_twice(figures):
     assert exits["results"] == exits["tasks"] and exits["errors_on_raising_tasks"] == exits["raising"]
     assert exits["healthy_succeeded"] == exits["tasks"] - exits["raising"]
     second = faults["second_batch_on_the_same_results"]
+    assert second["first_batch_ran_throughout"], second.get("final_stderr")
     assert second["second_batches_refused"] == 2
     full = faults["disk_full_mid_batch"]
     for part in (second, *(() if "skipped" in full else (full,))):
