@@ -154,6 +154,7 @@ def crash_and_resume(tasks: int, kills: int, seed: int = 0) -> dict[str, Any]:
         "kills": done_kills,
         "starts": starts + 1,
         "final_exit": final.returncode,
+        **_stderr_if_failed(final),
         "tasks_finished": len({r["line"] for r in rows}),
         "results_lines": len(rows),
         "actions_executed": len(executed),
@@ -166,9 +167,11 @@ def crash_and_resume(tasks: int, kills: int, seed: int = 0) -> dict[str, Any]:
 
 def _pivotal(*args: str) -> dict[str, Any]:
     """One `pivotal ... --json` in a new process, as a user runs it; its JSON result."""
+    from pivotal.testing.cli import json_output
+
     done = subprocess.run([sys.executable, "-m", "pivotal.cli", *args, "--json"], cwd=ROOT, capture_output=True,
                           text=True, timeout=300, stdin=subprocess.DEVNULL)  # fmt: skip
-    return json.loads(done.stdout)
+    return json_output(done)
 
 
 def batch_command(folder: Path) -> list[str]:
@@ -201,6 +204,11 @@ def kill_and_resume(
         base + (["--resume"] if _begun(base) else first), cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
     )
     return done_kills, starts, final
+
+
+def _stderr_if_failed(done: subprocess.CompletedProcess) -> dict[str, str]:
+    """A run that should have exited 0 and did not: why, in the figures the tests assert on."""
+    return {"final_stderr": done.stderr[-3000:]} if done.returncode else {}
 
 
 def _begun(base: list[str]) -> bool:
@@ -241,6 +249,7 @@ async def store_contention(runs: int, processes: int) -> dict[str, Any]:
     from pivotal.core.context import Context
     from pivotal.graphs import run_batch
     from pivotal.memory.registry import close_stores, open_store
+    from pivotal.testing.cli import json_output
     from pivotal.testing.servers import chroma_server
 
     figures: dict[str, Any] = {}
@@ -292,10 +301,15 @@ async def store_contention(runs: int, processes: int) -> dict[str, Any]:
                 )
                 for i in range(processes)
             ]
-            outputs = [json.loads(p.communicate(timeout=300)[0]) for p in procs]
+            outputs = [json_output(_finished(p, timeout=300)) for p in procs]
             shared = open_store("", url).get(family="contention")
             figures["server_processes"] = _contention_figures(processes, outputs, shared)
     return figures
+
+
+def _finished(process: subprocess.Popen, timeout: float) -> subprocess.CompletedProcess:
+    out, err = process.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
 def _contention_figures(runs: int, results: list[dict[str, Any]], stored: dict[str, Any]) -> dict[str, Any]:
@@ -622,6 +636,7 @@ def _refund_kills(folder: Path, tasks: int, kills: int, seed: int) -> dict[str, 
         "tasks": tasks,
         "kills": done_kills,
         "final_exit": final.returncode,
+        **_stderr_if_failed(final),
         "results_lines": len(rows),
         **_counted(rows, folder),
     }
@@ -693,10 +708,14 @@ async def _system_exits(tasks: int) -> dict[str, Any]:
     }
 
 
-def _refund_tasks(folder: Path, tasks: int) -> None:
+def _refund_tasks(folder: Path, tasks: int, last_refund_s: float = 0) -> None:
+    """`last_refund_s`: how long the last task's refund takes, so a batch is still running for that
+    long after its last task starts (after the results of all but the concurrent ones).
+    """
     folder.mkdir(parents=True)
     lines = [{"env": "support-desk-once", "params": {"ledger": str(folder / f"o{i}.jsonl"), "order": f"o{i}"}}
              for i in range(tasks)]  # fmt: skip
+    lines[-1]["params"]["slow_refund"] = last_refund_s
     (folder / "tasks.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
 
 
@@ -706,11 +725,18 @@ def _results(folder: Path) -> list[dict[str, Any]]:
 
 
 def _second_batch(folder: Path, tasks: int) -> dict[str, Any]:
-    """While a batch runs, `--overwrite` and a second `--resume` are started on its results file."""
-    _refund_tasks(folder, tasks)
+    """While a batch runs, `--overwrite` and a second `--resume` are started on its results file.
+
+    Both start after the batch's first result; its last refund takes 20 s, so it is still running
+    when they do, however slowly a loaded machine starts them (before, on a busy machine the batch
+    could finish first and the second `--resume` then rightly went ahead).
+    """
+    _refund_tasks(folder, tasks, last_refund_s=20)
     base = [*batch_command(folder), "--plugin", "pivotal.testing.ledger_env", "--store", str(folder / "store")]
-    first = subprocess.Popen([*base, "--model", "sim:latency=0.1", "--concurrency", "2"], cwd=ROOT,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    log = folder / "first-batch.stderr"  # a file, not a pipe nobody reads while the batch runs
+    with log.open("w") as errors:
+        first = subprocess.Popen([*base, "--model", "sim:latency=0.1", "--concurrency", "2"], cwd=ROOT,
+                                 stdout=subprocess.DEVNULL, stderr=errors)  # fmt: skip
     deadline = time.monotonic() + 120
     while len(_results(folder)) < 1 and time.monotonic() < deadline and first.poll() is None:
         time.sleep(0.1)
@@ -719,10 +745,14 @@ def _second_batch(folder: Path, tasks: int) -> dict[str, Any]:
         second = subprocess.run([*base, flag, "--model", "sim:latency=0.1"], cwd=ROOT, capture_output=True,
                                 text=True, timeout=300)  # fmt: skip
         refused += second.returncode == 2 and "in use by another batch" in second.stderr
+    running_throughout = first.poll() is None
     first.wait(timeout=600)
+    finished = subprocess.CompletedProcess(first.args, first.returncode, "", log.read_text())
     rows = _results(folder)
     return {
         "tasks": tasks,
+        **_stderr_if_failed(finished),
+        "first_batch_ran_throughout": running_throughout,
         "second_batches_refused": refused,
         "results_lines": len(rows),
         "tasks_lost": tasks - len({r["line"] for r in rows}),

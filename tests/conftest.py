@@ -20,6 +20,14 @@ def _release_stores():
     close_stores()
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The embedded model takes seconds per call, so `local_llm` implies `slow` (docs/contributing.md)."""
+    for item in items:
+        if item.get_closest_marker("local_llm"):
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """LangChain's conformance suite times model construction with pytest-benchmark; here speed is
     measured in benchmarks/, so the timed test runs once, untimed, and prints no table.

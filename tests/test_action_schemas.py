@@ -278,6 +278,7 @@ async def test_sim_replies_fit_the_schema_even_when_wrong(env: str, seed: int) -
 # --- the embedded model ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.local_llm
 def test_embedded_model_fills_a_required_text_argument_through_the_tool_adapter() -> None:
     """The grammar built from the union makes the 135M model write `text`; with a free `arguments`

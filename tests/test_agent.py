@@ -113,6 +113,7 @@ async def test_the_agent_is_a_subgraph_of_a_chat_app_that_streams_updates(desk):
     assert reply.content == ANSWER and len(entries(ledger, "refund")) == 1
 
 
+@pytest.mark.slow
 async def test_two_dozen_invocations_share_one_event_loop(desk):
     """Embedded in a server: concurrent tickets in one loop, each on its own world and thread."""
     server, model, ledger = desk

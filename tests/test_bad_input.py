@@ -159,6 +159,7 @@ def test_long_observations_are_clipped_with_head_and_tail_kept():
     assert len(clipped) <= 200 and clipped.startswith("HEAD") and clipped.endswith("TAIL")
 
 
+@pytest.mark.slow
 def test_cli_json_has_the_documented_fields(tmp_path):
     proc = subprocess.run(
         [

@@ -30,6 +30,7 @@ def _peak_overlap(results) -> int:
     return peak
 
 
+@pytest.mark.slow
 async def test_concurrency_is_enforced_and_results_stream_as_tasks_finish():
     tasks = [{"env": "gridworld", "params": {"seed": seed}} for seed in range(12)]
     streamed = []
@@ -114,6 +115,7 @@ def _lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
+@pytest.mark.slow
 def test_bad_lines_are_reported_by_number_and_the_rest_run(tmp_path):
     _tasks_file(tmp_path, 3, extra=["{oops", json.dumps({"env": "no-such-env"})])
     out, err = _batch(tmp_path, "--model", "sim", "--no-memory").communicate(timeout=120)
@@ -136,6 +138,7 @@ def test_bad_lines_are_reported_by_number_and_the_rest_run(tmp_path):
     }
 
 
+@pytest.mark.slow
 def test_an_existing_results_file_is_refused_without_resume_or_overwrite(tmp_path):
     _tasks_file(tmp_path, 1)
     (tmp_path / "results.jsonl").write_text("{}\n")
@@ -148,6 +151,7 @@ def test_an_existing_results_file_is_refused_without_resume_or_overwrite(tmp_pat
     assert process.returncode == 2 and "--concurrency must be > 0" in err
 
 
+@pytest.mark.slow
 def test_a_batch_killed_with_sigkill_resumes_without_rerunning_anything(tmp_path):
     count = 16
     _tasks_file(tmp_path, count)

@@ -75,6 +75,7 @@ def rows(tmp_path: Path) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 def test_resume_reruns_error_rows_but_keeps_answers(tmp_path):
     """A failure is an answer; an error is not: `--resume` runs the errored task again."""
     outage = tmp_path / "outage"
@@ -89,6 +90,7 @@ def test_resume_reruns_error_rows_but_keeps_answers(tmp_path):
     assert "1 tasks were already done" in again.stdout
 
 
+@pytest.mark.slow
 def test_a_second_batch_on_the_same_results_is_refused_before_touching_them(tmp_path):
     holding = tmp_path / "holding"  # the first batch's hang lasts until the test removes it
     holding.touch()
@@ -121,6 +123,7 @@ def store_mount(tmp_path):
     subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
+@pytest.mark.slow
 def test_a_store_whose_disk_fills_stops_the_batch_and_resume_finishes_it(tmp_path, store_mount):
     """Storage faults stop the batch with exit 2 and one line; no task records them as its own error."""
     tasks = [vault()] * 8
@@ -151,6 +154,7 @@ def test_a_store_whose_disk_fills_stops_the_batch_and_resume_finishes_it(tmp_pat
     assert {r["status"] for r in rows(tmp_path)} == {"success"}
 
 
+@pytest.mark.slow
 def test_a_goal_that_cannot_be_utf8_is_still_written(tmp_path):
     (tmp_path / "tasks.jsonl").write_text('{"env": "faulty-vault", "goal": "Open \\ud800 the vault."}\n')
     done = batch(tmp_path)

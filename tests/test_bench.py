@@ -17,6 +17,7 @@ import pytest
 
 from pivotal.bench.ablations import COMPARISONS
 from pivotal.bench.metrics import comparisons, paired, sign_test, summarise
+from pivotal.bench.plots import draw
 from pivotal.bench.report import markdown
 from pivotal.bench.truth import judge_trajectory
 from pivotal.cli.bench import QUICK, local_plan, local_results
@@ -54,6 +55,7 @@ def _run_on_a_terminal(args: list[str]) -> tuple[int, str]:
     return code, b"".join(chunks).decode(errors="replace")
 
 
+@pytest.mark.slow
 def test_quick_bench_writes_a_complete_report_with_a_progress_bar(tmp_path):
     code, terminal = _run_on_a_terminal(
         [sys.executable, "-m", "pivotal.cli", "bench", "--quick", "--out", str(tmp_path)]
@@ -162,7 +164,8 @@ def test_one_task_gets_no_interval_rather_than_a_certain_looking_one():
     assert "too few tasks for an interval in every row" in report
 
 
-def test_the_recommendation_follows_the_numbers_and_sits_beside_the_sim_caveat():
+def _retried_tasks() -> list[dict]:
+    """30 tasks per env: a third fail once, which full retry pays 20 steps for and pivotal retry 14."""
     rows = []
     for env in ("gridworld", "taxi"):
         for i in range(30):
@@ -171,7 +174,11 @@ def test_the_recommendation_follows_the_numbers_and_sits_beside_the_sim_caveat()
             for config, steps in (("critic+full", 20), ("critic+pivotal", 14)):
                 cost = {"executed": steps, "calls": 40} if failed_once else {"executed": 10, "calls": 20}
                 rows.append(_task(config, i, attempts=2 if failed_once else 1, env=env, **cost))
-    report = markdown(_results(rows), [])
+    return rows
+
+
+def test_the_recommendation_follows_the_numbers_and_sits_beside_the_sim_caveat():
+    report = markdown(_results(_retried_tasks()), [])
     top = report.split("## Paired comparisons")[0]
     assert "**Turn pivotal retry on in place of full retry**" in top
     assert "**critic+pivotal** against **critic+full**: success equal within the noise" in top
@@ -203,6 +210,13 @@ def _results(rows):
         "memory_curve": metrics.memory_curve(rows),
         "local": None,
     }
+
+
+def test_the_plots_are_drawn_in_process(tmp_path):
+    """The quick tier's look at the plots, which otherwise only the bench run above (slow) draws."""
+    drawn = draw(tmp_path, _results(_retried_tasks()))
+    assert [p.name for p in drawn] == ["success_cost.png", "paired.png", "memory_stream.png"]
+    assert all(p.read_bytes().startswith(b"\x89PNG") for p in drawn)
 
 
 def test_local_runs_go_through_the_same_tables():

@@ -14,6 +14,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+pytestmark = pytest.mark.slow  # every test reads one run of the suite: ~90 s
+
 
 @pytest.fixture(scope="module")
 def figures(tmp_path_factory):
@@ -38,7 +40,7 @@ def test_provider_faults_never_crash_a_task_and_every_task_has_an_outcome(figure
 
 def test_kills_and_resumes_execute_no_action_twice_and_lose_no_lesson(figures):
     crash = figures["crash_and_resume"]
-    assert crash["kills"] >= 5 and crash["final_exit"] == 0
+    assert crash["kills"] >= 5 and crash["final_exit"] == 0, crash.get("final_stderr")
     assert crash["tasks_finished"] == crash["results_lines"] == crash["tasks"]
     assert crash["actions_executed_twice"] == 0
     assert crash["evidence_lost"] == crash["evidence_duplicated"] == 0 and crash["evidence_stored"] > 0
@@ -74,7 +76,8 @@ def test_no_refund_runs_twice_across_retries_kills_and_resumed_approvals(figures
     assert all(part["refunds_executed_twice"] == 0 for part in parts)
     assert all(part["refunds_in_ledgers"] == part["refund_decisions"] > 0 for part in parts)
     assert all(part["successes_with_wrong_net_amount"] == 0 and part["succeeded"] > 0 for part in parts)
-    assert effects["kills"]["kills"] >= 1 and effects["kills"]["results_lines"] == effects["kills"]["tasks"]
+    kills = effects["kills"]
+    assert kills["kills"] >= 1 and kills["results_lines"] == kills["tasks"], kills.get("final_stderr")
 
 
 def test_batch_faults_lose_nothing_and_run_nothing_twice(figures):
@@ -87,6 +90,7 @@ def test_batch_faults_lose_nothing_and_run_nothing_twice(figures):
     assert exits["results"] == exits["tasks"] and exits["errors_on_raising_tasks"] == exits["raising"]
     assert exits["healthy_succeeded"] == exits["tasks"] - exits["raising"]
     second = faults["second_batch_on_the_same_results"]
+    assert second["first_batch_ran_throughout"], second.get("final_stderr")
     assert second["second_batches_refused"] == 2
     full = faults["disk_full_mid_batch"]
     for part in (second, *(() if "skipped" in full else (full,))):

@@ -9,6 +9,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from pivotal.cli.trace import Trace
 from pivotal.core.context import Context
 from pivotal.graphs import arun
@@ -41,6 +43,7 @@ async def test_the_trace_reports_what_memory_did(tmp_path):
     assert f"  memory: written {written}, merged {result.lessons['merged']}" in out.getvalue()
 
 
+@pytest.mark.slow
 def test_pivotal_run_prints_the_trace_before_the_summary(tmp_path):
     run = subprocess.run(
         [sys.executable, "-m", "pivotal.cli", "run", "--env", "gridworld", "--param", "size=4", "--seed", "2"]

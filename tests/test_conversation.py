@@ -173,6 +173,7 @@ async def test_without_a_verifier_a_rejected_answer_is_put_to_the_reflector(desk
     assert reflection["failure"].startswith("the critic rejected the final answer")
 
 
+@pytest.mark.slow
 async def test_the_studio_server_keeps_a_thread_a_conversation(tmp_path):
     ledger, example = tmp_path / "ledger.jsonl", str(ROOT / "examples" / "support_desk.py")
     (tmp_path / "desk_app.py").write_text(

@@ -33,6 +33,7 @@ def offline_env(tmp_path: Path, **extra: str) -> dict[str, str]:
             "PIVOTAL_CHECKPOINT_PATH": str(tmp_path / "checkpoints.sqlite"), **extra}  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", [p for p in PAGES if blocks(p, "python")], ids=lambda p: p.name)
 def test_the_python_blocks_of_each_page_run_as_written(page, tmp_path):
     program = "\n\n".join(blocks(page, "python"))
@@ -100,6 +101,7 @@ def plugin_commands() -> list[str]:
     return [line for line in lines if "--plugin myapp.pivotal_envs" in line]
 
 
+@pytest.mark.slow
 def test_the_plugin_command_lines_run_as_written(tmp_path):
     """`myapp/pivotal_envs.py` is the docs' own-tools block; each command line naming it runs and exits 0."""
     page = (ROOT / "docs" / "python.md").read_text()

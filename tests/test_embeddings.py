@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -92,6 +93,7 @@ def test_compute_is_checked_and_never_changes_on_an_update() -> None:
         ef.validate_config_update({"threads": 1}, {"threads": 1, "compute": "int8"})
 
 
+@pytest.mark.slow
 def test_the_int8_model_is_made_once_in_the_cache_folder_and_reused(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("PIVOTAL_CACHE_DIR", str(tmp_path / "cache"))
     settings.cache_clear()
@@ -105,6 +107,41 @@ def test_the_int8_model_is_made_once_in_the_cache_folder_and_reused(tmp_path, mo
         settings.cache_clear()
 
 
+_CONVERT = """
+import os, sys, onnxruntime
+from pivotal.memory.embeddings import model_file
+made = model_file("int8")
+onnxruntime.InferenceSession(str(made), providers=["CPUExecutionProvider"])  # whole, not half written
+print(made, os.stat(made).st_ino, os.stat(made).st_mtime_ns)
+"""
+
+
+@pytest.mark.slow
+def test_processes_starting_together_on_an_empty_cache_convert_once(tmp_path) -> None:
+    """A fresh machine's first batch (or a fresh HOME) starts several processes that each need the
+    int8 model at once: one converts, the others wait for it and load the same whole file.
+    """
+    env = {**os.environ, "PIVOTAL_CACHE_DIR": str(tmp_path / "cache")}
+    starts = [
+        subprocess.Popen(
+            [sys.executable, "-c", _CONVERT], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(3)
+    ]
+    printed = [finished_line(process) for process in starts]
+    assert len(set(printed)) == 1, printed  # one path, inode and mtime: converted once, never replaced under a reader
+    assert [p.name for p in (tmp_path / "cache").iterdir() if not p.name.endswith(".lock")] == [
+        Path(printed[0].split()[0]).name
+    ]
+
+
+def finished_line(process: subprocess.Popen) -> str:
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err[-3000:]
+    return out.strip()
+
+
+@pytest.mark.slow
 def test_two_conversions_make_the_same_model_byte_for_byte(tmp_path) -> None:
     """Machines convert on their own (Ray workers, a shared Chroma server): they must agree."""
     first, second = tmp_path / "first.onnx", tmp_path / "second.onnx"
@@ -137,6 +174,7 @@ print(result["ids"][0][0])
 """
 
 
+@pytest.mark.slow
 def test_reopened_collection_finds_embedding_in_new_process(tmp_path: Path) -> None:
     client = chromadb.PersistentClient(path=str(tmp_path))
     collection = client.create_collection("lessons", embedding_function=MiniLMEmbedding())

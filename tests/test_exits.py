@@ -55,6 +55,7 @@ def batch_argv(tmp_path: Path, out: Path, *extra: str) -> list[str]:
 # --- hung tools ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_hung_tool_does_not_keep_the_batch_alive_after_its_summary(tmp_path):
     """The hung thread would have been joined at exit for ever: the summary was printed, the
     process never ended. Now it ends as soon as the results are written and the lock released.
@@ -77,6 +78,7 @@ def test_a_hung_tool_does_not_keep_the_batch_alive_after_its_summary(tmp_path):
     FileLock(f"{out}.lock", timeout=0).acquire()  # released: another batch could take it
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "fault,said",
     [
@@ -106,6 +108,7 @@ def test_pivotal_run_reports_an_environment_fault_in_one_line_and_exits(tmp_path
 # --- the results file and its marker --------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "marker",
     [b"{not json", b"[1, 2]", b'{"thread_prefix": 7, "checkpoints": "c.sqlite"}', b"\xff\xfe\x00"],
@@ -143,6 +146,7 @@ def fill(disk: Path) -> Path:
     return filler
 
 
+@pytest.mark.slow
 def test_a_full_results_disk_stops_the_batch_in_one_line_with_no_half_line(tmp_path, small_disk):
     """Before: a 33-line traceback and a result line cut off where the disk ran out."""
     write_tasks(tmp_path / "tasks.jsonl", [vault()] * 6)
@@ -170,6 +174,7 @@ def test_a_full_results_disk_stops_the_batch_in_one_line_with_no_half_line(tmp_p
 # --- tasks files --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_bom_before_the_first_task_line_is_accepted(tmp_path):
     """Editors on Windows save UTF-8 with a BOM: the first task used to be skipped as not JSON."""
     tasks = tmp_path / "tasks.jsonl"
@@ -180,6 +185,7 @@ def test_a_bom_before_the_first_task_line_is_accepted(tmp_path):
     assert [r["status"] for r in sorted(rows(out), key=lambda r: r["line"])] == ["success", "success"]
 
 
+@pytest.mark.slow
 def test_a_goal_with_bytes_that_are_not_utf8_is_refused_not_changed(tmp_path):
     tasks = tmp_path / "tasks.jsonl"
     bad = b'{"env": "faulty-vault", "goal": "Open the vault \xff now."}\n'
@@ -198,6 +204,7 @@ def test_a_goal_with_bytes_that_are_not_utf8_is_refused_not_changed(tmp_path):
     assert "\ufffd" not in out.read_text(encoding="utf-8")  # no goal was run with a replacement character
 
 
+@pytest.mark.slow
 def test_a_command_line_goal_that_is_not_utf8_is_refused(tmp_path):
     command = [sys.executable, "-m", "pivotal.cli", "run", "--goal", os.fsdecode(b"Open \xff the vault."), *FAULTY]
     command += ["--env", "faulty-vault", "--no-memory", "--checkpoints", ":memory:"]
@@ -226,6 +233,7 @@ def wait_for_rows(out: Path, count: int, running: subprocess.Popen) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_a_chroma_server_that_goes_away_stops_the_batch_like_a_full_disk(tmp_path):
     """Before: `ConnectError` rows on the tasks in flight and after, exit 0, as if each task had failed
     on its own. Now the batch stops with exit 2 and one line, and `--resume` finishes it once the
@@ -273,6 +281,7 @@ def postgres_database() -> Iterator[str]:
         admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
+@pytest.mark.slow
 def test_a_postgres_outage_is_one_line_on_the_terminal_and_the_pool_noise_goes_to_the_log(tmp_path, postgres_database):
     """Before: 16-17 psycopg pool warnings on stderr ahead of the line that says what to do."""
     import psycopg
@@ -297,6 +306,7 @@ def test_a_postgres_outage_is_one_line_on_the_terminal_and_the_pool_noise_goes_t
 # --- a provider that never answers --------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_silent_provider_is_waited_for_once_per_run(tmp_path):
     """Before: every step and retry waited for it again (9 calls of 3 requests each for one task:
     27 minutes with the defaults). Now a run gives up on a model after one call timed out, so the
@@ -317,6 +327,7 @@ def test_a_silent_provider_is_waited_for_once_per_run(tmp_path):
     assert result["llm_calls"] == 1 and wall < 60, (result["llm_calls"], wall)
 
 
+@pytest.mark.slow
 def test_pivotal_run_whose_chroma_server_goes_away_ends_in_one_line(tmp_path):
     port = free_port()
     server = start_chroma(tmp_path, port)

@@ -1,7 +1,10 @@
 """The public face: what an application needs is importable from `pivotal`, and importing it is cheap."""
 
+import runpy
 import subprocess
 import sys
+
+import pytest
 
 import pivotal
 
@@ -28,3 +31,10 @@ def test_import_pivotal_loads_neither_langgraph_nor_chroma():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_python_dash_m_pivotal_cli_runs_the_same_command_line(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["pivotal", "--help"])
+    with pytest.raises(SystemExit) as exited:
+        runpy.run_module("pivotal.cli", run_name="__main__")
+    assert exited.value.code == 0 and "usage:" in capsys.readouterr().out

@@ -23,6 +23,7 @@ LINE = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=st.lists(LINE, max_size=8), raw=st.binary(max_size=300))
 def test_any_tasks_file_is_read_line_by_line_never_raised(tmp_path, lines, raw):

@@ -128,6 +128,7 @@ async def test_pivotal_retry_recovers_with_fewer_steps_than_full_retry():
     assert all(r["pivotal_step"] <= len(pivotal.trajectory) for r in pivotal.reflections)
 
 
+@pytest.mark.slow
 async def test_pivotal_retry_beats_full_retry_over_thirty_seeds():
     """Thirty, not ten: over ten seeds one task either way decides it (measured 7 vs 8 after a prompt
     edit reseeded the sim; over thirty, 20 vs 16 with fewer steps).

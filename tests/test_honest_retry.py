@@ -31,6 +31,7 @@ PLUGIN = ("--plugin", "pivotal.testing.plugin_envs")
 SIM_RUN = ("--model", "sim:error=0.6,seed=3", "--no-memory", "--checkpoints", ":memory:", "--max-steps", "4")
 
 
+@pytest.mark.slow
 # --- 4. honest rewinds -----------------------------------------------------------------------
 def test_a_run_whose_environment_cannot_go_back_says_so_once_as_it_starts(tmp_path):
     code, out, err = finish("run", *PLUGIN, "--env", "forward-grid", *SIM_RUN, "--retry", "full", cwd=tmp_path)
@@ -155,6 +156,7 @@ def test_the_legal_share_is_a_sim_option():
         make_model("sim:legal=2")
 
 
+@pytest.mark.slow
 def test_the_notice_reaches_batches_and_scripts(tmp_path):
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("".join(json.dumps({"env": env, "params": {"seed": n}}) + "\n" for n, env in

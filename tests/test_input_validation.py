@@ -93,6 +93,7 @@ def assert_one_line(err: str, *needles: str) -> None:
         assert needle in err, err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "variable,value,needle",
     [
@@ -119,6 +120,7 @@ def test_a_bad_setting_is_one_line_naming_the_variable(tmp_path, variable, value
     assert not (tmp_path / "c.sqlite").exists()  # refused before any work
 
 
+@pytest.mark.slow
 def test_a_bad_setting_in_dotenv_is_named_too(tmp_path):
     (tmp_path / ".env").write_text("PIVOTAL_MAX_LESSONS=many\n", encoding="utf-8")
     code, _, err = run(tmp_path)
@@ -126,6 +128,7 @@ def test_a_bad_setting_in_dotenv_is_named_too(tmp_path):
     assert_one_line(err, "PIVOTAL_MAX_LESSONS='many' is not valid", "fix it in the environment or .env")
 
 
+@pytest.mark.slow
 def test_a_dotenv_that_is_not_utf8_is_named(tmp_path):
     (tmp_path / ".env").write_bytes(b"PIVOTAL_MODEL=sim\nOPENAI_API_KEY=caf\xe9\n")
     code, _, err = run(tmp_path)
@@ -133,6 +136,7 @@ def test_a_dotenv_that_is_not_utf8_is_named(tmp_path):
     assert_one_line(err, f"{tmp_path / '.env'} is not UTF-8 text (line 2); save it as UTF-8")
 
 
+@pytest.mark.slow
 def test_a_dotenv_with_a_byte_order_mark_just_works(tmp_path):
     (tmp_path / ".env").write_text("PIVOTAL_MODEL=sim\n", encoding="utf-8-sig")  # as Windows Notepad saves it
     process = pivotal(tmp_path, "run", "--no-memory", "--checkpoints", ":memory:")  # the model comes from .env
@@ -142,6 +146,7 @@ def test_a_dotenv_with_a_byte_order_mark_just_works(tmp_path):
     assert_one_line(run(tmp_path)[2], "PIVOTAL_MAX_LESSONS='many'")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "argv,needle",
     [
@@ -158,6 +163,7 @@ def test_a_bad_environment_parameter_is_one_line(tmp_path, argv, needle):
     assert_one_line(err, needle)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "env,needle",
     [
@@ -172,6 +178,7 @@ def test_an_environment_whose_reset_fails_is_named_in_one_line(tmp_path, env, ne
     assert_one_line(err, needle)
 
 
+@pytest.mark.slow
 def test_a_precheck_reason_over_the_schema_limit_is_clipped_not_fatal(tmp_path):
     (tmp_path / "hostile_envs.py").write_text(PLUGIN)
     code, out, err = run(tmp_path, "--plugin", "hostile_envs", "--env", "crowded", "--json")
@@ -199,6 +206,7 @@ class _EmptyChoices(BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow
 def test_an_empty_choices_list_is_reported_in_words(tmp_path):
     server = ThreadingHTTPServer(("127.0.0.1", 0), _EmptyChoices)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -220,6 +228,7 @@ def _wait_for(condition, process: subprocess.Popen, timeout_s: float = 90) -> No
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_sigterm_during_run_says_how_to_continue(tmp_path):
     argv = ("run", "--model", "sim:latency=0.2", "--no-memory", "--checkpoints", "c.sqlite", "--thread-id", "t1")
     process = pivotal(tmp_path, *argv)
@@ -234,6 +243,7 @@ def test_sigterm_during_run_says_how_to_continue(tmp_path):
     assert again.returncode == 0 and "success: goal reached" in out, err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "sent,code,said", [(signal.SIGTERM, 143, "terminated (SIGTERM)"), (signal.SIGINT, 130, "interrupted")]
 )

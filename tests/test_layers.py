@@ -6,10 +6,13 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 GROUND = ROOT / "core"
 
 
+@pytest.mark.slow
 def test_no_import_goes_back_up_a_layer(unpacked):
     done = subprocess.run(
         [Path(sys.executable).parent / "lint-imports", "--no-cache", str(ROOT / "pyproject.toml")],

@@ -73,6 +73,7 @@ def resume(tmp_path: Path, machine: str, tasks: Path, env: dict[str, str] | None
     return cli("batch", str(tasks), "--out", str(out), "--resume", cwd=tmp_path / machine, env=env)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("store", ["postgres", "sqlite"])
 def test_two_batch_processes_on_one_database_run_every_task_and_email_once(store, tmp_path, request):
     count = 8
@@ -99,6 +100,7 @@ def test_two_batch_processes_on_one_database_run_every_task_and_email_once(store
     assert [kinds(ledger).count("refund") for ledger in ledgers] == [1] * count
 
 
+@pytest.mark.slow
 def test_a_frozen_owner_is_taken_over_with_its_run_id_and_keys_and_stops_when_it_wakes(tmp_path):
     lease = {"PIVOTAL_LEASE_S": "1.5"}
     checkpoints = str(tmp_path / "cp.sqlite")
@@ -132,6 +134,7 @@ def test_a_frozen_owner_is_taken_over_with_its_run_id_and_keys_and_stops_when_it
     assert stopped["status"] == "error" and stopped["reason"].startswith("LeaseLost"), first_err
 
 
+@pytest.mark.slow
 def test_a_batch_whose_checkpoints_were_emptied_is_refused_instead_of_restarting_its_tasks(tmp_path):
     count = 6
     tasks, out, journal = tmp_path / "tasks.jsonl", tmp_path / "results.jsonl", tmp_path / "journal.jsonl"

@@ -44,6 +44,7 @@ async def test_gate_rejections_are_not_written(tmp_path):
 _COUNT = "import sys; from pivotal.memory.registry import open_store; print(open_store(sys.argv[1]).count())"
 
 
+@pytest.mark.slow
 async def test_lessons_persist_across_processes_and_a_later_run_recalls_them(tmp_path):
     store = tmp_path / "store"
     first = await _run(store)

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from pivotal.core import logs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,6 +26,7 @@ def _cli(*argv: str, **env: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_every_node_transition_is_one_json_event_with_its_fields(tmp_path):
     done = _cli(
         "run",
@@ -70,6 +73,7 @@ def test_every_node_transition_is_one_json_event_with_its_fields(tmp_path):
     assert sum(e["node"] == "executor" for e in nodes) == result["executed"]
 
 
+@pytest.mark.slow
 def test_the_level_comes_from_settings(tmp_path):
     done = _cli(
         "run",
@@ -103,6 +107,7 @@ def test_logs_are_human_readable_on_a_terminal(monkeypatch):
     assert not line.startswith("{")
 
 
+@pytest.mark.slow
 def test_a_planted_key_never_reaches_logs_or_results(tmp_path):
     """The tool prints the key; the run, its debug logs, its JSON and a batch's results must not."""
     env = {"OPENAI_API_KEY": PLANTED, "PIVOTAL_LOG_LEVEL": "DEBUG"}

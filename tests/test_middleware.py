@@ -267,6 +267,7 @@ _WRITE_THEN_RECALL = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_lesson_written_in_one_process_is_recalled_in_the_next(tmp_path):
     """Real Chroma on disk (PersistentClient), two processes, the whole write path (distill, dedup, gate, writer)."""
     store = str(tmp_path / "lessons")

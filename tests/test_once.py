@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from langchain_core.callbacks import AsyncCallbackHandler
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -143,6 +144,7 @@ async def test_an_edited_refund_in_a_fork_runs_after_the_review_and_approval_a_f
     assert [r["amount"] for r in refunds(tmp_path)] == [20.0, 5.0]  # reviewed and approved: it runs
 
 
+@pytest.mark.slow
 def test_a_fork_at_the_refund_in_another_process_does_not_refund_again(tmp_path):
     import asyncio
 

@@ -52,6 +52,7 @@ def lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
+@pytest.mark.slow
 def test_a_run_paused_in_one_process_is_approved_from_postgres_in_another_and_refunds_once(database, tmp_path):
     ledger = tmp_path / "ledger.jsonl"
     code, out, err = finish(
@@ -76,6 +77,7 @@ def test_a_run_paused_in_one_process_is_approved_from_postgres_in_another_and_re
     assert not list(tmp_path.rglob("*.sqlite"))  # neither process kept anything on its own disk
 
 
+@pytest.mark.slow
 def test_a_batch_killed_with_sigkill_resumes_from_postgres_and_finishes_every_task_once(database, tmp_path):
     count = 12
     tasks, results, journal = tmp_path / "tasks.jsonl", tmp_path / "results.jsonl", tmp_path / "journal.jsonl"
@@ -108,6 +110,7 @@ def test_a_batch_killed_with_sigkill_resumes_from_postgres_and_finishes_every_ta
     assert any(len(p) == 2 for p in pids.values())  # at least one task went on mid-way in the new process
 
 
+@pytest.mark.slow
 async def test_run_batch_takes_the_applications_own_postgres_saver_and_leaves_it_open(database, tmp_path, monkeypatch):
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
@@ -128,6 +131,7 @@ async def test_run_batch_takes_the_applications_own_postgres_saver_and_leaves_it
     assert len(lines(journal)) == actions  # the finished runs came back from Postgres; no action ran again
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["run", "batch"])
 def test_an_unreachable_server_is_exit_2_and_one_line_without_the_password(tmp_path, command):
     (tmp_path / "tasks.jsonl").write_text('{"env": "gridworld"}\n')
@@ -166,6 +170,7 @@ _OPEN = (
 )
 
 
+@pytest.mark.slow
 def test_processes_setting_up_a_new_database_together_all_finish():
     """Setup's CREATE INDEX CONCURRENTLY waits for every open transaction, so a second process
     blocked in pg_advisory_lock (a transaction) and the first one waited on each other for ever.

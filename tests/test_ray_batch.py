@@ -107,6 +107,7 @@ def assert_every_task_once_and_no_move_twice(results: Path, journal: Path, count
     return pids
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_batch_hands_its_tasks_on_and_no_move_or_lesson_is_lost_or_doubled(
     cluster, database, lessons_server, fresh, tmp_path
 ):
@@ -137,6 +138,7 @@ def test_a_worker_killed_mid_batch_hands_its_tasks_on_and_no_move_or_lesson_is_l
     assert len({lesson.text for lesson in stored}) == len(stored)  # and none twice
 
 
+@pytest.mark.slow
 def test_the_driver_killed_and_resumed_finishes_every_task_once(cluster, database, fresh, tmp_path):
     count = 12
     results = tmp_path / "results.jsonl"
@@ -160,6 +162,7 @@ def test_the_driver_killed_and_resumed_finishes_every_task_once(cluster, databas
     assert any(len(p) == 2 for p in pids.values())  # at least one task went on mid-way in a new worker
 
 
+@pytest.mark.slow
 async def test_results_come_back_in_order_once_each_from_both_workers(cluster, database, fresh):
     from pivotal.graphs.ray_batch import run_batch_on_ray
     from pivotal.testing import journal_env  # noqa: F401 — registers journal-grid on the driver too
@@ -195,6 +198,7 @@ def test_what_workers_cannot_share_is_refused_in_one_line_before_ray_starts(chec
     assert "\n" not in str(refused.value)
 
 
+@pytest.mark.slow
 def test_the_cli_refuses_sqlite_checkpoints_with_ray_before_writing_anything(tmp_path):
     code, _, err = finish(
         *("batch", str(tasks_file(tmp_path, 1)), "--out", "results.jsonl", "--ray", "--model", "sim", "--no-memory"),

@@ -14,6 +14,7 @@ import sqlite3
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -34,6 +35,7 @@ def turn_inputs(history) -> list:
     return [snap for snap in history if snap.next and snap.next[0] in ("__start__", "start")]
 
 
+@pytest.mark.slow
 async def test_replaying_a_sync_thread_from_every_checkpoint_repeats_no_side_effect(desk, tmp_path):
     """The user's way: sync `invoke` on a SqliteSaver, as an app without an event loop does."""
     server, model, ledger = desk
@@ -62,6 +64,7 @@ async def test_replaying_a_sync_thread_from_every_checkpoint_repeats_no_side_eff
             assert world(ledger) == done, f"forking {snap.next} repeated a side effect"
 
 
+@pytest.mark.slow
 async def test_replaying_an_async_thread_with_approvals_asks_no_one_and_repeats_no_side_effect(desk, tmp_path):
     """Refunds wait for a person; a replay reaches each refund again and runs it as done, asking no one."""
     server, model, ledger = desk

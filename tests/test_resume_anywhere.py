@@ -92,12 +92,14 @@ RESUME = """
 """
 
 
+@pytest.mark.slow
 def test_an_unnamed_agent_resumes_in_another_process_on_its_own_saved_model(paused):
     out = process_b(paused, RESUME.format(decision="approve"))
     assert "error" not in out, out
     assert out["approved"] >= 1 and refunds(paused) == 1  # on the thread's sim, not the process's NOWHERE
 
 
+@pytest.mark.slow
 def test_command_resume_in_another_process_finds_the_unnamed_agents_tools(paused):
     out = process_b(
         paused,
@@ -116,6 +118,7 @@ def test_command_resume_in_another_process_finds_the_unnamed_agents_tools(paused
     assert refunds(paused) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["resume", "command"])
 def test_a_resume_where_the_tools_are_missing_is_refused_and_the_decision_stays_unspent(paused, how):
     """Process B never imported the app: one line, and a later reject still stops the refund."""
@@ -161,6 +164,7 @@ COMMAND = """
 """
 
 
+@pytest.mark.slow
 def test_command_resume_with_no_context_goes_on_with_the_threads_saved_settings(paused):
     """A bare `build_graph` in a process whose default model is NOWHERE and memory on: the turn goes
     on as it started (sim, memory off), not on the process's defaults.
@@ -171,6 +175,7 @@ def test_command_resume_with_no_context_goes_on_with_the_threads_saved_settings(
     assert refunds(paused) == 1
 
 
+@pytest.mark.slow
 def test_command_resume_may_repeat_a_saved_setting(paused):
     context = ', context={"max_steps": 2, "memory": False}'
     out = process_b(paused, COMMAND.format(graph="desk_app.agent(saver)", decision="approve", context=context))
@@ -178,6 +183,7 @@ def test_command_resume_may_repeat_a_saved_setting(paused):
     assert refunds(paused) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("graph", ["desk_app.agent(saver)", "build_graph(saver)"])
 def test_command_resume_that_contradicts_the_saved_settings_is_refused_and_the_decision_stays_unspent(paused, graph):
     contradiction = ', context={"max_steps": 7}'

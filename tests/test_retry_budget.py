@@ -189,6 +189,7 @@ def _expert_path(env) -> list:
     return path
 
 
+@pytest.mark.slow
 def test_the_retry_bench_heads_each_table_with_its_budget(tmp_path):
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "bench_retry.py"), "--seeds", "4", "--configs", "best/fair",

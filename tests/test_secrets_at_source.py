@@ -593,3 +593,17 @@ async def test_a_graph_invoked_directly_checkpoints_no_key_from_its_input(tmp_pa
     blob = _bytes_under(*tmp_path.glob("direct.sqlite*"))
     assert b"deploy with [redacted]" in blob  # the goal itself was kept
     assert [s for s in (PLAIN_KEY, AWS_SECRET) if s.encode() in blob] == []
+
+
+@pytest.mark.filterwarnings("ignore:note. leaky cannot go back")  # the notice is tests/test_honest_retry.py's
+async def test_the_leaky_tool_of_the_chaos_suite_leaves_its_key_out_of_the_result(monkeypatch):
+    """In-process, the quick tier's look at `pivotal.testing.leaky_env`, which the chaos suite runs as a plugin."""
+    from pivotal.graphs import arun
+    from pivotal.testing import leaky_env  # noqa: F401 — registers the "leaky" environment
+
+    planted = "sk-quick-planted-0123456789abcdef"
+    monkeypatch.setenv("OPENAI_API_KEY", planted)
+    task = {"env": "leaky", "goal": "show the configuration"}
+    result = await arun(task, Context(model="sim", memory=False, max_steps=4), checkpoint_path=":memory:")
+    assert [step["action"] for step in result.trajectory][:1] == ["show_config"]
+    assert planted not in json.dumps(result.model_dump(), default=str)

@@ -146,6 +146,7 @@ def resume(tmp_path: Path, thread: str, *flags: str, app: Path | None = None) ->
     )
 
 
+@pytest.mark.slow
 def test_approvals_resumed_in_other_processes_refund_once_and_keep_the_run_settings(tmp_path, app):
     paused = paused_run(tmp_path, app, "refund", "send_email")
     assert paused["status"] == "interrupted" and paused["interrupt"]["action"] == "refund"
@@ -156,6 +157,7 @@ def test_approvals_resumed_in_other_processes_refund_once_and_keep_the_run_setti
     after_refund = json.loads(out)
     assert after_refund["status"] == "interrupted" and after_refund["interrupt"]["action"] == "send_email"
     code, out, err = resume(tmp_path, paused["thread_id"], app=app)
+    assert code == 0, err
     done = json.loads(out)
     assert done["status"] == "success", err
     assert len(ledger(tmp_path, "refund")) == 1 == decided_row(done, "refund")
@@ -166,6 +168,7 @@ def decided_row(row: dict, action: str) -> int:
     return sum(step["action"] == action for step in row["trajectory"])
 
 
+@pytest.mark.slow
 def test_a_failed_resume_leaves_the_thread_waiting(tmp_path, app):
     paused = paused_run(tmp_path, app, "send_email")
     assert paused["interrupt"]["action"] == "send_email" and len(ledger(tmp_path, "refund")) == 1
@@ -178,6 +181,7 @@ def test_a_failed_resume_leaves_the_thread_waiting(tmp_path, app):
     assert len(ledger(tmp_path, "refund")) == 1 and len(ledger(tmp_path, "email")) == 1
 
 
+@pytest.mark.slow
 def test_a_studio_fork_in_another_process_restores_the_tools_without_running_them(tmp_path):
     path = str(tmp_path / "cp.sqlite")
     result = asyncio.run(arun(task(tmp_path), Context(**SIM), checkpoint_path=path))
@@ -245,6 +249,7 @@ def results(tmp_path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 def test_kill_9_during_a_refund_then_resume_refunds_once_with_an_idempotent_tool(tmp_path):
     kill_during_the_refund(tmp_path, "support-desk-once")
     process = batch(tmp_path, "--resume", "--model", "local")  # contradicts the saved model: refused, nothing touched
@@ -259,6 +264,7 @@ def test_kill_9_during_a_refund_then_resume_refunds_once_with_an_idempotent_tool
     assert row["at_least_once"] == []
 
 
+@pytest.mark.slow
 def test_kill_9_during_a_refund_without_idempotency_says_at_least_once(tmp_path):
     kill_during_the_refund(tmp_path, "support-desk")
     _, err = batch(tmp_path, "--resume").communicate(timeout=120)

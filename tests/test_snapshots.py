@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from pivotal.core.context import Context
 from pivotal.core.environments import register_environment
 from pivotal.core.environments.live import attach, open_live, release, rewind, run_step
@@ -135,6 +137,7 @@ asyncio.run(main(*sys.argv[1:]))
 """
 
 
+@pytest.mark.slow
 def test_a_run_forked_in_another_process_rebuilds_the_world_from_the_nearest_snapshot(tmp_path):
     """That process has no live environment: it resets, restores the nearest checkpointed snapshot
     and replays only the steps after it, then decides exactly as the original run did.

@@ -281,6 +281,7 @@ def test_a_retirement_is_written_at_once_with_the_deferred_counts(store, monkeyp
     assert stored.status == "retired" and stored.retrievals == 1
 
 
+@pytest.mark.slow
 def test_deferred_counts_reach_the_disk_when_the_process_exits_without_closing(tmp_path):
     folder = tmp_path / "store"
     script = f"""
@@ -321,6 +322,7 @@ def test_a_failed_batch_writes_nothing(store):
 # --- concurrency ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_fifty_concurrent_runs_lose_no_lesson_and_duplicate_none(tmp_path):
     store_path = str(tmp_path / "store")
     tasks = [{"env": "gridworld", "params": {"seed": seed % 10}} for seed in range(50)]
@@ -349,6 +351,7 @@ async def test_fifty_concurrent_runs_lose_no_lesson_and_duplicate_none(tmp_path)
 # --- bad stores -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_store_held_by_another_process_is_refused_clearly(tmp_path):
     folder = tmp_path / "store"
     holder = subprocess.Popen(

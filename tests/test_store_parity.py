@@ -201,6 +201,7 @@ with PostgresStore.from_conn_string(sys.argv[1]) as pg:
 """
 
 
+@pytest.mark.slow
 def test_writers_in_several_processes_on_one_postgres_store_lose_no_count(tmp_path):
     """The LangGraph backend counts from the same ledger: 4 processes, 2 temporary folders, one PostgresStore."""
     import os

@@ -62,6 +62,7 @@ async def test_a_run_writes_and_a_later_run_recalls_through_the_server(server_ur
     assert not Path("/nonexistent/never-used").exists()
 
 
+@pytest.mark.slow
 def test_several_processes_share_one_server_and_lose_no_lesson(server_url):
     """A store folder admits one process; a server admits many."""
     runs = [
@@ -129,6 +130,7 @@ for i in range(int(sys.argv[3])):
 """
 
 
+@pytest.mark.slow
 def test_writers_on_two_machines_merging_into_one_lesson_at_once_lose_no_count(server_url, tmp_path):
     """Each merge and each recall score is a ledger record of its own: 4 processes in 2 temporary
     folders (two machines: no lock file they could share), the server spelt two ways, 12 runs

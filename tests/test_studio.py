@@ -66,6 +66,7 @@ def studio(tmp_path_factory):
         yield url, folder, log_path
 
 
+@pytest.mark.slow
 async def test_studio_runs_a_task_shows_every_node_and_forks_from_a_step(studio):
     url, folder, log_path = studio
     client = get_client(url=url)
@@ -114,6 +115,7 @@ async def test_studio_runs_the_apps_own_environment(studio):
     assert kinds == ["refund", "email"]
 
 
+@pytest.mark.slow
 async def test_a_studio_fork_at_the_refund_is_reviewed_and_never_refunds_again(studio):
     """A Studio edit `as_node="critic"` that skips the critic and changes nothing hands the executor
     the very refund the thread's other branch ran at this step: taken as done, not run again.
@@ -186,6 +188,7 @@ def test_the_project_config_checks_clean(capsys):
     assert "graph 'pivotal'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 async def test_the_server_keeps_the_agents_own_settings_and_refuses_an_unknown_key(studio):
     """A run's context overrides only the keys it names; the rest are the agent's, not Context()'s."""
     url, folder, _ = studio

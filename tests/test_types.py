@@ -7,6 +7,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(tempfile.gettempdir()) / "pivotal-mypy-cache"
 """Shared across sessions: a cold check reads the third-party packages' types once (~50 s on 2 cores),
@@ -19,6 +21,7 @@ def _in_repository(report: str) -> str:
     return pattern.sub(lambda match: f"{match.group(1)}/", report)
 
 
+@pytest.mark.slow
 def test_mypy_reports_no_errors(unpacked):
     """Mypy walks files, so it reads the unpacked wheel, where `pivotal.graphs` is `pivotal/graphs/`."""
     done = subprocess.run(

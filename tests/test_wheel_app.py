@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 APP = Path(__file__).parent / "app_with_clashing_names"
 
 
@@ -32,6 +34,7 @@ def _fresh_venv(folder: Path, wheel: Path) -> Path:
     return python
 
 
+@pytest.mark.slow
 def test_an_app_with_clashing_module_names_runs_a_task_from_the_installed_wheel(wheel, tmp_path):
     python = _fresh_venv(tmp_path / "venv", wheel)
     app = shutil.copytree(APP, tmp_path / "app")

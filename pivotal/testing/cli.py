@@ -1,11 +1,13 @@
 """`pivotal ...` as a user runs it, in a process of its own: the tests that kill, resume and share
-state across processes start the CLI this way.
+state across processes start the CLI this way, and read what such a process printed.
 """
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,3 +31,27 @@ def finish(*args: str, timeout: float = 300, **kwargs) -> tuple[int, str, str]:
     process = cli(*args, **kwargs)
     out, err = process.communicate(timeout=timeout)
     return process.returncode, out, err
+
+
+class HelperFailed(RuntimeError):
+    """A helper process exited non-zero or printed no JSON."""
+
+
+def json_output(done: subprocess.CompletedProcess) -> Any:
+    """The JSON a helper process printed (all of stdout, or else its last line). A process that died
+    prints nothing, and `json.loads("")` alone says nothing of why: the error carries its exit code
+    and the end of its stderr.
+    """
+    lines = done.stdout.strip().splitlines()
+    if done.returncode == 0 and lines:
+        for text in (done.stdout, lines[-1]):
+            try:
+                return json.loads(text)
+            except json.JSONDecodeError:
+                pass
+    command = " ".join(str(part) for part in done.args) if isinstance(done.args, list) else str(done.args)
+    printed = f"printed {len(done.stdout)} characters, not JSON" if lines else "printed nothing"
+    raise HelperFailed(
+        f"helper process exited {done.returncode} and {printed}: {command[:300]}\n"
+        f"its stderr:\n{done.stderr[-3000:] or '(empty)'}"
+    )
