@@ -180,9 +180,6 @@ class PivotalCritic(AgentMiddleware):
         those attributes) where they tighten them, as Pivotal's graph does. Read from LangGraph's
         runtime wherever a hook or tool runs, so the verdicts record the run's rules.
         """
-        return self._run_settings()
-
-    def _run_settings(self) -> Context:
         try:
             runtime = get_runtime()
         except RuntimeError:  # outside a run: construction
@@ -191,16 +188,14 @@ class PivotalCritic(AgentMiddleware):
         refuse_loosening(run, self._own)
         return run or self._own
 
-    def before_agent(self, state: CriticState, runtime: Any) -> None:
-        """A run's context that loosens the safety settings is refused before the model or any tool runs."""
-        self._run_settings()
-
-    async def abefore_agent(self, state: CriticState, runtime: Any) -> None:
-        self._run_settings()
-
     # --- the hard stop: a turn's bounds (middleware/stop.py) --------------------------------
     @hook_config(can_jump_to=["end"])
     def before_model(self, state: CriticState, runtime: Any) -> dict[str, Any] | None:
+        """Also the first hook of a turn: a run context that loosens the safety settings is refused
+        here (reading `self.context`), before the model is asked or any tool runs; a resumed tool
+        call is refused where its wrapper reads them. No hook of its own: a node, and a checkpoint,
+        more per turn.
+        """
         return turn_stop(state, self.context)
 
     @hook_config(can_jump_to=["end"])

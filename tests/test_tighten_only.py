@@ -203,6 +203,18 @@ def test_a_middleware_run_context_may_tighten_and_its_rules_are_recorded_with_th
     assert paid == [("A1", 20.0)]
 
 
+def test_a_middleware_resume_whose_context_loosens_is_refused_and_the_decision_stays_unspent(paid, tmp_path):
+    config = {"configurable": {"thread_id": "t"}}
+    with SqliteSaver.from_conn_string(str(tmp_path / "checkpoints.sqlite")) as saver:
+        agent, _ = guarded(paid, saver, require_approval_for=["refund"])
+        assert agent.invoke(TICKET, config)["__interrupt__"] and paid == []
+        with pytest.raises(PivotalError, match="context require_approval_for"):
+            agent.invoke(Command(resume="approve"), config, context={"require_approval_for": []})
+        assert paid == []
+        agent.invoke(Command(resume="approve"), config)
+    assert paid == [("A1", 20.0)]
+
+
 def context_approvals(context) -> list[str]:
     return context["require_approval_for"] if isinstance(context, dict) else context.require_approval_for
 
