@@ -75,8 +75,9 @@ def build_graph(checkpointer: Any = None, *, context: Context | None = None, sto
     """Compile the graph; pass a checkpointer to keep per-step checkpoints (resume, Studio forks),
     a LangGraph store (`BaseStore`) to keep the lessons in (Context.lessons_backend).
 
-    `context` is what the graph runs with when a caller passes none, or passes a parent graph's
-    own context (the graph embedded as a subgraph); by default Context() from PIVOTAL_* settings.
+    `context` is what the graph runs with when a caller passes none, or a parent graph's context
+    that names no Context field (the graph embedded as a subgraph); by default Context() from
+    PIVOTAL_* settings.
     A caller's context dict (Studio, the SDK) overrides only the keys it names. The checkpointer
     blanks secrets before every write from now on (`pivotal.redacting`): input, writes, resumes.
     `context`'s `require_approval_for` must name actions of its `default_env`, when that is registered.
