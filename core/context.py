@@ -4,8 +4,8 @@ Every ablation in the benchmark is one field here, so a comparison is one switch
 """
 
 import difflib
-from collections.abc import Callable
-from dataclasses import dataclass, field, fields, make_dataclass
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field, fields, make_dataclass, replace
 from typing import Annotated, Any, Literal, get_args
 from urllib.parse import urlsplit
 
@@ -316,6 +316,32 @@ class Context:
                     "or start a new run"
                 )
         return base
+
+
+def run_context(given: Any, own: Context | None, names: Collection[str] = ()) -> Context | None:
+    """The run's context as a Context over `own`, so every surface applies one tighten-only rule.
+
+    A Context as it is; a Mapping (`invoke(context={...})` on a parent graph or a `create_agent`
+    agent) or any other object (a parent's own context type) for its keys or attributes named like
+    Context fields, the rest being the parent's own. `names`: only these fields (of a Context too).
+    None when it names no field.
+    """
+    if given is None or (isinstance(given, Context) and not names):
+        return given
+    wanted = names or _FIELD_ORDER
+    if isinstance(given, Mapping):
+        named = {name: given[name] for name in wanted if name in given}
+    else:
+        named = {name: getattr(given, name) for name in wanted if hasattr(given, name)}
+    return replace(own or Context(), **named) if named else None
+
+
+def refuse_loosening(given: Context | None, own: Context | None) -> None:
+    """Refuse, in one line, a run whose context loosens a deployment's safety settings (`Context.loosened`);
+    one without settings of its own (`own` None) locks nothing, and a context that is `own` loosens nothing.
+    """
+    if given is not None and own is not None and given is not own and (why := given.loosened(own)):
+        raise PivotalError(why)
 
 
 def context_schema(defaults: Context | None) -> type[Context]:

@@ -17,7 +17,6 @@ from langgraph.store.base import BaseStore
 
 from pivotal.core.context import Context
 from pivotal.core.environments import register_environment
-from pivotal.core.environments.base import check_approvals
 from pivotal.core.environments.tools import ToolEnvironment, Undo, Verifier
 from pivotal.graphs.builder import build_graph
 
@@ -58,10 +57,9 @@ def create_pivotal_agent(
         return ToolEnvironment(tool_list, verifier, intro=intro, irreversible=irreversible,
                                compensations=compensations, repeatable=repeatable, once_keys=once_keys)  # fmt: skip
 
-    actions = [spec.name for spec in environment().describe_actions()]  # fail fast: unknown names, a clash
+    environment()  # fail fast: unknown names, a clash
     defaults = Context(model=model, critic_model=critic_model, default_env=env, **context)
-    check_approvals(defaults.require_approval_for, actions)
-    register_environment(env, environment)
+    register_environment(env, environment)  # build_graph checks require_approval_for against it
     return build_graph(checkpointer=checkpointer, context=defaults, name=env, store=store)
 
 

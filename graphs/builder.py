@@ -30,7 +30,9 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime, get_runtime
 from langgraph.types import Command
 
-from pivotal.core.context import Context, context_schema
+from pivotal.core.context import Context, context_schema, refuse_loosening, run_context
+from pivotal.core.environments import environment_names, make_environment
+from pivotal.core.environments.base import check_approvals
 from pivotal.core.errors import PivotalError
 from pivotal.core.logs import logger
 from pivotal.core.secrets import redact_tree, redacting
@@ -73,11 +75,14 @@ def build_graph(checkpointer: Any = None, *, context: Context | None = None, sto
     """Compile the graph; pass a checkpointer to keep per-step checkpoints (resume, Studio forks),
     a LangGraph store (`BaseStore`) to keep the lessons in (Context.lessons_backend).
 
-    `context` is what the graph runs with when a caller passes none, or passes a parent graph's
-    own context (the graph embedded as a subgraph); by default Context() from PIVOTAL_* settings.
+    `context` is what the graph runs with when a caller passes none, or a parent graph's context
+    that names no Context field (the graph embedded as a subgraph); by default Context() from
+    PIVOTAL_* settings.
     A caller's context dict (Studio, the SDK) overrides only the keys it names. The checkpointer
     blanks secrets before every write from now on (`pivotal.redacting`): input, writes, resumes.
+    `context`'s `require_approval_for` must name actions of its `default_env`, when that is registered.
     """
+    _check_safety_names(context)
     schema = context_schema(context)
     builder = StateGraph(State, context_schema=schema, input_schema=InputState, output_schema=OutputState)
     for name, node in NODES.items():
@@ -104,6 +109,16 @@ def build_graph(checkpointer: Any = None, *, context: Context | None = None, sto
     # invoked directly (invoke, astream, astream_events, Studio), a default node ceiling would end
     # a run after a few steps; the Context bounds are what end a run
     return PivotalGraph(**graph.__dict__).with_config(recursion_limit=DIRECT_RECURSION_LIMIT)
+
+
+def _check_safety_names(context: Context | None) -> None:
+    """A misspelt action in the graph's own `require_approval_for` would let the real one run unasked:
+    refused here when its default environment is registered. A graph without one cannot be checked
+    before a run (a batch may span environments: a name real in one is no action of another).
+    """
+    if context is not None and context.default_env in environment_names():
+        actions = [spec.name for spec in make_environment(context.default_env).describe_actions()]
+        check_approvals(context.require_approval_for, actions, what="action")
 
 
 class PivotalGraph(CompiledStateGraph):
@@ -279,9 +294,10 @@ def recursion_limit(context: Context) -> int:
 
 
 def _context(runtime: Runtime[Any], default: Context | None, state: State | None = None) -> Context:
-    """The run's Context: the caller's, else the graph's own (a caller that gave none, or a parent
-    graph's own context); for a turn already under way, its saved settings (`run_settings`), so a
-    `Command(resume=...)` or `invoke(None)` from any process goes on as the turn started.
+    """The run's Context: the caller's, else the graph's own (a caller that gave none); a parent
+    graph's context (a dict, or its own type) is read for the Context fields it names (`run_context`).
+    For a turn already under way, its saved settings (`run_settings`), so a `Command(resume=...)`
+    or `invoke(None)` from any process goes on as the turn started.
 
     What a caller names is what its context sets apart from the graph's own defaults (Studio and the
     SDK always send a whole form of them): a name that repeats the saved value is fine, one that
@@ -291,10 +307,10 @@ def _context(runtime: Runtime[Any], default: Context | None, state: State | None
 
     A turn that starts may tighten the graph's own safety settings, never loosen them.
     """
-    given = runtime.context if isinstance(runtime.context, Context) else None
+    given = run_context(runtime.context, default)
     saved = (state or {}).get("run_settings")
     if not saved:
-        _tightened_only(given, default)
+        refuse_loosening(given, default)
         return given or default or Context()
     if given is not None and given.saved() == saved:
         return given  # the runners' path: the context they resumed with
@@ -304,14 +320,6 @@ def _context(runtime: Runtime[Any], default: Context | None, state: State | None
         if isinstance(value, dict) and "model_object" in value and slot not in named:
             named[slot] = getattr(given or own, slot, None)
     return Context.resumed(saved, named)
-
-
-def _tightened_only(given: Context | None, default: Context | None) -> None:
-    """Refuse a run whose context loosens the deployment's safety settings (a graph built without
-    a context has none of its own to lock); a caller's whole Context counts only where it differs.
-    """
-    if given is not None and default is not None and given is not default and (why := given.loosened(default)):
-        raise PivotalError(why)
 
 
 def _set_apart(given: Context | None, own: Context) -> dict[str, Any]:

@@ -28,12 +28,12 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 from langgraph.prebuilt.tool_node import ToolCallRequest
-from langgraph.runtime import Runtime
+from langgraph.runtime import Runtime, get_runtime
 from langgraph.types import Command, interrupt
 from typing_extensions import TypedDict
 
 from pivotal import prompts
-from pivotal.core.context import Context, model_change, model_identity
+from pivotal.core.context import SAFETY_FIELDS, Context, model_change, model_identity, refuse_loosening, run_context
 from pivotal.core.environments import Environment, check_action
 from pivotal.core.environments.base import check_approvals, check_names
 from pivotal.core.environments.once import (
@@ -136,6 +136,7 @@ class PivotalCritic(AgentMiddleware):
     of them is refused here; without them (LangChain shows middleware the tools only at a model
     call) it is refused at the agent's first model call, before any tool can run.
     Any other `Context` field (`max_critique_rounds`, `critic_veto`, `precheck`, ...) as a keyword.
+    A run's context (`invoke(..., context={...})`) may tighten the safety settings, never loosen them.
     """
 
     state_schema = CriticState
@@ -151,7 +152,7 @@ class PivotalCritic(AgentMiddleware):
         **context: Any,
     ) -> None:
         super().__init__()
-        self.context = Context(
+        self._own = Context(
             critic_model=model, require_approval_for=list(require_approval_for), memory=False, **context
         )
         self.irreversible = list(irreversible)
@@ -171,9 +172,30 @@ class PivotalCritic(AgentMiddleware):
         each seeing the state from before any of them, so the once guard also asks this."""
         self._lock = threading.Lock()
 
+    # --- the run's settings: its context may tighten the critic's own, never loosen them -------
+    @property
+    def context(self) -> Context:
+        """The settings this run goes by: the critic's own, with the safety settings the run's context
+        names (`invoke(..., context=...)`, a parent graph's; a dict, a Context or any object with
+        those attributes) where they tighten them, as Pivotal's graph does. Read from LangGraph's
+        runtime wherever a hook or tool runs, so the verdicts record the run's rules.
+        """
+        try:
+            runtime = get_runtime()
+        except RuntimeError:  # outside a run: construction
+            return self._own
+        run = run_context(getattr(runtime, "context", None), self._own, SAFETY_FIELDS)
+        refuse_loosening(run, self._own)
+        return run or self._own
+
     # --- the hard stop: a turn's bounds (middleware/stop.py) --------------------------------
     @hook_config(can_jump_to=["end"])
     def before_model(self, state: CriticState, runtime: Any) -> dict[str, Any] | None:
+        """Also the first hook of a turn: a run context that loosens the safety settings is refused
+        here (reading `self.context`), before the model is asked or any tool runs; a resumed tool
+        call is refused where its wrapper reads them. No hook of its own: a node, and a checkpoint,
+        more per turn.
+        """
         return turn_stop(state, self.context)
 
     @hook_config(can_jump_to=["end"])
@@ -212,7 +234,7 @@ class PivotalCritic(AgentMiddleware):
         real one run unguarded. Checked once; the first model call is the earliest the agent's tools show.
         """
         check_names("irreversible", self.irreversible, known, what=what)
-        check_approvals(self.context.require_approval_for, known, what=what)
+        check_approvals(self._own.require_approval_for, known, what=what)
         self._checked = True
 
     # --- the review, when the model proposes the calls ----------------------------------------
