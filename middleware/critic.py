@@ -548,36 +548,26 @@ def _executed(request: ToolCallRequest, record: ThreadRecord) -> str | None:
     """
     call = request.tool_call
     call_id = call["id"] or ""
-    reviews = request.state.get(REVIEWS) or []
-    if call_id and (call_id in record.ran or any(_ran_as(r, call_id) for r in reviews)):
+    mine = [r for r in request.state.get(REVIEWS) or [] if r.get("executed")]  # without a checkpointer, all
+    ran = {**{r["tool_call_id"]: (r["action"], r["arguments"]) for r in mine}, **record.ran}
+    places = {**{r["step"]: r["tool_call_id"] for r in mine if r.get("step")}, **record.places}
+    if call_id and call_id in ran:
         return call_id
-    step = _step(request.state, call_id)
-    earlier = record.places.get(step) if step else None
-    if earlier is None:
-        earlier = next(
-            (r["tool_call_id"] for r in reviews if r.get("executed") and step and r.get("step") == step), None
-        )
-    if earlier is None or earlier not in record.ran and not any(_ran_as(r, earlier) for r in reviews):
+    earlier = places.get(_step(request.state, call_id))
+    if earlier is None or earlier not in ran:
         return None
-    name, arguments = record.ran.get(earlier) or next(
-        (r["action"], r["arguments"]) for r in reviews if _ran_as(r, earlier)
-    )
-    same = verdict_key("", name, arguments) == verdict_key("", call["name"], call["args"])
+    same = verdict_key("", *ran[earlier]) == verdict_key("", call["name"], call["args"])
     return earlier if same else None
-
-
-def _ran_as(entry: Review, call_id: str) -> bool:
-    return bool(entry.get("executed")) and entry.get("tool_call_id") == call_id
 
 
 def _step(state: dict[str, Any], call_id: str) -> str:
     """A call's place: the turn (where its user message is and what it says: a fork from before the
     input gives the message a new id), which of the turn's replies with calls, and which call of it.
     """
-    messages = state.get("messages") or []
-    start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
     if not call_id:
         return ""
+    messages = state.get("messages") or []
+    start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
     said = str(messages[start].content) if start >= 0 else ""
     turn = f"{start}:{hashlib.sha256(said.encode()).hexdigest()[:16]}"
     replies = [m for m in messages[start + 1 :] if isinstance(m, AIMessage) and m.tool_calls]
@@ -600,7 +590,7 @@ def _replayed(request: ToolCallRequest, record: ThreadRecord, earlier: str) -> C
     ruling = (request.state.get(VERDICTS) or {}).get(_key(call)) or {}
     call_id = call["id"] or ""
     reviews = request.state.get(REVIEWS) or []
-    mine = next((r for r in reviews if _ran_as(r, earlier)), None)
+    mine = next((r for r in reviews if r.get("executed") and r.get("tool_call_id") == earlier), None)
     observation = record.observations.get(earlier) or str((mine or {}).get("observation") or "")
     entry: Review = {
         "tool_call_id": call_id,
