@@ -353,3 +353,37 @@ def test_a_call_whose_tool_raised_runs_again_on_a_fork(saver):
     mailing = next(s for s in desk.get_state_history(config) if s.next == ("tools",))
     desk.invoke(None, mailing.config)
     assert tries == ["A1", "A1"]  # it changed nothing the first time, so the fork tries it again
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_the_thread_record_reads_every_task_of_the_same_node_and_only_what_is_new(kind, tmp_path):
+    """A fork or a second submit of a parent runs Pivotal's node as a new task (a namespace of its own):
+    the record of one task's node reads the others' checkpoints too, not another node's, and a
+    second read takes what was written since (InMemorySaver lists namespace by namespace).
+    """
+    from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.base.id import uuid6
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from pivotal.core.environments.once import REVIEWS, thread_record
+
+    connection = sqlite3.connect(str(tmp_path / "record.sqlite"), check_same_thread=False)
+    saver = InMemorySaver() if kind == "memory" else SqliteSaver(connection)
+
+    def ran(namespace: str, call_id: str) -> None:
+        checkpoint = {**empty_checkpoint(), "id": str(uuid6())}
+        checkpoint["channel_values"] = {REVIEWS: [{"tool_call_id": call_id, "action": "send_email", "executed": True}]}
+        checkpoint["channel_versions"] = {REVIEWS: "1"}
+        config = {"configurable": {"thread_id": f"desk-{kind}", "checkpoint_ns": namespace}}
+        saver.put(config, checkpoint, {}, {REVIEWS: "1"})
+
+    ran("agent:first", "call-1")
+    ran("other:x", "call-other")
+    ran("agent:second", "call-2")
+    node = {"configurable": {CONFIG_KEY_CHECKPOINTER: saver, "thread_id": f"desk-{kind}",
+                             "checkpoint_ns": "agent:third|tools:t1"}}  # fmt: skip
+    assert set((await thread_record(node)).ran) == {"call-1", "call-2"}
+    ran("agent:second", "call-3")  # listed after agent:first, whose checkpoints are older
+    assert set((await thread_record(node)).ran) == {"call-1", "call-2", "call-3"}
+    connection.close()
