@@ -14,6 +14,8 @@ person where those rules say so, and applies the once-guard at the moment of run
 another process, with another `PivotalCritic`, pays no critic call again and follows the rules the
 pause was made under; and a fork, which re-runs the tools, meets the guard keyed on the world: every
 checkpoint of the thread, all branches and turns (`pivotal.core.environments.once.thread_record`).
+A fork that meets a tool call that already ran there, any tool, gets the result recorded then and
+runs nothing (`_executed`); a call whose tool raised changed nothing and runs again.
 """
 
 import asyncio

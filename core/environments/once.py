@@ -20,7 +20,8 @@ does not put back (`rewind` compensate or forward: tools), the executed history 
 checkpoint of the thread, all branches and all turns (runs); only an environment that restores its
 world (`snapshot`, `replay`) is judged by its branch's own trajectory. The `create_agent` middleware
 reads the same checkpoints for its own record (`thread_record`), so one guard keyed on the world
-serves every face.
+serves every face. A graph run as a parent's node checkpoints under a namespace per task, and a fork
+or a second submit of the parent is a new task: the record reads every task of the node (`graph_path`).
 """
 
 import asyncio
