@@ -14,9 +14,12 @@ person where those rules say so, and applies the once-guard at the moment of run
 another process, with another `PivotalCritic`, pays no critic call again and follows the rules the
 pause was made under; and a fork, which re-runs the tools, meets the guard keyed on the world: every
 checkpoint of the thread, all branches and turns (`pivotal.core.environments.once.thread_record`).
+A fork that meets a tool call that already ran there, any tool, gets the result recorded then and
+runs nothing (`_executed`); a call whose tool raised changed nothing and runs again.
 """
 
 import asyncio
+import hashlib
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -40,7 +43,6 @@ from pivotal.core.environments.once import (
     REVIEWS,
     VERDICTS,
     ThreadRecord,
-    irreversible,
     needs_person,
     repeat_reason,
     thread_record,
@@ -70,6 +72,10 @@ class Review(TypedDict, total=False):
     diagnosis: str
     revision: str
     executed: bool
+    step: str
+    """Where the call was proposed: its turn, reply and place in the reply (`_step`)."""
+    replayed: bool
+    """The call had run before (a fork met it again): its recorded result was returned, nothing ran."""
     observation: str
     counters: dict[str, Any]
     usage: dict[str, Any]
@@ -305,24 +311,30 @@ class PivotalCritic(AgentMiddleware):
     def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
         self._same_critic(request.state)
         ruling, record = run_blocking(self._ruling, request)
+        if isinstance(ruling, str):
+            return _replayed(request, record, ruling)
         return self._act(request, ruling, record, handler)
 
     async def awrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
         self._same_critic(request.state)
         ruling, record = await self._ruling(request)
+        if isinstance(ruling, str):
+            return _replayed(request, record, ruling)
         decided = self._act(request, ruling, record, handler)
         return await decided if asyncio.iscoroutine(decided) else decided
 
-    async def _ruling(self, request: ToolCallRequest) -> tuple[Ruling, ThreadRecord]:
-        """The call's recorded verdict and what the thread executed; a call no review hook saw (a state
-        written past it: `update_state(..., as_node=...)`) is reviewed here, as a first run's would be.
+    async def _ruling(self, request: ToolCallRequest) -> tuple[Ruling | str, ThreadRecord]:
+        """The call's recorded verdict and what the thread executed; the id it ran under when this very
+        call already ran in the thread (`_executed`: a fork met it again), whatever the tool.
+        A call no review hook saw (a state written past it: `update_state(..., as_node=...)`) is
+        reviewed here, as a first run's would be.
         """
-        ruling = (request.state.get(VERDICTS) or {}).get(_key(request.tool_call))
-        env = self._env(request.tool, ((ruling or {}).get("rules") or {}).get("irreversible") or [])
-        if ruling is not None and not irreversible(env, request.tool_call["name"]):
-            return ruling, ThreadRecord(None)  # the guard has nothing to say about it: no thread to read
         record = await thread_record(getattr(request.runtime, "config", None) or {})
+        if (earlier := _executed(request, record)) is not None:
+            return earlier, record
+        ruling = (request.state.get(VERDICTS) or {}).get(_key(request.tool_call))
         if ruling is None:
+            env = self._env(request.tool)
             ruling = await self._rule(request.state, request.tool_call, env, record)
         return ruling, record
 
@@ -552,6 +564,77 @@ def _ran(reviews: list[Review], record: ThreadRecord) -> list[tuple[str, dict[st
     return list(ran.values())
 
 
+def _executed(request: ToolCallRequest, record: ThreadRecord) -> str | None:
+    """The id under which this call already ran in the thread (any branch or process), or None: the
+    same tool call id (a fork re-running the tools node), or the same tool and arguments at the same
+    place of the same turn (a fork re-running the model, which names its calls anew), as the graph's
+    executor takes a step it meets again (`executed_step`). A call that raised did not run.
+    """
+    call = request.tool_call
+    call_id = call["id"] or ""
+    mine = [r for r in request.state.get(REVIEWS) or [] if r.get("executed")]  # without a checkpointer, all
+    ran = {**{r["tool_call_id"]: (r["action"], r["arguments"]) for r in mine}, **record.ran}
+    places = {**{r["step"]: r["tool_call_id"] for r in mine if r.get("step")}, **record.places}
+    if call_id and call_id in ran:
+        return call_id
+    earlier = places.get(_step(request.state, call_id))
+    if earlier is None or earlier not in ran:
+        return None
+    same = verdict_key("", *ran[earlier]) == verdict_key("", call["name"], call["args"])
+    return earlier if same else None
+
+
+def _step(state: dict[str, Any], call_id: str) -> str:
+    """A call's place: the turn (where its user message is and what it says: a fork from before the
+    input gives the message a new id), which of the turn's replies with calls, and which call of it.
+    """
+    if not call_id:
+        return ""
+    messages = state.get("messages") or []
+    start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
+    said = str(messages[start].content) if start >= 0 else ""
+    turn = f"{start}:{hashlib.sha256(said.encode()).hexdigest()[:16]}"
+    replies = [m for m in messages[start + 1 :] if isinstance(m, AIMessage) and m.tool_calls]
+    for place, reply in enumerate(replies):
+        ids = [c.get("id") for c in reply.tool_calls]
+        if call_id in ids:
+            return f"{turn}:{place}:{ids.index(call_id)}"
+    return ""
+
+
+REPLAYED = "the recorded result: this call was made before in this thread and is not made again"
+
+
+def _replayed(request: ToolCallRequest, record: ThreadRecord, earlier: str) -> Command:
+    """A call that ran before, met again (a fork): its recorded result, and its review with the counts
+    of this branch's verdict on it (the branch paid for that review, and records no other entry of
+    the call), so `critic_counts` adds each review once per branch.
+    """
+    call = request.tool_call
+    ruling = (request.state.get(VERDICTS) or {}).get(_key(call)) or {}
+    call_id = call["id"] or ""
+    reviews = request.state.get(REVIEWS) or []
+    mine = next((r for r in reviews if r.get("executed") and r.get("tool_call_id") == earlier), None)
+    observation = record.observations.get(earlier) or str((mine or {}).get("observation") or "")
+    entry: Review = {
+        "tool_call_id": call_id,
+        "action": call["name"],
+        "arguments": call["args"],
+        "decision": "approve",
+        "source": "replay",
+        "diagnosis": REPLAYED,
+        "revision": "",
+        "executed": True,
+        "replayed": True,
+        "step": _step(request.state, call_id),
+        "observation": observation,
+        "counters": ruling.get("counters") or {},
+        "usage": ruling.get("usage") or {},
+    }
+    message = ToolMessage(f"{observation}\n({REPLAYED})", name=call["name"], tool_call_id=call_id)
+    return Command(update={"messages": [message], REVIEWS: [redact_tree(entry)]})
+
+
 def _sent_back(request: ToolCallRequest, entry: Review) -> Command:
     word = "rejected" if entry["decision"] == "reject" else "asks for a revision of"
     who = "a person" if entry["source"] == "human" else "the reviewer"
@@ -569,7 +652,8 @@ async def _after_async(result: Awaitable[Any], request: ToolCallRequest, entry: 
 def _recorded(result: Any, request: ToolCallRequest, entry: Review) -> Any:
     """The tool's own result, with the review recorded beside it."""
     if isinstance(result, ToolMessage):
-        ran: Review = {**entry, "executed": result.status != "error", "observation": str(result.content)[:4000]}
+        ran: Review = {**entry, "executed": result.status != "error", "observation": str(result.content)[:4000],
+                       "step": _step(request.state, request.tool_call["id"] or "")}  # fmt: skip
         return Command(update={"messages": [result], REVIEWS: [redact_tree(ran)]})
     return result  # a tool that returned its own Command: its update stands (the review is not recorded)
 

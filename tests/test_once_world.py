@@ -17,13 +17,14 @@ from pathlib import Path
 import pytest
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage, ToolMessage
-from langchain_core.tools import tool
+from langchain_core.tools import ToolException, tool
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 from test_conversation import FIRST, clerk, refunds, support_desk
 
 from pivotal import PivotalCritic
 from pivotal.middleware import critic_counts
+from pivotal.middleware.critic import REPLAYED
 from pivotal.testing.scripted import ScriptedChatModel, tool_call, verdict
 
 ASK = "Refund order A1 in full, then email the customer."
@@ -101,15 +102,15 @@ def test_a_fork_from_every_checkpoint_of_a_finished_thread_refunds_no_more(saver
     desk.invoke({"messages": [("user", ASK)]}, config)
     assert ledger_of(ledger) == ["A1"] and critic_calls(critic) == 3
     history = list(desk.get_state_history(config))
-    refused = 0
+    recorded = 0
     for snapshot in history:
         replayed = desk.invoke(None, snapshot.config)
-        refused += any("already ran in this thread" in str(m.content) for m in replayed["messages"][-3:])
+        recorded += any(REPLAYED in str(m.content) for m in replayed["messages"][-3:])
         forked = desk.update_state(snapshot.config, None) if snapshot.next else None
         if forked:
             desk.invoke(None, forked)
         assert ledger_of(ledger) == ["A1"], f"a fork at {snapshot.next} refunded again"
-    assert refused >= 1  # the fork whose next step runs the pending refund: refused, the model told why
+    assert recorded >= 1  # the fork whose next step runs the pending refund: its recorded result, not run
     assert critic_calls(critic) == 3  # a fork re-running the review reads the verdict the thread recorded
 
 
@@ -308,3 +309,81 @@ def test_only_a_persons_approval_that_says_repeat_re_approves_the_chosen_repeat(
     )
     assert not re_approved({"type": "approve"}) and not re_approved({"type": "reject", "repeat": True})
     assert not re_approved({"type": "approve", "repeat": "yes"})
+
+
+# --- every tool call that ran, met again by a fork -------------------------------------------------
+
+
+def test_a_fork_before_the_tools_node_sends_no_mail_again_and_counts_the_review_once(saver, tmp_path):
+    ledger = tmp_path / "ledger.jsonl"
+    desk = agent(saver, ledger, ticket(), approving())
+    config = {"configurable": {"thread_id": "ticket-mail"}}
+    first = desk.invoke({"messages": [("user", ASK)]}, config)
+    assert ledger_of(ledger, "email") == ["A1"]
+    mailing = next(s for s in desk.get_state_history(config) if s.next == ("tools",) and "send_email" in str(s.values))
+    forked = desk.invoke(None, mailing.config)
+    assert ledger_of(ledger, "email") == ["A1"]  # the world's side: one email
+    result = next(m for m in reversed(forked["messages"]) if isinstance(m, ToolMessage))
+    assert result.name == "send_email" and result.status != "error" and "sent" in str(result.content)
+    assert critic_counts(forked)["counters"] == critic_counts(first)["counters"]
+
+
+def test_the_graph_path_of_a_namespace_drops_its_task_ids():
+    from pivotal.core.environments.once import graph_path
+
+    assert graph_path("agent:1f0a|critic:9b2c") == "agent|critic"
+    assert graph_path("agent:7e1d") == graph_path("agent:0c4f") == "agent"
+    assert graph_path("") == ""
+
+
+def test_a_call_whose_tool_raised_runs_again_on_a_fork(saver):
+    tries = []
+
+    @tool
+    def send_email(order_id: str, text: str) -> str:
+        """Email the customer of an order."""
+        tries.append(order_id)
+        raise ToolException("the mail server is down")
+
+    send_email.handle_tool_error = True  # the model is told, status "error": nothing was sent
+    model = ScriptedChatModel(script={"agent": [tool_call("send_email", order_id="A1", text="Refunded.")]})
+    desk = create_agent(model, [send_email], middleware=[PivotalCritic(approving())], checkpointer=saver)
+    config = {"configurable": {"thread_id": "ticket-down"}}
+    desk.invoke({"messages": [("user", ASK)]}, config)
+    mailing = next(s for s in desk.get_state_history(config) if s.next == ("tools",))
+    desk.invoke(None, mailing.config)
+    assert tries == ["A1", "A1"]  # it changed nothing the first time, so the fork tries it again
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_the_thread_record_reads_every_task_of_the_same_node_and_only_what_is_new(kind, tmp_path):
+    """A fork or a second submit of a parent runs Pivotal's node as a new task (a namespace of its own):
+    the record of one task's node reads the others' checkpoints too, not another node's, and a
+    second read takes what was written since (InMemorySaver lists namespace by namespace).
+    """
+    from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.base.id import uuid6
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from pivotal.core.environments.once import REVIEWS, thread_record
+
+    connection = sqlite3.connect(str(tmp_path / "record.sqlite"), check_same_thread=False)
+    saver = InMemorySaver() if kind == "memory" else SqliteSaver(connection)
+
+    def ran(namespace: str, call_id: str) -> None:
+        checkpoint = {**empty_checkpoint(), "id": str(uuid6())}
+        checkpoint["channel_values"] = {REVIEWS: [{"tool_call_id": call_id, "action": "send_email", "executed": True}]}
+        checkpoint["channel_versions"] = {REVIEWS: "1"}
+        config = {"configurable": {"thread_id": f"desk-{kind}", "checkpoint_ns": namespace}}
+        saver.put(config, checkpoint, {}, {REVIEWS: "1"})
+
+    ran("agent:first", "call-1")
+    ran("other:x", "call-other")
+    ran("agent:second", "call-2")
+    node = {"configurable": {CONFIG_KEY_CHECKPOINTER: saver, "thread_id": f"desk-{kind}",
+                             "checkpoint_ns": "agent:third|tools:t1"}}  # fmt: skip
+    assert set((await thread_record(node)).ran) == {"call-1", "call-2"}
+    ran("agent:second", "call-3")  # listed after agent:first, whose checkpoints are older
+    assert set((await thread_record(node)).ran) == {"call-1", "call-2", "call-3"}
+    connection.close()

@@ -20,7 +20,8 @@ does not put back (`rewind` compensate or forward: tools), the executed history 
 checkpoint of the thread, all branches and all turns (runs); only an environment that restores its
 world (`snapshot`, `replay`) is judged by its branch's own trajectory. The `create_agent` middleware
 reads the same checkpoints for its own record (`thread_record`), so one guard keyed on the world
-serves every face.
+serves every face. A graph run as a parent's node checkpoints under a namespace per task, and a fork
+or a second submit of the parent is a new task: the record reads every task of the node (`graph_path`).
 """
 
 import asyncio
@@ -218,6 +219,11 @@ class ThreadRecord:
     seen: Seen = field(default_factory=Seen)
     ran: dict[str, Call] = field(default_factory=dict)
     """The middleware's executed tool calls by tool call id, oldest first."""
+    observations: dict[str, str] = field(default_factory=dict)
+    """What each of those calls returned (as recorded: clipped, secrets blanked), by tool call id."""
+    places: dict[str, str] = field(default_factory=dict)
+    """Each of those calls by its place in its turn (the middleware's `step`: turn, reply, call), as
+    a tool call id: a fork that re-runs the model meets the same call again under a new id."""
     verdicts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def add(self, values: Any) -> None:
@@ -227,7 +233,11 @@ class ThreadRecord:
             self.seen.add(values.get("trajectory") or [])
         for entry in values.get(REVIEWS) or []:
             if entry.get("executed"):
-                self.ran.setdefault(entry.get("tool_call_id") or "", (entry["action"], entry.get("arguments") or {}))
+                call_id = entry.get("tool_call_id") or ""
+                self.ran.setdefault(call_id, (entry["action"], entry.get("arguments") or {}))
+                self.observations.setdefault(call_id, str(entry.get("observation") or ""))
+                if entry.get("step"):
+                    self.places.setdefault(entry["step"], call_id)
         for key, verdict in (values.get(VERDICTS) or {}).items():
             self.verdicts.setdefault(key, verdict)
 
@@ -238,13 +248,14 @@ def verdict_key(call_id: str, action: str, arguments: dict[str, Any]) -> str:
 
 
 _reads: dict[tuple[int, str, str], ThreadRecord] = {}
-"""Per (checkpointer, thread, namespace): checkpoint ids are time-ordered and a checkpoint never
+"""Per (checkpointer, thread, graph path): checkpoint ids are time-ordered and a checkpoint never
 changes, so each read goes back only to the newest one read before (a long conversation, or a thread
 forked many times, would otherwise be read whole at every irreversible proposal)."""
 
 
 async def thread_record(config: Mapping[str, Any] | None = None) -> ThreadRecord:
-    """What every checkpoint of this thread (and namespace) holds, all branches and turns.
+    """What every checkpoint of this thread holds, all branches and turns, for this graph: its own
+    namespace, or for a subgraph every task's namespace of the same path (`graph_path`).
 
     `config`: the node's config (a tool's `runtime.config`); else the running node's own. Outside a
     graph, or without a checkpointer, the record is empty: there is no thread to read.
@@ -259,43 +270,75 @@ async def thread_record(config: Mapping[str, Any] | None = None) -> ThreadRecord
     if saver is None or thread is None:
         return ThreadRecord(None)
     # a node's own namespace is its graph's plus "|node:task" (where a subgraph of it would checkpoint)
-    graph_ns = "|".join(str(configurable.get("checkpoint_ns", "")).split("|")[:-1])
-    key = (id(saver), str(thread), graph_ns)
+    path = graph_path("|".join(str(configurable.get("checkpoint_ns", "")).split("|")[:-1]))
+    key = (id(saver), str(thread), path)
     read = _reads.get(key)
     if read is None or read.saver is not saver:
         if len(_reads) > 4096:
             _reads.clear()
         read = _reads[key] = ThreadRecord(saver)
-    query = {"configurable": {"thread_id": thread, "checkpoint_ns": graph_ns}}
+    # the root graph is one namespace; a subgraph's tasks (a fork or a new submit of the parent runs the
+    # node as a new task) have one each, so the listing takes every namespace and keeps this path's
+    query = {"configurable": {"thread_id": thread, **({} if path else {"checkpoint_ns": ""})}}
+    listing = _Listing(path, read.newest, ordered=not path or type(saver).__name__ in _NEWEST_FIRST)
     try:
-        newer = await _newer(saver, query, read.newest)
+        newer = await _newer(saver, query, listing)
     except NotImplementedError:  # a synchronous saver (SqliteSaver)
-        newer = await asyncio.to_thread(_newer_sync, saver, query, read.newest)
-    for checkpoint_id, values in reversed(newer):
+        newer = await asyncio.to_thread(_newer_sync, saver, query, listing)
+    for checkpoint_id, values in sorted(newer, key=lambda found: found[0]):  # oldest first
         read.add(values)
         read.newest = max(read.newest, checkpoint_id)
     return read
 
 
-async def _newer(saver: Any, query: dict[str, Any], newest: str) -> list[tuple[str, Any]]:
-    """The checkpoints after `newest`, newest first; the listing is closed at once (it holds the saver's lock)."""
+def graph_path(namespace: str) -> str:
+    """A checkpoint namespace without its task ids (`agent:abc|x:def` → `agent|x`): the same node of
+    the same graph in every task that ran it, so every run of the node in the thread counts.
+    """
+    return "|".join(part.split(":")[0] for part in namespace.split("|")) if namespace else ""
+
+
+_NEWEST_FIRST = {"SqliteSaver", "AsyncSqliteSaver", "PostgresSaver", "AsyncPostgresSaver"}
+"""Savers whose listing of a whole thread is newest first across namespaces (`ORDER BY checkpoint_id
+DESC`); InMemorySaver lists namespace by namespace, so an unknown saver's listing is read to its end."""
+
+
+@dataclass
+class _Listing:
+    """Which listed checkpoints a read takes: this graph path's, newer than the last read's newest."""
+
+    path: str
+    newest: str
+    ordered: bool
+
+    def take(self, item: Any) -> bool | None:
+        """True to take the checkpoint, False to skip it, None: nothing newer follows."""
+        if item.checkpoint["id"] <= self.newest:
+            return None if self.ordered else False
+        return graph_path(str(item.config["configurable"].get("checkpoint_ns", ""))) == self.path
+
+
+async def _newer(saver: Any, query: dict[str, Any], listing: _Listing) -> list[tuple[str, Any]]:
+    """The checkpoints `listing` takes, newest first; the listing is closed at once (it holds the saver's lock)."""
     found = []
-    async with contextlib.aclosing(saver.alist(query)) as listing:
-        async for item in listing:
-            if item.checkpoint["id"] <= newest:
+    async with contextlib.aclosing(saver.alist(query)) as items:
+        async for item in items:
+            if (take := listing.take(item)) is None:
                 break
-            found.append((item.checkpoint["id"], item.checkpoint["channel_values"]))
+            if take:
+                found.append((item.checkpoint["id"], item.checkpoint["channel_values"]))
     return found
 
 
-def _newer_sync(saver: Any, query: dict[str, Any], newest: str) -> list[tuple[str, Any]]:
+def _newer_sync(saver: Any, query: dict[str, Any], listing: _Listing) -> list[tuple[str, Any]]:
     """As `_newer`; SqliteSaver's listing holds its lock too, closed here, not whenever it is collected."""
     found = []
-    with contextlib.closing(saver.list(query)) as listing:
-        for item in listing:
-            if item.checkpoint["id"] <= newest:
+    with contextlib.closing(saver.list(query)) as items:
+        for item in items:
+            if (take := listing.take(item)) is None:
                 break
-            found.append((item.checkpoint["id"], item.checkpoint["channel_values"]))
+            if take:
+                found.append((item.checkpoint["id"], item.checkpoint["channel_values"]))
     return found
 
 
