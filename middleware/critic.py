@@ -21,9 +21,9 @@ runs nothing (`_executed`); a call whose tool raised changed nothing and runs ag
 import asyncio
 import hashlib
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, NotRequired
+from typing import Annotated, Any, NotRequired, cast
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse, hook_config
 from langchain_core.language_models import BaseChatModel
@@ -196,7 +196,7 @@ class PivotalCritic(AgentMiddleware):
 
     # --- the hard stop: a turn's bounds (middleware/stop.py) --------------------------------
     @hook_config(can_jump_to=["end"])
-    def before_model(self, state: CriticState, runtime: Any) -> dict[str, Any] | None:
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Also the first hook of a turn: a run context that loosens the safety settings is refused
         here (reading `self.context`), before the model is asked or any tool runs; a resumed tool
         call is refused where its wrapper reads them. No hook of its own: a node, and a checkpoint,
@@ -205,7 +205,7 @@ class PivotalCritic(AgentMiddleware):
         return turn_stop(state, self.context)
 
     @hook_config(can_jump_to=["end"])
-    async def abefore_model(self, state: CriticState, runtime: Any) -> dict[str, Any] | None:
+    async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         return turn_stop(state, self.context)
 
     # --- a paused approval resumes with the critic it paused with -----------------------------
@@ -244,10 +244,10 @@ class PivotalCritic(AgentMiddleware):
         self._checked = True
 
     # --- the review, when the model proposes the calls ----------------------------------------
-    def after_model(self, state: dict[str, Any], runtime: Runtime) -> dict[str, Any] | None:
+    def after_model(self, state: Any, runtime: Runtime) -> dict[str, Any] | None:
         return self._with_critic(state, run_blocking(self._review_reply, state))
 
-    async def aafter_model(self, state: dict[str, Any], runtime: Runtime) -> dict[str, Any] | None:
+    async def aafter_model(self, state: Any, runtime: Runtime) -> dict[str, Any] | None:
         return self._with_critic(state, await self._review_reply(state))
 
     def _with_critic(self, state: dict[str, Any], update: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -274,7 +274,7 @@ class PivotalCritic(AgentMiddleware):
         rulings = await asyncio.gather(*(self._rule(state, call, env, record) for call in calls))
         return {VERDICTS: {_key(call): ruling for call, ruling in zip(calls, rulings, strict=True)}}
 
-    async def _rule(self, state: dict[str, Any], call: dict[str, Any], env: Any, record: ThreadRecord) -> Ruling:
+    async def _rule(self, state: dict[str, Any], call: Mapping[str, Any], env: Any, record: ThreadRecord) -> Ruling:
         reviews = state.get(REVIEWS) or []
         done = _uncompensated(env, _ran(reviews, record))
         pending = _pending(reviews)
@@ -282,7 +282,7 @@ class PivotalCritic(AgentMiddleware):
         if reason := repeat_reason(env, call["name"], call["args"], done):
             return _ruling(_refusal(reason), "precheck", {}, rules, repeat=reason)
         if (earlier := record.verdicts.get(_key(call))) is not None:
-            return earlier
+            return cast(Ruling, earlier)
         if _exhausted(pending, self.context):
             return _ruling(
                 _refusal(f"{len(pending)} proposals were turned down at this step; {STOP}"), "none", {}, rules
@@ -513,7 +513,7 @@ def _refusal(reason: str) -> Verdict:
     return Verdict(decision="reject", confidence=1.0, diagnosis=clip(reason, 400), revision="choose a different action")
 
 
-def _refused(reason: str) -> dict[str, str]:
+def _refused(reason: str) -> Review:
     """What a review entry says when the once-guard refuses the call."""
     return {"decision": "reject", "source": "precheck", "diagnosis": clip(reason, 400),
             "revision": "choose a different action"}  # fmt: skip
@@ -534,7 +534,7 @@ def _ruling(verdict: Verdict, source: str, updates: dict[str, Any], rules: Rules
     }
 
 
-def _entry(call: dict[str, Any], ruling: Ruling) -> Review:
+def _entry(call: Mapping[str, Any], ruling: Ruling) -> Review:
     return {
         "tool_call_id": call["id"] or "",
         "action": call["name"],
@@ -549,7 +549,7 @@ def _entry(call: dict[str, Any], ruling: Ruling) -> Review:
     }
 
 
-def _key(call: dict[str, Any]) -> str:
+def _key(call: Mapping[str, Any]) -> str:
     return verdict_key(call.get("id") or "", call["name"], call.get("args") or {})
 
 

@@ -72,7 +72,7 @@ def next_call(goal: str, done: list[str], seen: str, forgetful: bool = False) ->
     """
     found = re.search(r"order (\w\d)", goal)
     order = found.group(1) if found else "A1"
-    steps = [
+    steps: list[tuple[str, dict[str, Any]]] = [
         ("lookup_order", {"order_id": order}),
         ("refund", {"order_id": order, "amount": TOTAL}),
         ("send_email", {"to": CUSTOMER, "body": f"Your refund of {TOTAL:.2f} is on its way. Re: {goal}"}),
