@@ -248,7 +248,8 @@ def test_sigterm_during_run_says_how_to_continue(tmp_path):
     "sent,code,said", [(signal.SIGTERM, 143, "terminated (SIGTERM)"), (signal.SIGINT, 130, "interrupted")]
 )
 def test_a_stopped_batch_points_to_resume(tmp_path, sent, code, said):
-    (tmp_path / "tasks.jsonl").write_text("".join(json.dumps({"params": {"seed": s}}) + "\n" for s in range(6)))
+    # 20 tasks one at a time: the batch is still running when a loaded machine gets round to the signal
+    (tmp_path / "tasks.jsonl").write_text("".join(json.dumps({"params": {"seed": s}}) + "\n" for s in range(20)))
     argv = ("batch", "tasks.jsonl", "--out", "results.jsonl", "--model", "sim:latency=0.1", "--no-memory")
     process = pivotal(tmp_path, *argv, "--concurrency", "1", "--checkpoints", "c.sqlite")
     results = tmp_path / "results.jsonl"
@@ -260,4 +261,4 @@ def test_a_stopped_batch_points_to_resume(tmp_path, sent, code, said):
     assert "--thread-id" not in err
     resumed = pivotal(tmp_path, *argv, "--resume")
     out, err = resumed.communicate(timeout=120)
-    assert resumed.returncode == 0 and "6 tasks: 6 succeeded" in out, err
+    assert resumed.returncode == 0 and "20 tasks: 20 succeeded" in out, err
