@@ -194,6 +194,7 @@ _ANSWER_ELSEWHERE = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_reject_answered_in_another_process_is_honoured(tmp_path):
     ledger, path = tmp_path / "ledger.jsonl", tmp_path / "threads.sqlite"
     connection = sqlite3.connect(str(path), check_same_thread=False)

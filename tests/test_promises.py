@@ -224,6 +224,7 @@ def test_1_a_resume_after_an_interrupt_and_its_retries_refund_once(surface, serv
     assert count(ledger, "refund") == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 def test_2_a_fork_from_every_checkpoint_of_a_finished_thread_refunds_once(surface, server, ledger, tmp_path, kind,
                                                                           request):  # fmt: skip
@@ -336,6 +337,7 @@ studio = test_studio.studio
 """Its module-scoped `langgraph dev` server and the app it serves, started once for this module."""
 
 
+@pytest.mark.slow
 async def test_9_over_http_a_client_context_that_loosens_safety_is_refused(studio):
     """The served desk agent asks a person before each refund; a run's context may not switch that off."""
     url, folder, _ = studio
