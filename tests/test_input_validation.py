@@ -76,7 +76,16 @@ def pivotal(tmp_path: Path, *argv: str, env: dict[str, str] | None = None) -> su
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_interruptible,
     )
+
+
+def _interruptible() -> None:
+    """Ctrl-C reaches the CLI as in a terminal, even when the suite itself runs in the background
+    (`cmd &` in a script starts with SIGINT ignored, the child inherits that, and Python then never
+    raises KeyboardInterrupt: the SIGINT test read exit 0).
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run(tmp_path: Path, *argv: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
@@ -248,8 +257,7 @@ def test_sigterm_during_run_says_how_to_continue(tmp_path):
     "sent,code,said", [(signal.SIGTERM, 143, "terminated (SIGTERM)"), (signal.SIGINT, 130, "interrupted")]
 )
 def test_a_stopped_batch_points_to_resume(tmp_path, sent, code, said):
-    # 20 tasks one at a time: the batch is still running when a loaded machine gets round to the signal
-    (tmp_path / "tasks.jsonl").write_text("".join(json.dumps({"params": {"seed": s}}) + "\n" for s in range(20)))
+    (tmp_path / "tasks.jsonl").write_text("".join(json.dumps({"params": {"seed": s}}) + "\n" for s in range(6)))
     argv = ("batch", "tasks.jsonl", "--out", "results.jsonl", "--model", "sim:latency=0.1", "--no-memory")
     process = pivotal(tmp_path, *argv, "--concurrency", "1", "--checkpoints", "c.sqlite")
     results = tmp_path / "results.jsonl"
@@ -261,4 +269,4 @@ def test_a_stopped_batch_points_to_resume(tmp_path, sent, code, said):
     assert "--thread-id" not in err
     resumed = pivotal(tmp_path, *argv, "--resume")
     out, err = resumed.communicate(timeout=120)
-    assert resumed.returncode == 0 and "20 tasks: 20 succeeded" in out, err
+    assert resumed.returncode == 0 and "6 tasks: 6 succeeded" in out, err
