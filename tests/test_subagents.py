@@ -87,7 +87,9 @@ async def test_a_ticket_handed_to_task_is_reviewed_paused_and_refunded_once_on_a
             paused = agent.invoke({"messages": [("user", TICKET)]}, config)
             (pending,) = paused["__interrupt__"]
             assert pending.value["name"] == "refund" and ledger["refund"] == []
-            result = agent.invoke(Command(resume={"type": "approve"}), config)
+        with SqliteSaver.from_conn_string(path) as saver:  # answered by a newly built agent, as another process
+            again = PivotalCritic(judge, irreversible=["refund"], require_approval_for=["refund"])
+            result = _desk(tools, saver, model, again).invoke(Command(resume={"type": "approve"}), config)
     else:
         async with AsyncSqliteSaver.from_conn_string(path) as saver:
             agent = _desk(tools, saver, model, critic)
@@ -142,8 +144,9 @@ def test_the_ticket_sent_twice_refunds_once_and_the_second_delegation_runs_its_l
     ids=["write_todos", "write_file"],
 )
 def test_a_tool_that_returns_its_own_command_is_recorded(tools, tmp_path, call, key, shown):
-    """`write_todos` (LangChain's TodoListMiddleware) and Deep Agents' `write_file` answer with a
-    Command (their state and their message): the review is merged into it, so it is counted.
+    """`write_todos` (LangChain's TodoListMiddleware) answers with a Command (its todos and its message):
+    the review is merged into it, so it is counted. Deep Agents' `write_file` gets its state update from
+    its own middleware, around the critic's: recorded as any tool's.
     """
     model = ScriptedChatModel(script={"agent": [call, AIMessage("noted")]})
     judge = ScriptedChatModel(script={"Verdict": [verdict("approve", 0.95)]})
@@ -156,3 +159,23 @@ def test_a_tool_that_returns_its_own_command_is_recorded(tools, tmp_path, call, 
     (entry,) = result["pivotal_reviews"]
     assert entry["action"] == call.tool_calls[0]["name"] and entry["executed"] and shown in entry["observation"]
     assert critic_counts(result)["counters"]["approved"] == len(judge.prompts["Verdict"]) == 1
+
+
+def test_the_ticket_sent_twice_under_approval_asks_about_the_repeat_and_a_plain_approval_refunds_nothing(
+    tools, ledger, tmp_path
+):
+    model = ScriptedChatModel(script={"agent": [*_delegation(), *_delegation()]})
+    judge = ScriptedChatModel(script={"Verdict": [verdict("approve", 0.95)]})
+    critic = PivotalCritic(judge, irreversible=["refund"], require_approval_for=["refund"])
+    config = {"configurable": {"thread_id": "ticket-3"}}
+    with SqliteSaver.from_conn_string(str(tmp_path / "checkpoints.sqlite")) as saver:
+        agent = _desk(tools, saver, model, critic)
+        for _ in range(2):
+            paused = agent.invoke({"messages": [("user", TICKET)]}, config)
+            (pending,) = paused["__interrupt__"]
+            result = agent.invoke(Command(resume={"type": "approve"}), config)
+    assert "already ran in this thread" in pending.value["repeat"]
+    assert ledger["refund"] == [("A1", 20.0)]
+    assert [r["decision"] for r in result["pivotal_reviews"] if r["action"] == "refund"] == ["approve", "reject"]
+    _once_each(result)
+    assert critic_counts(result)["counters"]["human_approved"] == 2
