@@ -19,9 +19,11 @@ runs nothing (`_executed`); a call whose tool raised changed nothing and runs ag
 """
 
 import asyncio
+import dataclasses
 import hashlib
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired, cast
 
@@ -366,9 +368,14 @@ class PivotalCritic(AgentMiddleware):
                 return _sent_back(request, {**entry, **_refused(f"{repeat}. {AGAIN}")})
         if reason := self._claim(request, record, env, again):
             return _sent_back(request, {**entry, **_refused(reason)})
-        result = handler(request)
+        within = _step(request.state, call["id"] or "")
+        token = _WITHIN.set(within)
+        try:
+            result = handler(request)
+        finally:
+            _WITHIN.reset(token)
         if asyncio.iscoroutine(result):
-            return _after_async(result, request, entry)
+            return _after_async(result, request, entry, within)
         return _recorded(result, request, entry)
 
     def _repeat(self, request: ToolCallRequest, record: ThreadRecord, env: Any) -> str:
@@ -590,6 +597,7 @@ def _step(state: dict[str, Any], call_id: str) -> str:
     """
     if not call_id:
         return ""
+    within = _WITHIN.get()
     messages = state.get("messages") or []
     start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
     said = str(messages[start].content) if start >= 0 else ""
@@ -598,8 +606,15 @@ def _step(state: dict[str, Any], call_id: str) -> str:
     for place, reply in enumerate(replies):
         ids = [c.get("id") for c in reply.tool_calls]
         if call_id in ids:
-            return f"{turn}:{place}:{ids.index(call_id)}"
+            here = f"{turn}:{place}:{ids.index(call_id)}"
+            return f"{within} > {here}" if within else here
     return ""
+
+
+_WITHIN: ContextVar[str] = ContextVar("pivotal_within", default="")
+"""The place (`_step`) of the tool call now running, while it runs: a sub-agent it runs under this
+critic starts its turns afresh, so its calls' places begin with the delegating call's, else a second
+delegation would meet the first's calls at the same places and be taken for a fork replaying them."""
 
 
 REPLAYED = "the recorded result: this call was made before in this thread and is not made again"
@@ -645,17 +660,46 @@ def _sent_back(request: ToolCallRequest, entry: Review) -> Command:
     return Command(update={"messages": [message], REVIEWS: [redact_tree(entry)]})
 
 
-async def _after_async(result: Awaitable[Any], request: ToolCallRequest, entry: Review) -> Any:
-    return _recorded(await result, request, entry)
+async def _after_async(result: Awaitable[Any], request: ToolCallRequest, entry: Review, within: str) -> Any:
+    token = _WITHIN.set(within)
+    try:
+        return _recorded(await result, request, entry)
+    finally:
+        _WITHIN.reset(token)
 
 
 def _recorded(result: Any, request: ToolCallRequest, entry: Review) -> Any:
-    """The tool's own result, with the review recorded beside it."""
+    """The tool's own result, with the review recorded beside it; a tool that returned its own Command
+    (`write_todos`, a sub-agent's `task`) gets the review merged into the Command's update.
+    """
     if isinstance(result, ToolMessage):
-        ran: Review = {**entry, "executed": result.status != "error", "observation": str(result.content)[:4000],
-                       "step": _step(request.state, request.tool_call["id"] or "")}  # fmt: skip
-        return Command(update={"messages": [result], REVIEWS: [redact_tree(ran)]})
-    return result  # a tool that returned its own Command: its update stands (the review is not recorded)
+        return Command(update={"messages": [result], REVIEWS: [redact_tree(_ran_entry(request, entry, result))]})
+    if isinstance(result, Command) and result.graph is None and isinstance(result.update, Mapping):
+        update = dict(result.update)
+        call_id = request.tool_call["id"] or ""
+        answer = next((m for m in update.get("messages") or [] if _answers(m, call_id)), None)
+        update[REVIEWS] = [*_delegated(request, update), redact_tree(_ran_entry(request, entry, answer))]
+        return dataclasses.replace(result, update=update)
+    return result  # a Command to a parent graph: no review entry, as no state of this agent changes
+
+
+def _ran_entry(request: ToolCallRequest, entry: Review, answer: ToolMessage | None) -> Review:
+    return {**entry, "executed": answer is None or answer.status != "error",
+            "observation": str(answer.content)[:4000] if answer is not None else "",
+            "step": _step(request.state, request.tool_call["id"] or "")}  # fmt: skip
+
+
+def _answers(message: Any, call_id: str) -> bool:
+    return isinstance(message, ToolMessage) and message.tool_call_id == call_id
+
+
+def _delegated(request: ToolCallRequest, update: Mapping[str, Any]) -> list[Review]:
+    """The reviews a sub-agent under this critic made (Deep Agents' `task` hands back the sub-agent's
+    `pivotal_reviews`, which began as a copy of this agent's): the new ones only, so each review is
+    recorded, and counted, once.
+    """
+    known = {r.get("tool_call_id") for r in request.state.get(REVIEWS) or []}
+    return [r for r in update.get(REVIEWS) or [] if r.get("tool_call_id") not in known]
 
 
 STOP = "stop calling tools for this and tell the user what is left undone"
