@@ -21,6 +21,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.types import Command, Interrupt, Send
+from test_secrets_at_source import POSTGRES, postgres_bytes
 
 import pivotal
 from pivotal import Context, PivotalCritic, aresume, arun, create_pivotal_agent
@@ -106,26 +107,6 @@ async def test_the_graph_through_the_runner_checkpoints_no_canary(canary_env, re
     assert leaked(tmp_path) == NONE
 
 
-POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
-
-
-def postgres_rows(thread_id: str) -> bytes:
-    """Every row of the thread in the three checkpoint tables, as Postgres prints them (bytea as hex)."""
-    psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
-    try:
-        connection = psycopg.connect(POSTGRES, connect_timeout=3)
-    except Exception as exc:  # noqa: BLE001 — whatever stops us reaching it, the reason is the skip
-        pytest.skip(f"no Postgres at 127.0.0.1:5432/test ({type(exc).__name__})")
-    with connection:
-        rows = [
-            text
-            for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
-            for (text,) in connection.execute(f"SELECT t::text FROM {table} t WHERE thread_id = %s", (thread_id,))
-        ]
-    assert rows
-    return "\n".join(rows).encode()
-
-
 async def test_a_resume_reason_reaches_no_postgres_write(canary_env, refund, ledger):
     pytest.importorskip("psycopg", reason="the postgres extra is not installed")
     desk_agent(refund, "redaction-desk-postgres")
@@ -137,7 +118,7 @@ async def test_a_resume_reason_reaches_no_postgres_write(canary_env, refund, led
     await aresume(thread, EDIT, context, checkpoint_path=POSTGRES)
     final = await aresume(thread, APPROVE, context, checkpoint_path=POSTGRES)
     assert final.status == "success" and refunds(ledger) == 1
-    blob = postgres_rows(thread)
+    blob = postgres_bytes(thread)
     assert {key: blob.count(key.encode()) + blob.count(key.encode().hex().encode()) for key in CANARIES} == NONE
 
 

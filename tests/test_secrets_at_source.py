@@ -512,7 +512,7 @@ def test_a_secret_from_any_entry_reaches_no_checkpoint_result_store_or_log(plant
 POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 
 
-def _postgres_bytes(thread_id: str) -> bytes:
+def postgres_bytes(thread_id: str) -> bytes:
     psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
     try:
         connection = psycopg.connect(POSTGRES, connect_timeout=3)
@@ -540,7 +540,7 @@ async def test_a_model_reply_and_the_goal_reach_no_postgres_checkpoint_nor_the_s
     assert result.status == "success" and "[redacted]" in result.task["goal"]
     assert any(f"(key {MARK})" in step.get("thought", "") for step in result.trajectory)  # the reply got in, blanked
     close_stores()
-    assert _planted_in(_postgres_bytes(result.thread_id)) == []
+    assert _planted_in(postgres_bytes(result.thread_id)) == []
     assert _planted_in(_bytes_under(store)) == []
     assert _planted_in(result.model_dump_json().encode()) == []
 
