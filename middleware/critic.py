@@ -301,12 +301,10 @@ class PivotalCritic(AgentMiddleware):
         return _ruling(verdict, source, updates, rules)
 
     def _rules(self, env: Any) -> Rules:
-        critic = self.context.critic_model
-        name = critic if isinstance(critic, str) else getattr(critic, "model_name", None) or type(critic).__name__
         return {
             "require_approval_for": list(self.context.require_approval_for),
             "irreversible": sorted(s.name for s in env.describe_actions() if s.irreversible),
-            "critic": str(name or ""),
+            "critic": self._critic_id(),
         }
 
     # --- each tool call: enforce the verdict ----------------------------------------------------

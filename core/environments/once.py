@@ -88,7 +88,7 @@ def unreviewed(chosen: Proposal, critiques: list[Critique], person: bool, spent:
     `person`: a person's approval is needed too; `spent`: the reviews executed steps used up.
     """
     review = chosen.get("review")
-    found = next((i for i, c in enumerate(critiques) if review and c.get("review") == review), None)
+    found = _reviewed_at(chosen, critiques)
     if found is None:
         return "it was not reviewed in this branch"
     if not _same(critiques[found], chosen):
@@ -106,8 +106,7 @@ def reapproved(chosen: Proposal, critiques: list[Critique]) -> bool:
     """Whether a person re-approved this repeat of an executed call after the review that chose it
     (`{"decision": "approve", "repeat": true}`): the one way a repeat runs without `allow_repeat`.
     """
-    review = chosen.get("review")
-    found = next((i for i, c in enumerate(critiques) if review and c.get("review") == review), None)
+    found = _reviewed_at(chosen, critiques)
     return (
         bool(chosen.get("repeat"))
         and found is not None
@@ -116,6 +115,12 @@ def reapproved(chosen: Proposal, critiques: list[Critique]) -> bool:
             for c in critiques[found + 1 :]
         )
     )
+
+
+def _reviewed_at(chosen: Proposal, critiques: list[Critique]) -> int | None:
+    """Where in this step's critiques the review that chose this action stands."""
+    review = chosen.get("review")
+    return next((i for i, c in enumerate(critiques) if review and c.get("review") == review), None)
 
 
 async def executed(env: Environment, state: State) -> tuple[list[Call], set[str]]:
