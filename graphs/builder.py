@@ -23,8 +23,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER, CONFIG_KEY_TASK_ID
+from langgraph._internal._constants import CONFIG_KEY_TASK_ID
 from langgraph._internal._runnable import RunnableCallable
+from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime, get_runtime

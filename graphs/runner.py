@@ -23,8 +23,7 @@ from pydantic import BaseModel, Field
 from pivotal.core.checkpoints import check_file, is_postgres
 from pivotal.core.context import Context
 from pivotal.core.environments import Idempotent, make_environment
-from pivotal.core.environments.base import RewindWarning
-from pivotal.core.environments.base import rewind_notice as notice_for
+from pivotal.core.environments.base import RewindWarning, rewind_notice as notice_for
 from pivotal.core.environments.live import release
 from pivotal.core.errors import InfrastructureFault, PivotalError, infrastructure_fault, make_folder
 from pivotal.core.models.reachability import check_models

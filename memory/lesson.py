@@ -6,7 +6,7 @@ files to drift), found by a search (`Found`), put in the state as a `core.state.
 rendered into a prompt (`line`) and exported as the `Lesson`'s JSON. The two shapes that live in
 core/ (the graph's state holds them, and core/ is below memory/) are read here by their type
 hints, never spelt out again: a field written in the draft, the candidate and the record travels
-from distiller to store to prompt by the methods below (docs/lessons.md, "Adding a field").
+from distiller to store to prompt by the methods below (docs/experience-store.md, "Adding a field").
 """
 
 import hashlib

@@ -53,39 +53,9 @@ _HOMES = {
     "InfrastructureFault": "pivotal.core.errors",
 }
 
-__all__ = [
-    "ActionSpec",
-    "Compensating",
-    "Context",
-    "Environment",
-    "EnvironmentFault",
-    "Idempotent",
-    "InfrastructureFault",
-    "Oracle",
-    "PivotalCritic",
-    "PivotalError",
-    "PivotalMemory",
-    "Restorable",
-    "RunResult",
-    "State",
-    "StepResult",
-    "Task",
-    "ToolEnvironment",
-    "__version__",
-    "aresume",
-    "arun",
-    "build_graph",
-    "create_pivotal_agent",
-    "environment_names",
-    "make_environment",
-    "make_model",
-    "redacting",
-    "register_environment",
-    "resume",
-    "run",
-    "run_batch",
-    "run_batch_on_ray",
-]
+__all__ = sorted([*_HOMES, "__version__"])
+"""Derived from `_HOMES`, the one list of public names. The `TYPE_CHECKING` imports below repeat them
+for type checkers only (`X as X` is how a stub re-exports a name); tests/test_face.py holds the two in step."""
 
 
 def __getattr__(name: str) -> Any:
@@ -102,34 +72,38 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from pivotal.core.context import Context
+    from pivotal.core.context import Context as Context
     from pivotal.core.environments import (
-        ActionSpec,
-        Environment,
-        Idempotent,
-        Oracle,
-        Restorable,
-        StepResult,
-        environment_names,
-        make_environment,
-        register_environment,
+        ActionSpec as ActionSpec,
+        Environment as Environment,
+        Idempotent as Idempotent,
+        Oracle as Oracle,
+        Restorable as Restorable,
+        StepResult as StepResult,
+        environment_names as environment_names,
+        make_environment as make_environment,
+        register_environment as register_environment,
     )
-    from pivotal.core.environments.base import Compensating
-    from pivotal.core.environments.tools import ToolEnvironment
-    from pivotal.core.errors import EnvironmentFault, InfrastructureFault, PivotalError
-    from pivotal.core.models import make_model
-    from pivotal.core.secrets import redacting
-    from pivotal.core.state import State
-    from pivotal.core.task import Task
+    from pivotal.core.environments.base import Compensating as Compensating
+    from pivotal.core.environments.tools import ToolEnvironment as ToolEnvironment
+    from pivotal.core.errors import (
+        EnvironmentFault as EnvironmentFault,
+        InfrastructureFault as InfrastructureFault,
+        PivotalError as PivotalError,
+    )
+    from pivotal.core.models import make_model as make_model
+    from pivotal.core.secrets import redacting as redacting
+    from pivotal.core.state import State as State
+    from pivotal.core.task import Task as Task
     from pivotal.graphs import (
-        RunResult,
-        aresume,
-        arun,
-        build_graph,
-        create_pivotal_agent,
-        resume,
-        run,
-        run_batch,
-        run_batch_on_ray,
+        RunResult as RunResult,
+        aresume as aresume,
+        arun as arun,
+        build_graph as build_graph,
+        create_pivotal_agent as create_pivotal_agent,
+        resume as resume,
+        run as run,
+        run_batch as run_batch,
+        run_batch_on_ray as run_batch_on_ray,
     )
-    from pivotal.middleware import PivotalCritic, PivotalMemory
+    from pivotal.middleware import PivotalCritic as PivotalCritic, PivotalMemory as PivotalMemory

@@ -38,3 +38,18 @@ def test_python_dash_m_pivotal_cli_runs_the_same_command_line(monkeypatch, capsy
     with pytest.raises(SystemExit) as exited:
         runpy.run_module("pivotal.cli", run_name="__main__")
     assert exited.value.code == 0 and "usage:" in capsys.readouterr().out
+
+
+def test_the_type_checkers_imports_name_each_public_name_from_its_home():
+    """`_HOMES` is the one list; the `TYPE_CHECKING` block must import the same names from the same homes."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(pivotal))
+    block = next(
+        node for node in tree.body if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING"
+    )
+    imported = {
+        alias.name: node.module for node in ast.walk(block) if isinstance(node, ast.ImportFrom) for alias in node.names
+    }
+    assert imported == pivotal._HOMES

@@ -5,13 +5,11 @@ task or reported with its number; a setting is either taken or refused in one li
 """
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from pivotal.cli.batch import read_tasks
 from pivotal.core.errors import PivotalError
-from pivotal.core.settings import Settings
-from pivotal.core.settings import settings as cached_settings
+from pivotal.core.settings import Settings, settings as cached_settings
 
 LINE = st.one_of(
     st.text(max_size=200),

@@ -362,10 +362,10 @@ async def test_the_thread_record_reads_every_task_of_the_same_node_and_only_what
     the record of one task's node reads the others' checkpoints too, not another node's, and a
     second read takes what was written since (InMemorySaver lists namespace by namespace).
     """
-    from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
     from langgraph.checkpoint.base import empty_checkpoint
     from langgraph.checkpoint.base.id import uuid6
     from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 
     from pivotal.core.environments.once import REVIEWS, thread_record
 

@@ -35,3 +35,23 @@ def test_mypy_reports_no_errors(unpacked):
     )
     assert done.returncode == 0, _in_repository(done.stdout[-6000:] + done.stderr[-2000:])
     assert "Success: no issues found" in done.stdout
+
+
+@pytest.mark.slow
+def test_an_app_under_mypy_strict_sees_the_public_names_typed(unpacked, tmp_path):
+    """`__all__` is computed, so the public face re-exports its names as `X as X` for type checkers:
+    an app checked with `--strict` imports them without error and sees their real types, not Any.
+    """
+    app = tmp_path / "app.py"
+    app.write_text("from pivotal import Context, PivotalCritic, run\nreveal_type(Context)\nreveal_type(run)\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--cache-dir", str(CACHE), str(app)],
+        cwd=tmp_path,
+        env={**os.environ, "MYPYPATH": str(unpacked)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "pivotal.core.context.Context" in done.stdout and "RunResult" in done.stdout
+    assert 'Revealed type is "Any"' not in done.stdout

@@ -31,8 +31,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.config import get_config
+from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 
 from pivotal.core.environments.base import ActionSpec, Environment, rewind_mode
 from pivotal.core.secrets import redact_tree
