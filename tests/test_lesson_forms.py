@@ -11,7 +11,7 @@ from pivotal.core.schemas import LessonCandidate
 from pivotal.core.state import Candidate, Recalled
 from pivotal.graphs import arun
 from pivotal.memory.lesson import DRAFTED, RECALLED, WRITTEN, Found, Lesson, redacted, rendered, screened
-from pivotal.memory.registry import open_store
+from pivotal.memory.policy.registry import open_store
 from pivotal.prompts import clip
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,11 +12,10 @@ from langgraph.store.memory import InMemoryStore
 from pivotal.core.context import Context
 from pivotal.core.errors import PivotalError
 from pivotal.graphs import build_graph
-from pivotal.memory.backend import lesson_store
-from pivotal.memory.embeddings import langgraph_index
 from pivotal.memory.lesson import Lesson
-from pivotal.memory.registry import open_store
-from pivotal.memory.store import ExperienceStore
+from pivotal.memory.policy.registry import lesson_store, open_store
+from pivotal.memory.policy.store import ExperienceStore
+from pivotal.memory.storage.embeddings import langgraph_index
 
 POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 DEDUP = 0.9
@@ -188,7 +187,7 @@ _PG_WRITER = """
 import sys
 from langgraph.store.postgres import PostgresStore
 from pivotal.core.context import Context
-from pivotal.memory.backend import lesson_store
+from pivotal.memory.policy.registry import lesson_store
 from pivotal.memory.lesson import Lesson
 with PostgresStore.from_conn_string(sys.argv[1]) as pg:
     store = lesson_store(Context(lessons_namespace=("pivotal", sys.argv[2])), pg)
