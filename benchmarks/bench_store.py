@@ -169,10 +169,10 @@ def bench(size: int, n_queries: int) -> dict[str, float]:
 
 def _baseline(path: str, store, data: list[Lesson]):
     """The same lessons and vectors in one collection (vectors copied, so only queries are compared)."""
-    vectors = [c for c in store.client.list_collections() if c.name.startswith(PREFIX)]  # not the ledger
+    vectors = [c for c in store.io.storage.client.list_collections() if c.name.startswith(PREFIX)]  # not the ledger
     by_id = {}
     for collection in vectors:
-        got = store.client.get_collection(collection.name, embedding_function=default_embedding()).get(
+        got = store.io.storage.client.get_collection(collection.name, embedding_function=default_embedding()).get(
             include=["embeddings"]
         )
         by_id.update(zip(got["ids"], got["embeddings"], strict=False))
