@@ -42,8 +42,8 @@ from pivotal.core.models.world import given
 from pivotal.core.schemas import Verdict, proposal_schema
 from pivotal.core.task import Task
 from pivotal.graphs import run_batch
-from pivotal.memory.embeddings import _cached_vector
-from pivotal.memory.registry import close_stores, open_store
+from pivotal.memory.policy.registry import close_stores, open_store
+from pivotal.memory.storage.embeddings import _cached_vector
 
 MAX_STEPS = 20
 

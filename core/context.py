@@ -19,7 +19,9 @@ from pivotal.core.settings import settings
 RetryStrategy = Literal["pivotal", "full", "none"]
 StepBudget = Literal["fair", "new", "path"]
 RecallMode = Literal["step", "task", "off"]
-LessonsBackend = Literal["auto", "chroma", "langgraph"]
+LessonsBackend = str
+"""A row of the lesson backends' table (memory/storage/__init__.py `BACKENDS`: chroma, langgraph), or
+"auto"; checked against it when a run with memory starts, so a new backend touches no file here."""
 OnCritiqueExhausted = Literal["execute_best", "fail"]
 LoopDetection = Literal["warn", "off", "end"]
 Role = Literal["actor", "critic", "reflector", "distiller", "gate"]
@@ -154,7 +156,7 @@ class Context:
     """Where lessons live. "auto": in the run's LangGraph store when it has one (`build_graph(store=...)`,
     `create_pivotal_agent(..., store=...)`, the server's store under `langgraph dev`), else in Chroma
     (`store_path` / `store_url`). "chroma": always Chroma. "langgraph": always the run's store; a run
-    without one is refused."""
+    without one is refused. Any other row of the backend table names its backend."""
     lessons_namespace: list[str] = field(default_factory=lambda: ["pivotal", "lessons"])
     """The LangGraph store namespace lessons go under, each family in its own `(*namespace, family)`.
     A list, as a thread saves it, so a resume finds it unchanged."""
@@ -199,7 +201,6 @@ class Context:
         _check_choice("budget", self.budget, get_args(StepBudget))
         _check_choice("pivot", self.pivot, get_args(PivotChoice))
         _check_choice("recall", self.recall, get_args(RecallMode))
-        _check_choice("lessons_backend", self.lessons_backend, get_args(LessonsBackend))
         self.lessons_namespace = list(self.lessons_namespace)  # a tuple as LangGraph spells a namespace
         if not self.lessons_namespace or not all(
             isinstance(p, str) and p and "." not in p for p in self.lessons_namespace

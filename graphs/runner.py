@@ -33,8 +33,8 @@ from pivotal.core.task import Task, parse_task
 from pivotal.graphs.builder import build_graph, recursion_limit
 from pivotal.graphs.lease import Busy, ThreadBusy, thread_lease
 from pivotal.graphs.postgres import open_postgres
-from pivotal.memory.registry import check_memory, opened_store
-from pivotal.memory.store import ExperienceStore
+from pivotal.memory.policy.registry import check_memory, opened_lesson_store
+from pivotal.memory.policy.store import ExperienceStore
 
 OnUpdate = Callable[[str, dict[str, Any]], None]
 """Told each node's name and the state it wrote, as the node finishes."""
@@ -128,7 +128,7 @@ def check_context(context: Context) -> None:
     check_models(context)
     if context.memory:
         # a LangGraph store is the app's to open; the embedding model is needed either way
-        check_memory(context.store_path, context.store_url, chroma=context.lessons_backend != "langgraph")
+        check_memory(context)
 
 
 def rewind_notice(task: Task | dict[str, Any] | str, context: Context) -> str:
@@ -341,13 +341,13 @@ async def run_batch(
 
 
 async def _flush_memory(context: Context) -> None:
-    """The batch's deferred lesson counts (memory/write_buffer.py `DEFER_LESSONS`) are on disk when it returns."""
+    """The batch's deferred lesson counts (write_buffer.py `DEFER_LESSONS`) are on disk when it returns."""
     if (store := _opened_memory(context)) is not None:
         await asyncio.to_thread(store.flush)
 
 
 def _opened_memory(context: Context) -> ExperienceStore | None:
-    return opened_store(context.store_path, context.store_url) if context.memory else None
+    return opened_lesson_store(context) if context.memory else None
 
 
 def batch_threads(

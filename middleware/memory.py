@@ -22,7 +22,7 @@ from pivotal.core.state import Recalled, Step, add_counts
 from pivotal.core.task import Task
 from pivotal.graphs.blocking import run_blocking
 from pivotal.memory.lesson import lessons_block
-from pivotal.memory.registry import check_memory
+from pivotal.memory.policy.registry import check_memory
 from pivotal.nodes.dedup import dedup
 from pivotal.nodes.distill import distill
 from pivotal.nodes.gate import gate
@@ -62,7 +62,7 @@ class PivotalMemory(AgentMiddleware):
         super().__init__()
         self.context = Context(lesson_model=model, **context)
         if self.context.memory:
-            check_memory(self.context.store_path, self.context.store_url, chroma=False)  # the store opens at first use
+            check_memory(self.context, open_now=False)  # the store opens at first use
         self.family = family
         self.outcome = outcome
 

@@ -10,8 +10,8 @@ from langgraph.runtime import Runtime
 from pivotal.core.context import Context, model_label
 from pivotal.core.state import State
 from pivotal.core.task import Task
-from pivotal.memory.backend import lesson_store
 from pivotal.memory.lesson import Lesson, better_text, owner_of
+from pivotal.memory.policy.registry import lesson_store
 
 
 async def dedup(state: State, runtime: Runtime[Context]) -> dict[str, Any]:

@@ -10,9 +10,9 @@ from pivotal.core.context import Context, model_label
 from pivotal.core.secrets import secret_values
 from pivotal.core.state import State
 from pivotal.core.task import Task
-from pivotal.memory.backend import lesson_store
-from pivotal.memory.ledger import digest
 from pivotal.memory.lesson import Lesson, owner_of, redacted
+from pivotal.memory.lesson.ledger import digest
+from pivotal.memory.policy.registry import lesson_store
 
 
 async def memory_writer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:

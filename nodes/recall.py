@@ -9,8 +9,8 @@ from pivotal.core.context import Context
 from pivotal.core.environments.live import lookup
 from pivotal.core.state import Recalled, State
 from pivotal.core.task import Task
-from pivotal.memory.backend import lesson_store, opened_lesson_store
 from pivotal.memory.lesson import owner_of, screened
+from pivotal.memory.policy.registry import lesson_store, opened_lesson_store
 from pivotal.prompts import clip
 
 

@@ -28,8 +28,7 @@ from pivotal.core.models.reachability import check_models
 from pivotal.core.secrets import redact_tree
 from pivotal.core.state import State, Turn, turn_summary
 from pivotal.core.task import Task, parse_task
-from pivotal.memory.backend import uses_graph_store
-from pivotal.memory.registry import check_memory
+from pivotal.memory.policy.registry import check_memory, uses_graph_store
 from pivotal.prompts import SEE_MORE, clip
 
 Question = tuple[str, str]
@@ -240,7 +239,7 @@ async def preflight(context: Context, store: Any) -> None:
 def _preflight(context: Context, graph_store: bool) -> None:
     check_models(context)
     if context.memory:
-        check_memory(context.store_path, context.store_url, chroma=not graph_store)
+        check_memory(context, open_now=not graph_store)
 
 
 _checked: set[tuple[str, bool]] = set()

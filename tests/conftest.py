@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pivotal.memory.registry import close_stores
+from pivotal.memory.policy.registry import close_stores
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRATCH = (".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".pivotal", ".langgraph_api", ".*_cache")

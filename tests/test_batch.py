@@ -15,7 +15,7 @@ from pivotal.core.context import Context
 from pivotal.core.environments import register_environment
 from pivotal.core.errors import PivotalError
 from pivotal.graphs import run_batch
-from pivotal.memory.registry import open_store
+from pivotal.memory.policy.registry import open_store
 from pivotal.testing.journal_env import just_started
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,8 +20,8 @@ from pivotal.core.task import MAX_GOAL_CHARS, parse_task
 from pivotal.graphs import aresume, arun, build_graph, run_batch
 from pivotal.graphs.runner import open_checkpointer
 from pivotal.memory.lesson import Lesson, lessons_block
-from pivotal.memory.registry import close_stores, open_store
-from pivotal.memory.screen import MAX_LESSON_CHARS
+from pivotal.memory.lesson.screen import MAX_LESSON_CHARS
+from pivotal.memory.policy.registry import close_stores, open_store
 
 TASK = {"env": "gridworld", "params": {"seed": 1}}
 

@@ -1,10 +1,10 @@
-"""memory/collections.py alone: a store's per-family Chroma collections on a real PersistentClient."""
+"""memory/storage/chroma.py's collections alone: a store's per-family Chroma collections on a real PersistentClient."""
 
 import chromadb
 import pytest
 
 from pivotal.core.errors import PivotalError
-from pivotal.memory.collections import PREFIX, Collections, collection_name
+from pivotal.memory.storage.chroma import PREFIX, Collections, collection_name
 
 
 def test_names_are_valid_for_chroma_and_keep_families_apart():

@@ -13,8 +13,15 @@ import pytest
 
 from pivotal.core.errors import PivotalError
 from pivotal.core.settings import settings
-from pivotal.memory import quantize
-from pivotal.memory.embeddings import COMPUTES, DIMENSIONS, MiniLMEmbedding, default_embedding, embedding, model_file
+from pivotal.memory.storage import quantize
+from pivotal.memory.storage.embeddings import (
+    COMPUTES,
+    DIMENSIONS,
+    MiniLMEmbedding,
+    default_embedding,
+    embedding,
+    model_file,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -109,7 +116,7 @@ def test_the_int8_model_is_made_once_in_the_cache_folder_and_reused(tmp_path, mo
 
 _CONVERT = """
 import os, sys, onnxruntime
-from pivotal.memory.embeddings import model_file
+from pivotal.memory.storage.embeddings import model_file
 made = model_file("int8")
 onnxruntime.InferenceSession(str(made), providers=["CPUExecutionProvider"])  # whole, not half written
 print(made, os.stat(made).st_ino, os.stat(made).st_mtime_ns)
@@ -164,7 +171,7 @@ def test_an_unwritable_cache_folder_is_one_clear_line(tmp_path, monkeypatch) -> 
 
 _REOPEN = """
 import sys
-import pivotal.memory.embeddings  # registers the embedding function by name
+import pivotal.memory.storage.embeddings  # registers the embedding function by name
 import chromadb
 client = chromadb.PersistentClient(path=sys.argv[1])
 collection = client.get_collection("lessons")

@@ -22,7 +22,7 @@ from pivotal.core.models.world import given
 from pivotal.core.task import Task
 from pivotal.graphs import arun, run
 from pivotal.graphs.runner import rewind_notice
-from pivotal.memory.registry import close_stores
+from pivotal.memory.policy.registry import close_stores
 from pivotal.nodes.start import _family
 from pivotal.testing.cli import finish
 from pivotal.testing.plugin_envs import PLAN

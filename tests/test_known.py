@@ -1,7 +1,7 @@
-"""memory/known.py alone: the lessons a private store keeps as it last read or wrote them."""
+"""memory/policy/known.py alone: the lessons a private store keeps as it last read or wrote them."""
 
-from pivotal.memory.known import KnownLessons
 from pivotal.memory.lesson import Lesson
+from pivotal.memory.policy.known import KnownLessons
 
 
 def lesson(text: str, **fields) -> Lesson:

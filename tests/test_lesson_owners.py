@@ -7,7 +7,7 @@ import pytest
 
 from pivotal.cli import main
 from pivotal.memory.lesson import SHARED, Lesson, owner_of
-from pivotal.memory.registry import open_store
+from pivotal.memory.policy.registry import open_store
 from pivotal.testing.servers import chroma_server
 
 ALICE, BOB = owner_of(["alice", "lessons"]), owner_of(["bob", "lessons"])
@@ -129,7 +129,9 @@ def test_a_lesson_stored_before_the_ledger_keeps_its_counts_and_its_default_owne
     old = lesson(TEXT, owner="", run_id="old", family="legacy", evidence=5, retrievals=3, successes=2)
     record = {k: v for k, v in old.metadata().items() if k not in ("owner", "origin", "source", "digest", "ledgered")}
     old = old.model_copy(update={"id": Lesson(**{**record, "owner": "pivotal/lessons"}).id})
-    store.io.collection("legacy", create=True).upsert(ids=[old.id], documents=[old.document], metadatas=[record])
+    store.io.storage.collection("legacy", create=True).upsert(
+        ids=[old.id], documents=[old.document], metadatas=[record]
+    )
 
     [found] = store.search(TEXT, family="legacy", k=3, min_similarity=0.0)  # the default owner's
     assert found.id == old.id and found.lesson.evidence == 5 and not found.lesson.ledgered

@@ -7,7 +7,7 @@ import pytest
 from pivotal.core.context import Context
 from pivotal.graphs import arun
 from pivotal.memory.lesson import Lesson
-from pivotal.memory.registry import close_stores, open_store
+from pivotal.memory.policy.registry import close_stores, open_store
 
 RECIPE = "This sequence of moves reached the goal: down, down, right, right."
 

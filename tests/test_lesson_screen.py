@@ -17,8 +17,8 @@ import pytest
 
 from pivotal import prompts
 from pivotal.core.context import Context
-from pivotal.memory.screen import screen, screen_lesson
-from pivotal.memory.transfer import import_lessons
+from pivotal.memory.lesson.screen import screen, screen_lesson
+from pivotal.memory.policy.transfer import import_lessons
 from pivotal.nodes.gate import gate
 
 PROBES = [json.loads(line) for line in (Path(__file__).parent / "data" / "probes.jsonl").read_text().splitlines()]

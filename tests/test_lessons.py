@@ -10,7 +10,7 @@ import pytest
 from pivotal.core.context import Context
 from pivotal.core.environments import register_environment
 from pivotal.graphs import arun
-from pivotal.memory.registry import close_stores, open_store
+from pivotal.memory.policy.registry import close_stores, open_store
 from pivotal.testing.envs import finish_environment
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,7 +41,7 @@ async def test_gate_rejections_are_not_written(tmp_path):
     assert open_store(str(tmp_path / "store")).count() == 0
 
 
-_COUNT = "import sys; from pivotal.memory.registry import open_store; print(open_store(sys.argv[1]).count())"
+_COUNT = "import sys; from pivotal.memory.policy.registry import open_store; print(open_store(sys.argv[1]).count())"
 
 
 @pytest.mark.slow

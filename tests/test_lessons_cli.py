@@ -6,7 +6,7 @@ import pytest
 
 from pivotal.cli import main
 from pivotal.memory.lesson import Lesson
-from pivotal.memory.registry import close_stores, open_store
+from pivotal.memory.policy.registry import close_stores, open_store
 
 TEXTS = [
     "Check the file exists before reading it.",

@@ -1,8 +1,8 @@
-"""The lesson policy alone (memory/policy.py) and the ledger's fold (memory/ledger.py): no store."""
+"""The lesson policy alone (memory/policy/rules.py) and the ledger's fold (memory/lesson/ledger.py): no store."""
 
-from pivotal.memory import policy
-from pivotal.memory.ledger import Record, carried, evidence, family_runs, fold
 from pivotal.memory.lesson import Lesson
+from pivotal.memory.lesson.ledger import Record, carried, evidence, family_runs, fold
+from pivotal.memory.policy import rules as policy
 
 
 def lesson(text: str = "Check the file exists before reading it.", **fields) -> Lesson:

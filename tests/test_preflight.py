@@ -10,7 +10,7 @@ from langchain_core.tools import tool
 
 from pivotal import Context, arun, create_pivotal_agent
 from pivotal.core.errors import PivotalError
-from pivotal.memory import embeddings
+from pivotal.memory.storage import embeddings
 
 
 @pytest.fixture

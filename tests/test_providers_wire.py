@@ -25,7 +25,7 @@ from pivotal.core.schemas import LessonDrafts, LessonVerdict, ReflectionReply, V
 from pivotal.core.settings import settings
 from pivotal.graphs import arun, run
 from pivotal.memory.lesson import Lesson
-from pivotal.memory.registry import open_store
+from pivotal.memory.policy.registry import open_store
 from pivotal.testing.envs import finish_environment
 from pivotal.testing.loopback_provider import ANTHROPIC_PATH, OPENAI_PATH, Loopback, generic_responder, loopback
 

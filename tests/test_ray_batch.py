@@ -111,7 +111,7 @@ def assert_every_task_once_and_no_move_twice(results: Path, journal: Path, count
 def test_a_worker_killed_mid_batch_hands_its_tasks_on_and_no_move_or_lesson_is_lost_or_doubled(
     cluster, database, lessons_server, fresh, tmp_path
 ):
-    from pivotal.memory.registry import open_store
+    from pivotal.memory.policy.registry import open_store
 
     count = 16
     results = tmp_path / "results.jsonl"

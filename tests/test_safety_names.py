@@ -10,7 +10,7 @@ from langchain.agents import create_agent
 from langchain_core.tools import tool
 
 from pivotal import Context, PivotalCritic, PivotalError, PivotalMemory, ToolEnvironment, arun, create_pivotal_agent
-from pivotal.memory import embeddings
+from pivotal.memory.storage import embeddings
 from pivotal.testing.scripted import ScriptedChatModel, tool_call, verdict
 
 

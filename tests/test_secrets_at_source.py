@@ -30,9 +30,9 @@ from pivotal.core.secrets import MARK, redact, secret_values
 from pivotal.core.task import Task
 from pivotal.graphs import arun
 from pivotal.memory.lesson import Lesson
-from pivotal.memory.registry import close_stores, open_store
-from pivotal.memory.screen import MAX_LESSON_CHARS, normalise, screen, screen_lesson
-from pivotal.memory.transfer import import_lessons
+from pivotal.memory.lesson.screen import MAX_LESSON_CHARS, normalise, screen, screen_lesson
+from pivotal.memory.policy.registry import close_stores, open_store
+from pivotal.memory.policy.transfer import import_lessons
 
 AWS_ID = "AKIAZ7QWERTY12345678"
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzq8Sx1Pk3T"

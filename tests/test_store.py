@@ -13,10 +13,10 @@ import pytest
 from pivotal.core.context import Context
 from pivotal.core.errors import PivotalError
 from pivotal.graphs import run_batch
-from pivotal.memory.collections import PREFIX, collection_name
-from pivotal.memory.embeddings import MiniLMEmbedding, embedding
 from pivotal.memory.lesson import Lesson
-from pivotal.memory.registry import close_stores, open_store
+from pivotal.memory.policy.registry import close_stores, open_store
+from pivotal.memory.storage.chroma import PREFIX, collection_name
+from pivotal.memory.storage.embeddings import MiniLMEmbedding, embedding
 
 ROOT = Path(__file__).resolve().parents[1]
 DEDUP = 0.9
@@ -187,7 +187,7 @@ def test_the_cap_retires_the_lowest_utility_first(store):
 
 def _count_writes(store, family: str, monkeypatch) -> dict[str, int]:
     """Chroma write calls on one family's collection: each costs ~20 ms of fsync on disk."""
-    collection = store.io.collection(family, create=True)
+    collection = store.io.storage.collection(family, create=True)
     calls = {"upsert": 0, "update": 0}
     for name in calls:
         method = getattr(collection, name)
@@ -234,7 +234,7 @@ def _reopened(store):
 
 
 def test_deferred_counts_are_written_together_once_enough_gather(store, monkeypatch):
-    import pivotal.memory.write_buffer as module
+    import pivotal.memory.policy.write_buffer as module
 
     written = store.add(
         [lesson(f"Lesson number {n} about {topic}.") for n, topic in enumerate(["files", "sockets", "folders"])],
@@ -253,7 +253,7 @@ def test_deferred_counts_are_written_together_once_enough_gather(store, monkeypa
 
 
 def test_deferred_counts_are_written_once_they_are_old_enough(store, monkeypatch):
-    import pivotal.memory.write_buffer as module
+    import pivotal.memory.policy.write_buffer as module
 
     (written,) = store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)
     store.flush()
@@ -286,7 +286,7 @@ def test_deferred_counts_reach_the_disk_when_the_process_exits_without_closing(t
     folder = tmp_path / "store"
     script = f"""
 from pivotal.memory.lesson import Lesson
-from pivotal.memory.registry import open_store
+from pivotal.memory.policy.registry import open_store
 store = open_store({str(folder)!r})
 (w,) = store.add([Lesson(kind="guardrail", situation="reading files", text="Check the file exists before reading it.",
                          outcome="failure", family="files", run_id="run-a")], dedup_similarity=0.9)
@@ -358,7 +358,7 @@ def test_a_store_held_by_another_process_is_refused_clearly(tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys, time; from memory.registry import open_store; "
+            "import sys, time; from pivotal.memory.policy.registry import open_store; "
             "open_store(sys.argv[1]); print('open', flush=True); time.sleep(60)",
             str(folder),
         ],
@@ -451,7 +451,7 @@ def test_a_store_made_before_int8_keeps_comparing_float_vectors_and_new_families
 def test_an_import_embeds_each_lesson_in_int8_as_a_query_would(store):
     imported = [lesson(f"Lesson number {i} about reading files.", situation=f"case {i}") for i in range(5)]
     store.put(imported)
-    stored = store.client.get_collection(collection_name("files")).get(include=["embeddings"])
+    stored = store.io.storage.client.get_collection(collection_name("files")).get(include=["embeddings"])
     for lesson_id, vector in zip(stored["ids"], stored["embeddings"], strict=True):
         [match] = [item for item in imported if item.id == lesson_id]
         np.testing.assert_allclose(vector, embedding("int8")([match.document])[0], atol=1e-5)
@@ -525,7 +525,7 @@ def test_kept_answers_stay_equal_to_a_fresh_query_through_writes(store, tmp_path
 def test_a_kept_answer_serves_every_instance_without_asking_chroma(store, monkeypatch):
     store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)
     store.search("reading files", family="files", k=3, min_similarity=0.0, instance="maze-a")
-    collection = store.io.collection("files", create=False)
+    collection = store.io.storage.collection("files", create=False)
     asked = []
     monkeypatch.setattr(collection, "query", lambda *a, **k: asked.append(k))
     found = store.search("reading files", family="files", k=3, min_similarity=0.0, instance="maze-b")
@@ -534,13 +534,14 @@ def test_a_kept_answer_serves_every_instance_without_asking_chroma(store, monkey
 
 def test_a_server_store_keeps_no_answers(tmp_path):
     """Another process may approve a lesson at any time: only a store this process owns keeps answers."""
-    from pivotal.memory.store import ExperienceStore
+    from pivotal.memory.policy.store import ExperienceStore
+    from pivotal.memory.storage.chroma import on_client
 
     client = chromadb.PersistentClient(path=str(tmp_path / "shared"))
-    shared = ExperienceStore("shared", client, private=False)
+    shared = ExperienceStore(on_client(client, "shared", private=False))
     shared.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)
     assert _texts(shared) == ["Check the file exists before reading it."]
-    other_writer = ExperienceStore("shared", client, private=False)
+    other_writer = ExperienceStore(on_client(client, "shared", private=False))
     other_writer.add([lesson("Open files read-only unless writing.", run_id="run-b")], dedup_similarity=DEDUP)
     assert len(_texts(shared)) == 2
 
@@ -583,7 +584,7 @@ def test_a_resumed_run_counts_once_in_the_familys_record(store):
 
 def _spy_reads(store, family: str, monkeypatch) -> dict[str, list]:
     """What a private store asks Chroma to read: each `get`, and what each query includes."""
-    collection = store.io.collection(family, create=True)
+    collection = store.io.storage.collection(family, create=True)
     asked: dict[str, list] = {"get": [], "query": []}
     get, query = collection.get, collection.query
 
@@ -649,7 +650,7 @@ def test_the_lessons_a_store_knows_stay_equal_to_what_chroma_holds(store):
     store.record_outcome("r2", "files", {first[0].id: (2, 1), first[1].id: (1, 1)}, success=False)
     store.flush()
     store.retire([first[1].id], "test")
-    collection = store.io.collection("files", create=False)
+    collection = store.io.storage.collection("files", create=False)
     on_disk = collection.get(include=["metadatas"])
     stored = {i: Lesson.from_record(i, dict(m)) for i, m in zip(on_disk["ids"], on_disk["metadatas"], strict=True)}
     assert stored == {i: store.io.known[i] for i in stored}
@@ -659,12 +660,13 @@ def test_the_lessons_a_store_knows_stay_equal_to_what_chroma_holds(store):
 
 def test_a_server_store_reads_every_lesson_from_chroma(tmp_path):
     """Another process may change a lesson at any time: only a store this process owns keeps them."""
-    from pivotal.memory.store import ExperienceStore
+    from pivotal.memory.policy.store import ExperienceStore
+    from pivotal.memory.storage.chroma import on_client
 
     client = chromadb.PersistentClient(path=str(tmp_path / "shared"))
-    shared = ExperienceStore("shared", client, private=False)
+    shared = ExperienceStore(on_client(client, "shared", private=False))
     written = shared.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)
-    ExperienceStore("shared", client, private=False).record_outcome(
+    ExperienceStore(on_client(client, "shared", private=False)).record_outcome(
         "run-b", "files", {written[0].id: (1, 1)}, success=True
     )
     assert shared.io.known == {}
@@ -677,7 +679,7 @@ def test_a_read_that_a_write_overtook_is_not_kept(store, monkeypatch):
     """
     written = store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)[0]
     store.shelf.forget_recall()  # nothing known: the next get reads Chroma
-    collection = store.io.collection("files", create=False)
+    collection = store.io.storage.collection("files", create=False)
     get, overtaken = collection.get, []
 
     def slow_get(*args, **kwargs):
@@ -699,6 +701,6 @@ def test_a_lesson_read_back_from_chroma_equals_the_one_written(store):
     """
     written = [lesson(f"Lesson number {n} about files.", created_at=1796139886.2185519 + n / 7) for n in range(40)]
     store.add(written, dedup_similarity=1.01)
-    on_disk = store.io.collection("files", create=False).get(include=["metadatas"])
+    on_disk = store.io.storage.collection("files", create=False).get(include=["metadatas"])
     times = {i: m["created_at"] for i, m in zip(on_disk["ids"], on_disk["metadatas"], strict=True)}
     assert times == {w.id: store.io.known[w.id].created_at for w in written}

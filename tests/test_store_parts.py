@@ -9,17 +9,17 @@ from langgraph.store.memory import InMemoryStore
 
 from pivotal.core.context import Context
 from pivotal.core.errors import PivotalError
-from pivotal.memory import write_buffer
-from pivotal.memory.backend import lesson_store
-from pivotal.memory.collections import collection_name
-from pivotal.memory.embeddings import langgraph_index, query_vector
-from pivotal.memory.ledger import ChromaLedger
 from pivotal.memory.lesson import SHARED, Lesson
-from pivotal.memory.lesson_io import LessonIO, owned, where
-from pivotal.memory.limits import ApprovedCounts, FamilyRuns
-from pivotal.memory.registry import close_store, open_store, opened_store
-from pivotal.memory.store import ExperienceStore
-from pivotal.memory.write_buffer import WriteBuffer
+from pivotal.memory.policy import write_buffer
+from pivotal.memory.policy.lesson_io import LessonIO, owned
+from pivotal.memory.policy.limits import ApprovedCounts, FamilyRuns
+from pivotal.memory.policy.registry import close_store, lesson_store, open_store, opened_store
+from pivotal.memory.policy.store import ExperienceStore
+from pivotal.memory.policy.write_buffer import WriteBuffer
+from pivotal.memory.storage.base import Only
+from pivotal.memory.storage.chroma import ChromaLessons, ChromaRecords, where_of
+from pivotal.memory.storage.embeddings import langgraph_index, query_vector
+from pivotal.memory.storage.langgraph import on_store
 
 DEDUP = 0.9
 ALICE, BOB = "acme/lessons", "globex/lessons"
@@ -40,25 +40,22 @@ def lesson(text: str, *, owner: str = "pivotal/lessons", run_id: str = "run-a", 
 
 @pytest.fixture
 def io(tmp_path) -> LessonIO:
-    return LessonIO(chromadb.PersistentClient(path=str(tmp_path / "io")), "io", private=True)
+    return LessonIO(ChromaLessons(chromadb.PersistentClient(path=str(tmp_path / "io")), "io"), "io", private=True)
 
 
-# ---- reads and writes (memory/lesson_io.py) -----------------------------------------------------
+# ---- reads and writes (memory/policy/lesson_io.py) -----------------------------------------------------
 def test_the_io_writes_reads_and_queries_lessons_in_a_real_folder(io):
     first, second = lesson("Check the file exists before reading it."), lesson("Close every socket you open.")
     io.upsert([first, second], embedded=False)
-    collection = io.collection("files", create=False)
-    assert {x.id for x in io.read(collection, None)} == {first.id, second.id}
-    [(found, similarity)] = io.query(
-        collection, query_vector(first.document, io.collections.compute("files")), 1, None, ""
-    )
+    assert {x.id for x in io.read("files", None)} == {first.id, second.id}
+    [(found, similarity)] = io.query("files", query_vector(first.document, io.storage.compute("files")), 1, None, "")
     assert found.id == first.id and similarity > 0.99
 
 
 def test_an_update_changes_the_metadata_and_keeps_the_text_and_its_vector(io):
     stored = lesson("Check the file exists before reading it.")
     io.upsert([stored], embedded=False)
-    collection = io.collection("files", create=False)
+    collection = io.storage.collection("files", create=False)
     before = collection.get(ids=[stored.id], include=["embeddings", "documents"])
     io.update([stored.model_copy(update={"status": "retired"})])
     after = collection.get(ids=[stored.id], include=["embeddings", "documents", "metadatas"])
@@ -69,29 +66,31 @@ def test_an_update_changes_the_metadata_and_keeps_the_text_and_its_vector(io):
 def test_a_read_of_a_known_lesson_needs_no_call_and_a_delete_forgets_it(io, monkeypatch):
     stored = lesson("Check the file exists before reading it.")
     io.upsert([stored], embedded=False)
-    collection = io.collection("files", create=False)
+    collection = io.storage.collection("files", create=False)
     monkeypatch.setattr(collection, "get", lambda **_: pytest.fail("a known lesson was read again"))
-    assert io.read(collection, [stored.id]) == [stored]
+    assert io.read("files", [stored.id]) == [stored]
     monkeypatch.undo()
     io.delete("files", [stored.id])
-    assert stored.id not in io.known and io.read(collection, [stored.id]) == []
+    assert stored.id not in io.known and io.read("files", [stored.id]) == []
 
 
 def test_a_record_another_tool_wrote_is_refused_in_one_line(io):
-    io.collection("files", create=True).upsert(ids=["x"], documents=["hello"], metadatas=[{"kind": "nonsense"}])
+    io.storage.collection("files", create=True).upsert(ids=["x"], documents=["hello"], metadatas=[{"kind": "nonsense"}])
     with pytest.raises(PivotalError) as refused:
-        io.read(io.collection("files", create=False), None)
+        io.read("files", None)
     assert "'x' is not a Pivotal lesson" in str(refused.value) and "\n" not in str(refused.value)
 
 
 def test_where_joins_terms_and_the_default_owner_is_not_filtered():
-    assert where() is None and where({"kind": "skill"}) == {"kind": "skill"}
-    assert where({"a": 1}, {"b": 2}) == {"$and": [{"a": 1}, {"b": 2}]}
-    assert owned("pivotal/lessons", shared=True) == []
-    assert owned(ALICE, shared=True) == [{"owner": {"$in": [ALICE, SHARED]}}]
+    """The policy asks in Pivotal's words (`Only`); Chroma's `where` is spelt in its backend only."""
+    assert where_of(None) is None and where_of(Only()) is None and where_of(Only(kind="skill")) == {"kind": "skill"}
+    assert where_of(Only(status="approved", kind="skill")) == {"$and": [{"status": "approved"}, {"kind": "skill"}]}
+    assert owned("pivotal/lessons", shared=True) == ()
+    assert where_of(Only(owners=owned(ALICE, shared=True))) == {"owner": {"$in": [ALICE, SHARED]}}
+    assert where_of(Only(owners=owned(ALICE, shared=False))) == {"owner": ALICE}
 
 
-# ---- the writes yet to be made (memory/write_buffer.py) ---------------------------------------
+# ---- the writes yet to be made (memory/policy/write_buffer.py) ---------------------------------------
 def test_the_buffer_holds_a_batch_and_splits_it_into_texts_updates_and_scores():
     buffer = WriteBuffer()
     new, changed, scored = lesson("one"), lesson("two"), lesson("three")
@@ -114,7 +113,7 @@ def test_the_held_version_wins_and_the_nearest_held_is_the_same_owners():
     buffer.hold(lesson("Check the file exists.", owner=BOB), [1.0, 0.0])
     assert buffer.nearest_held(lesson("Check the file.", owner=ALICE), [1.0, 0.0]) is None
     assert buffer.nearest_held(lesson("Check the file.", owner=BOB), [1.0, 0.0])[1] == 1.0
-    assert [x.owner for x in buffer.joined([], None, collection_name("files"))] == [BOB]  # not stored yet
+    assert [x.owner for x in buffer.joined([], None, "files")] == [BOB]  # not stored yet
 
 
 def test_deferred_scores_are_due_once_enough_gather(monkeypatch):
@@ -126,9 +125,9 @@ def test_deferred_scores_are_due_once_enough_gather(monkeypatch):
     assert list(buffer.deferred) == [lesson("two").id]
 
 
-# ---- what the policy is applied with (memory/limits.py) ---------------------------------------
+# ---- what the policy is applied with (memory/policy/limits.py) ---------------------------------------
 def test_a_resumed_run_counts_once_in_its_familys_runs(tmp_path):
-    runs = FamilyRuns(ChromaLedger(chromadb.PersistentClient(path=str(tmp_path / "l"))), WriteBuffer(), private=True)
+    runs = FamilyRuns(ChromaRecords(chromadb.PersistentClient(path=str(tmp_path / "l"))), WriteBuffer(), private=True)
     first = runs.count("files", "run-1", True)
     assert runs.count("files", "run-1", True).id == first.id
     runs.count("files", "run-2", False)
@@ -147,7 +146,7 @@ def test_approved_counts_move_only_once_counted():
     assert counts.known(ALICE) is None
 
 
-# ---- the open stores (memory/registry.py) -----------------------------------------------------
+# ---- the open stores (memory/policy/registry.py) -----------------------------------------------------
 def test_a_folder_opens_once_and_closing_releases_it(tmp_path):
     folder = str(tmp_path / "store")
     assert opened_store(folder) is None
@@ -225,6 +224,6 @@ def test_an_owner_in_a_store_others_write_is_scanned_for_its_cap_each_time():
     store = lesson_store(Context(), InMemoryStore())
     store.add([lesson(TEXT, owner=ALICE)], dedup_similarity=DEDUP)
     store.enforce_limits(floor=0.0, min_retrievals=99, cap=1, scored=[], owner=ALICE)
-    other = ExperienceStore("other writer", store.client, private=False)
+    other = ExperienceStore(on_store(store.storage.lessons.store, ("pivotal", "lessons")))
     other.add([lesson("Close every socket you open.", owner=ALICE)], dedup_similarity=DEDUP)
     assert len(store.enforce_limits(floor=0.0, min_retrievals=99, cap=1, scored=[], owner=ALICE)) == 1

@@ -12,7 +12,7 @@ from pivotal.core.context import Context
 from pivotal.core.errors import PivotalError
 from pivotal.graphs import arun
 from pivotal.memory.lesson import Lesson
-from pivotal.memory.registry import open_store
+from pivotal.memory.policy.registry import open_store
 from pivotal.testing.servers import chroma_server, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -119,7 +119,7 @@ def test_a_server_that_is_down_is_refused_with_what_to_do():
 _MERGE = """
 import sys
 from pivotal.memory.lesson import Lesson
-from pivotal.memory.registry import open_store
+from pivotal.memory.policy.registry import open_store
 store = open_store("", sys.argv[1])
 for i in range(int(sys.argv[3])):
     run = f"{sys.argv[2]}-{i}"

@@ -159,7 +159,7 @@ class GridWorld:
 
     def instance(self) -> str:
         """Which maze this is: a lesson learnt here ("go down twice from the start") is recalled in
-        other mazes only once another maze taught the same text (memory/lesson.py `general`).
+        other mazes only once another maze taught the same text (memory/lesson/__init__.py `general`).
         """
         return f"{self.size}|{self.start}|{self.goal}|{sorted(self.walls)}|{sorted(self.holes)}"
 

@@ -10,7 +10,7 @@ from typing import Any
 from pivotal.bench.truth import judge_trajectory
 from pivotal.core.context import Context
 from pivotal.graphs import arun
-from pivotal.memory.registry import close_store
+from pivotal.memory.policy.registry import close_store
 
 CONFIGS: dict[str, dict[str, Any]] = {
     "actor": {"critic": False, "precheck": False, "retry": "none", "memory": False},

@@ -62,7 +62,7 @@ def _action(actions: Any, name: str, help_text: str, handler: Any) -> argparse.A
 
 def _store(args: argparse.Namespace):
     from pivotal.core.settings import settings
-    from pivotal.memory.registry import open_store
+    from pivotal.memory.policy.registry import open_store
 
     return open_store(args.store_path or settings().store_path, args.store_url or settings().store_url)
 
@@ -113,7 +113,7 @@ def _when(at: float) -> str:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from pivotal.memory.transfer import export_lessons
+    from pivotal.memory.policy.transfer import export_lessons
 
     store = _store(args)
     if args.file == "-":
@@ -126,7 +126,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from pivotal.memory.transfer import import_lessons
+    from pivotal.memory.policy.transfer import import_lessons
 
     path = Path(args.file)
     if not path.is_file():

@@ -7,9 +7,9 @@ from typing import IO, Any
 from pydantic import ValidationError
 
 from pivotal.core.secrets import secret_values
-from pivotal.memory.ledger import digest
 from pivotal.memory.lesson import DEFAULT_OWNER, Lesson
-from pivotal.memory.store import ExperienceStore
+from pivotal.memory.lesson.ledger import digest
+from pivotal.memory.policy.store import ExperienceStore
 
 MAX_ROW_CHARS = 64_000
 """A lesson row is a few hundred characters of text plus bounded counters and run ids; a longer

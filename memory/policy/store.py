@@ -1,43 +1,44 @@
-"""The experience store: lessons in Chroma (or a LangGraph store), one collection per task family.
+"""The experience store: the lesson policy over any storage backend (memory/storage/: Chroma, a
+LangGraph store), lessons kept a task family at a time.
 
 The small API the nodes, the `pivotal lessons` CLI, the runners and import/export call (16
 methods, nothing else of the store): batch · add · duplicate · search · kept · get · lessons · put
 · record_outcome · enforce_limits · retire · lineage · revoke · flush · close · fault_reported;
 reports and tests also read families · count · family_runs.
-Open one with memory/registry.py `open_store` (a folder or server) or memory/backend.py
-`lesson_store` (the run's LangGraph store too).
+Open one with memory/policy/registry.py: `lesson_store` (the run's backend, `Context.lessons_backend`)
+or `open_store` (a Chroma folder or server).
 
-Why a collection per family: recall always filters by family, and a Chroma metadata filter
-costs ~35 ms at 10k lessons while an unfiltered nearest-neighbour query costs ~3 ms
-(benchmarks/bench_store.py). Recall over-fetches from the family's collection and drops
-retired lessons itself.
+Recall over-fetches from the family and drops retired lessons itself: a metadata filter costs
+more than the nearest-neighbour query (Chroma: ~35 ms against ~3 ms at 10k lessons,
+benchmarks/bench_store.py).
 
-One client per store per process, with every read-modify-write under one lock, so concurrent
-runs neither lose nor duplicate lessons. Chroma calls block: async callers use `asyncio.to_thread`.
+One storage per store per process, with every read-modify-write under one lock, so concurrent
+runs neither lose nor duplicate lessons. Storage calls block: async callers use `asyncio.to_thread`.
 
 Its parts, each tested alone (tests/test_store_parts.py and their own): reads, writes and queries
-(memory/lesson_io.py), the writes yet to be made (memory/write_buffer.py), both together as this
-process sees them (memory/shelf.py), the policy (memory/policy.py) and how it is applied
-(memory/limits.py), the ledger (memory/ledger.py), revocation (memory/revocation.py), the kept
-recall answers (memory/neighbours.py), the open stores (memory/registry.py), import/export
-(memory/transfer.py); the lesson and its forms (memory/lesson.py).
+(memory/policy/lesson_io.py), the writes yet to be made (memory/policy/write_buffer.py), both
+together as this process sees them (memory/policy/shelf.py), the rules (memory/policy/rules.py)
+and how they are applied (memory/policy/limits.py), revocation (memory/policy/revocation.py), the
+kept recall answers (memory/policy/neighbours.py), the open stores (memory/policy/registry.py),
+import/export (memory/policy/transfer.py); the lesson and its forms (memory/lesson/), its ledger
+records (memory/lesson/ledger.py); where both are kept (memory/storage/).
 """
 
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
-from pivotal.memory import policy, revocation
-from pivotal.memory.ledger import ChromaLedger, Record, evidence, recall
 from pivotal.memory.lesson import DEFAULT_OWNER, Found, Lesson
-from pivotal.memory.lesson_io import LessonIO, owned, where
-from pivotal.memory.limits import FamilyRuns, Limits
-from pivotal.memory.neighbours import NeighbourCache
-from pivotal.memory.revocation import Revoked
-from pivotal.memory.shelf import OVERFETCH, Shelf
-from pivotal.memory.write_buffer import WriteBuffer
+from pivotal.memory.lesson.ledger import Record, evidence, recall
+from pivotal.memory.policy import revocation, rules
+from pivotal.memory.policy.lesson_io import LessonIO, owned
+from pivotal.memory.policy.limits import FamilyRuns, Limits
+from pivotal.memory.policy.neighbours import NeighbourCache
+from pivotal.memory.policy.revocation import Revoked
+from pivotal.memory.policy.shelf import OVERFETCH, Shelf
+from pivotal.memory.policy.write_buffer import WriteBuffer
+from pivotal.memory.storage.base import Only, Storage
 
 BATCH = 500
 
@@ -58,19 +59,20 @@ class Written:
 
 
 class ExperienceStore:
-    def __init__(self, location: str, client: Any, release: Any = None, *, private: bool = False) -> None:
-        self.location = location
-        self.client = client
-        self._release = release
+    def __init__(self, storage: Storage) -> None:
+        self.location = storage.location
+        self.storage = storage
+        self._release = storage.release
         self._lock = threading.RLock()
         """This process's threads take turns; other processes and machines need no lock, as
-        what they count goes to the ledger as records of their own (memory/ledger.py).
+        what they count goes to the ledger as records of their own (memory/lesson/ledger.py).
         Reentrant, as `batch()` holds it around the writes it makes."""
-        self._ledger = client.ledger if hasattr(client, "ledger") else ChromaLedger(client)
+        self._ledger = storage.records
+        private = storage.private
         self._private = private
         """No other process writes it (a folder is locked to its process): what this process
         remembers of it stays true. A server's other clients approve lessons this one never hears of."""
-        self.io = LessonIO(client, location, private=private)
+        self.io = LessonIO(storage.lessons, storage.location, private=private)
         self.buffer = WriteBuffer()
         self._near = NeighbourCache() if private else None
         self.shelf = Shelf(self.io, self.buffer, self._ledger, self._near, private=private)
@@ -81,7 +83,7 @@ class ExperienceStore:
     @contextmanager
     def batch(self) -> Iterator[None]:
         """One run's lesson writes (inserts, merges, retirements) as one upsert and one update per
-        family at the end, its recall scores deferred (memory/write_buffer.py): each Chroma write
+        family at the end, its recall scores deferred (memory/policy/write_buffer.py): each Chroma write
         call costs ~10-20 ms on disk whatever it holds, and a run made five or six. Reads inside
         see the held writes; a failure writes none of them.
         Call it from one thread: it holds the store's lock throughout.
@@ -184,18 +186,15 @@ class ExperienceStore:
         never asked (`count()` costs more than the nearest-neighbour query at 100k lessons), only
         whether it has ever held a lesson, since an empty store should not pay for an embedding.
         In a store this process owns, the nearest lessons of each query are kept and kept true
-        as lessons are written (memory/neighbours.py): situations repeat within and across runs.
+        as lessons are written (memory/policy/neighbours.py): situations repeat within and across runs.
         """
-        collection = self.io.collection(family, create=False)
-        if not text.strip() or collection is None or not self.io.collections.holds_lessons(collection):
+        if not text.strip() or not self.io.storage.holds(family):
             return []
-        near = self.shelf.neighbours(collection, family, text, k * OVERFETCH)
+        near = self.shelf.neighbours(family, text, k * OVERFETCH)
         found = _recallable(near.found, instance, owner)
         if len(found) < k and not near.complete:  # the rest of the top may hold more that apply
-            terms = [{"status": "approved"}, *owned(owner, shared=True)]
-            if instance:
-                terms.append({"scope": {"$in": ["", instance]}})
-            found = _recallable(self.shelf.query(collection, near.vector, k, where(*terms), text), instance, owner)
+            only = Only(status="approved", owners=owned(owner, shared=True), scopes=("", instance) if instance else ())
+            found = _recallable(self.shelf.query(family, near.vector, k, only, text), instance, owner)
         return [r for r in found if r.similarity >= min_similarity][:k]
 
     def kept(
@@ -204,9 +203,8 @@ class ExperienceStore:
         """`search`'s answer when it is at hand (no disk, no embedding), else None: the recall node
         then needs no thread.
         """
-        collection = self.io.collections.opened(family)
         near = self._near.get(family, text, k * OVERFETCH) if self._near is not None else None
-        if collection is None or not self.io.collections.filled(collection) or near is None:
+        if not self.io.storage.known_to_hold(family) or near is None:
             return None
         found = _recallable(near.found, instance, owner)
         if len(found) < k and not near.complete:
@@ -229,7 +227,7 @@ class ExperienceStore:
     def families(self) -> list[str]:
         return self.shelf.families()
 
-    # ---- utility and eviction (memory/policy.py, memory/limits.py) --------------------------
+    # ---- utility and eviction (memory/policy/rules.py, memory/policy/limits.py) -------------
     def record_outcome(
         self, run_id: str, family: str, usage: dict[str, tuple[int, int]], *, success: bool
     ) -> list[Lesson]:
@@ -239,7 +237,7 @@ class ExperienceStore:
         with the recall scores.
         """
         with self._lock:
-            if self.io.collection(family, create=False) is not None:  # else nothing to compare with
+            if self.io.storage.has(family):  # else nothing to compare with
                 run = self._limits.runs.count(family, run_id, success)
                 if self._private and self.buffer.defer():
                     self.flush()
@@ -257,7 +255,7 @@ class ExperienceStore:
         return scored
 
     def family_runs(self, family: str) -> tuple[int, int]:
-        """(runs, successes) of the family, the baseline `policy.hurts` compares a lesson's runs with."""
+        """(runs, successes) of the family, the baseline `rules.hurts` compares a lesson's runs with."""
         return self._limits.family_runs(family)
 
     def enforce_limits(
@@ -270,7 +268,7 @@ class ExperienceStore:
         owner: str = DEFAULT_OWNER,
     ) -> list[str]:
         """Retire lessons whose utility fell below `floor` after enough recalls, or that hurt, then
-        the lowest utility until at most `cap` of `owner`'s own stay approved (memory/limits.py).
+        the lowest utility until at most `cap` of `owner`'s own stay approved (memory/policy/limits.py).
         `scored`: the lessons whose utility just changed (None: all of `owner`'s). Retired ones are kept.
         """
         with self._lock:
@@ -282,7 +280,7 @@ class ExperienceStore:
     def retire(self, ids: list[str], reason: str, *, owner: str | None = None) -> list[str]:
         with self._lock:
             found = self.get(ids, owner=owner)
-            self.shelf.update([policy.retired(lesson, reason) for lesson in found.values()])
+            self.shelf.update([rules.retired(lesson, reason) for lesson in found.values()])
             self._limits.forget()
         return list(found)
 

@@ -12,6 +12,9 @@ and a shared store folds again when it is read.
 The records are also the lesson's lineage: which runs, imports or people it came from, the hash of
 what each distilled it from, the text each one gave, so `pivotal lessons revoke` can take a source
 back out and rebuild the lesson from what is left.
+
+Where records are kept is the storage's (memory/storage/base.py `RecordStorage`): one backend
+file each, as for the lessons.
 """
 
 import hashlib
@@ -48,7 +51,7 @@ class Record(BaseModel):
     """Hash of what the lesson was distilled from (the run's trajectory, the import row)."""
     at: float = Field(default_factory=time.time)
     weight: int = 0
-    """Evidence it adds: 1 for a run; an import's is capped (memory/transfer.py IMPORT_PRIOR)."""
+    """Evidence it adds: 1 for a run; an import's is capped (memory/policy/transfer.py IMPORT_PRIOR)."""
     recalls: int = 0
     successes: int = 0
     steps: int = 0
@@ -190,96 +193,3 @@ def family_runs(records: Iterable[Record]) -> tuple[int, int]:
     """(runs, successes) of a family's run records."""
     runs = {r.id: r for r in records if r.kind == "run"}.values()
     return len(runs), sum(r.successes for r in runs)
-
-
-# ---- where records are kept ----------------------------------------------------------------
-LEDGER_PREFIX = "pivotal-ledger-"
-
-
-class ChromaLedger:
-    """Records in a Chroma collection per family beside the lessons' one (never queried by
-    vector: each record gets the same one-number embedding Chroma requires).
-    """
-
-    def __init__(self, client: Any) -> None:
-        self.client = client
-        self._collections: dict[str, Any] = {}
-
-    def _collection(self, family: str, *, create: bool) -> Any:
-        if family in self._collections:
-            return self._collections[family]
-        from pivotal.memory.collections import collection_name
-
-        name = LEDGER_PREFIX + collection_name(family).split("-", 2)[2]
-        if create:
-            collection = self.client.get_or_create_collection(
-                name, embedding_function=None, metadata={"family": family, "ledger": True}
-            )
-        elif name in {c.name for c in self.client.list_collections()}:
-            collection = self.client.get_collection(name, embedding_function=None)
-        else:
-            return None
-        self._collections[family] = collection
-        return collection
-
-    def append(self, records: list[Record]) -> None:
-        by_family: dict[str, dict[str, Record]] = {}
-        for record in records:
-            by_family.setdefault(record.family, {})[record.id] = record
-        for family, unique in by_family.items():
-            collection = self._collection(family, create=True)
-            rows = list(unique.values())
-            for start in range(0, len(rows), 500):
-                chunk = rows[start : start + 500]
-                collection.upsert(
-                    ids=[r.id for r in chunk], metadatas=[r.metadata() for r in chunk], embeddings=[[1.0]] * len(chunk)
-                )
-
-    def read(self, family: str, lessons: list[str] | None = None, *, kind: str | None = None) -> list[Record]:
-        collection = self._collection(family, create=False)
-        if collection is None or lessons == []:
-            return []
-        terms: list[dict[str, Any]] = []
-        if lessons is not None:
-            terms.append({"lesson": {"$in": lessons}})
-        if kind is not None:
-            terms.append({"kind": kind})
-        where = terms[0] if len(terms) == 1 else ({"$and": terms} if terms else None)
-        result = collection.get(where=where, include=["metadatas"])
-        return [Record(id=i, **m) for i, m in zip(result["ids"], result["metadatas"] or [], strict=True)]
-
-    def delete(self, family: str, ids: list[str]) -> None:
-        collection = self._collection(family, create=False)
-        if collection is not None and ids:
-            collection.delete(ids=ids)
-
-
-class StoreLedger:
-    """Records in a LangGraph store: `(*namespace[:-1], namespace[-1] + "_ledger", family)`,
-    outside the lessons' prefix, unindexed.
-    """
-
-    def __init__(self, store: Any, namespace: tuple[str, ...]) -> None:
-        self.store = store
-        self.namespace = (*namespace[:-1], f"{namespace[-1]}_ledger")
-
-    def _space(self, family: str) -> tuple[str, ...]:
-        from pivotal.memory.langgraph_store import family_label
-
-        return (*self.namespace, family_label(family))
-
-    def append(self, records: list[Record]) -> None:
-        for record in records:
-            self.store.put(self._space(record.family), record.id, record.metadata(), index=False)
-
-    def read(self, family: str, lessons: list[str] | None = None, *, kind: str | None = None) -> list[Record]:
-        from pivotal.memory.langgraph_store import _all
-
-        base = {"kind": kind} if kind is not None else {}
-        filters = [{**base, "lesson": lesson} for lesson in lessons] if lessons is not None else [base or None]
-        items = [item for flt in filters for item in _all(self.store, self._space(family), flt)]
-        return [Record(id=item.key, **item.value) for item in items]
-
-    def delete(self, family: str, ids: list[str]) -> None:
-        for key in ids:
-            self.store.delete(self._space(family), key)

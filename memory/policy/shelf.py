@@ -1,19 +1,19 @@
-"""A store's lessons as this process sees them: what is stored (memory/lesson_io.py) with what it
-has yet to write on top (memory/write_buffer.py), counts folded from the ledger where others write
-too, and the kept recall answers (memory/neighbours.py) kept true by every write. The store's
+"""A store's lessons as this process sees them: what is stored (memory/policy/lesson_io.py) with
+what it has yet to write on top (memory/policy/write_buffer.py), counts folded from the ledger where
+others write too, and the kept recall answers (memory/policy/neighbours.py) kept true by every write. The store's
 policy reads and writes through here only, so a held or deferred version is never missed.
 """
 
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 import numpy as np
 
-from pivotal.memory.ledger import ChromaLedger, StoreLedger, fold
 from pivotal.memory.lesson import DEFAULT_OWNER, Lesson
-from pivotal.memory.lesson_io import LessonIO, owned, where
-from pivotal.memory.neighbours import NeighbourCache, Neighbours
-from pivotal.memory.write_buffer import WriteBuffer
+from pivotal.memory.lesson.ledger import fold
+from pivotal.memory.policy.lesson_io import LessonIO, owned
+from pivotal.memory.policy.neighbours import NeighbourCache, Neighbours
+from pivotal.memory.policy.write_buffer import WriteBuffer
+from pivotal.memory.storage.base import Only, RecordStorage
 
 OVERFETCH = 4
 """Recall asks for k × this many neighbours, so retired ones can be dropped unfiltered; dedup
@@ -25,7 +25,7 @@ class Shelf:
         self,
         io: LessonIO,
         buffer: WriteBuffer,
-        ledger: ChromaLedger | StoreLedger,
+        ledger: RecordStorage,
         near: NeighbourCache | None,
         *,
         private: bool,
@@ -40,13 +40,13 @@ class Shelf:
         """New texts: held in a batch, else written now. `embedded`: see `LessonIO.upsert`."""
         if self.buffer.pending is not None and embedded:
             for lesson in lessons:
-                self.io.collection(lesson.family, create=True)  # the family's run record needs it now
-                self.buffer.hold(lesson, self.io.collections.vector(lesson.family, lesson.document))
+                self.io.storage.has(lesson.family, create=True)  # the family's run record needs it now
+                self.buffer.hold(lesson, self.io.storage.vector(lesson.family, lesson.document))
             return
         self.buffer.written(lesson.id for lesson in lessons)
         self.io.upsert(lessons, embedded=embedded)
         if self.near is not None and embedded:
-            vectors = [self.io.collections.vector(lesson.family, lesson.document) for lesson in lessons]
+            vectors = [self.io.storage.vector(lesson.family, lesson.document) for lesson in lessons]
             self.near.written(lessons, vectors)
         elif self.near is not None:
             self.near.forget({lesson.family for lesson in lessons})
@@ -85,45 +85,44 @@ class Shelf:
         self.io.delete(family, ids)
         self.buffer.written(ids)
 
-    def read(self, collection: Any, ids: list[str] | None) -> list[Lesson]:
-        """The collection's lessons of `ids` (all when None) in their latest versions, held ones too."""
-        return self.buffer.joined(self.io.read(collection, ids), ids, collection.name)
+    def read(self, family: str, ids: list[str] | None) -> list[Lesson]:
+        """The family's lessons of `ids` (all when None) in their latest versions, held ones too."""
+        return self.buffer.joined(self.io.read(family, ids), ids, family)
 
     def query(
-        self, collection: Any, vector: np.ndarray | list[float], n: int, where: dict[str, Any] | None, text: str
+        self, family: str, vector: np.ndarray | list[float], n: int, only: Only | None, text: str
     ) -> list[tuple[Lesson, float]]:
         """`LessonIO.query`, each lesson in its latest version."""
-        return [(self.buffer.held(lesson), s) for lesson, s in self.io.query(collection, vector, n, where, text)]
+        return [(self.buffer.held(lesson), s) for lesson, s in self.io.query(family, vector, n, only, text)]
 
     def nearest(self, lesson: Lesson) -> tuple[Lesson, float] | None:
         """The stored (or held) lesson of the same kind, family and owner most like `lesson`, any status."""
-        vector = self.io.collections.vector(lesson.family, lesson.document)
+        vector = self.io.storage.vector(lesson.family, lesson.document)
         held = self.buffer.nearest_held(lesson, vector)
         if held is not None and held[1] >= 1.0:
             return held
-        collection = self.io.collection(lesson.family, create=False)
-        if collection is None or not self.io.collections.holds_lessons(collection):
+        if not self.io.storage.holds(lesson.family):
             return held
-        exact = self.read(collection, [lesson.id])
+        exact = self.read(lesson.family, [lesson.id])
         if exact:
             return exact[0], 1.0
-        terms = [{"kind": lesson.kind}, *owned(lesson.owner, shared=False)]
-        if lesson.scope:  # a lesson one maze taught merges only where it would be recalled
-            terms.append({"scope": {"$in": ["", lesson.scope]}})
+        # a lesson one maze taught merges only where it would be recalled
+        scopes = ("", lesson.scope) if lesson.scope else ()
+        only = Only(kind=lesson.kind, owners=owned(lesson.owner, shared=False), scopes=scopes)
         # the default owner's are not filtered (`owned`): the nearest few are asked for, and its own kept
         n = OVERFETCH if lesson.owner == DEFAULT_OWNER else 1
-        found = self.query(collection, vector, n, where(*terms), lesson.document)
+        found = self.query(lesson.family, vector, n, only, lesson.document)
         stored = next((f for f in found if f[0].owner == lesson.owner), None)
         return max((f for f in (held, stored) if f is not None), key=lambda f: f[1], default=None)
 
-    def neighbours(self, collection: Any, family: str, text: str, n: int) -> Neighbours:
-        """The collection's top `n` for `text`, any status; kept (see memory/neighbours.py) in a private store."""
+    def neighbours(self, family: str, text: str, n: int) -> Neighbours:
+        """The family's top `n` for `text`, any status; kept (see memory/policy/neighbours.py) in a private store."""
         kept = self.near.get(family, text, n) if self.near is not None else None
         if kept is not None:
             return kept
         version = self.near.version(family) if self.near is not None else 0
-        vector = np.asarray(self.io.collections.vector(family, text), dtype=np.float32)
-        found = self.query(collection, vector, n, None, text)
+        vector = np.asarray(self.io.storage.vector(family, text), dtype=np.float32)
+        found = self.query(family, vector, n, None, text)
         answer = Neighbours(vector, tuple(found), complete=len(found) < n)
         if self.near is not None:
             self.near.keep(family, text, n, answer, version)
@@ -131,22 +130,26 @@ class Shelf:
 
     def get(self, ids: list[str] | None, *, family: str | None, owner: str | None) -> dict[str, Lesson]:
         found: dict[str, Lesson] = {}
-        for collection in self.io.collections.of_family(family):
-            found.update((lesson.id, lesson) for lesson in self._visible(collection, ids, owner))
+        for stored in self._families(family):
+            found.update((lesson.id, lesson) for lesson in self._visible(stored, ids, owner))
         return found
 
     def lessons(self, *, family: str | None, owner: str | None) -> Iterator[Lesson]:
-        for collection in self.io.collections.of_family(family):
-            yield from self._visible(collection, None, owner)
+        for stored in self._families(family):
+            yield from self._visible(stored, None, owner)
 
     def count(self, *, status: str | None = None) -> int:
-        collections = self.io.collections.of_family(None)
-        if status is None:
-            return sum(c.count() for c in collections)
-        return sum(len(c.get(where={"status": status}, include=[])["ids"]) for c in collections)
+        only = Only(status=status) if status is not None else None
+        return sum(self.io.storage.count(family, only) for family in self.families())
 
     def families(self) -> list[str]:
-        return [c.metadata["family"] for c in self.io.collections.of_family(None)]
+        return self.io.storage.families()
+
+    def _families(self, family: str | None) -> list[str]:
+        """The family, or every family's (None), as far as they are stored."""
+        if family is None:
+            return self.families()
+        return [family] if self.io.storage.has(family) else []
 
     def forget_recall(self) -> None:
         """Drop the kept recall answers and known lessons: benchmarks measure a process that starts cold."""
@@ -154,8 +157,8 @@ class Shelf:
             self.near.forget()
         self.io.known.forget()
 
-    def _visible(self, collection: Any, ids: list[str] | None, owner: str | None) -> Iterable[Lesson]:
-        lessons = self._folded(self.read(collection, ids), ids)
+    def _visible(self, family: str, ids: list[str] | None, owner: str | None) -> Iterable[Lesson]:
+        lessons = self._folded(self.read(family, ids), ids)
         return (lesson for lesson in lessons if owner is None or lesson.visible_to(owner))
 
     def _folded(self, lessons: list[Lesson], ids: list[str] | None) -> list[Lesson]:

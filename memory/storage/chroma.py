@@ -1,0 +1,446 @@
+"""The Chroma backend: lessons in a folder on disk (locked to this process) or a `chroma run`
+server, one collection per task family, and the ledger's records in a collection per family beside
+it. Chroma's `where` syntax is spoken here only (`where_of`).
+
+Why a collection per family: recall always filters by family, and a Chroma metadata filter
+costs ~35 ms at 10k lessons while an unfiltered nearest-neighbour query costs ~3 ms
+(benchmarks/bench_store.py).
+
+Read in this order: opening Chroma (a folder or a server), the collections (named, opened,
+checked, and the embedding compute each was made with; tested alone in tests/test_collections.py),
+the lessons on them (`ChromaLessons`), the records (`ChromaRecords`), and the names the backend
+table reads (memory/storage/__init__.py).
+"""
+
+import fcntl
+import hashlib
+import os
+import re
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+from pivotal.core.checkpoints import damage
+from pivotal.core.errors import PivotalError, make_folder, store_server_gone
+from pivotal.memory.lesson import Lesson
+from pivotal.memory.lesson.ledger import Record
+from pivotal.memory.storage.base import Near, Only, Storage, Vector, lesson_from, one_line
+
+if TYPE_CHECKING:
+    from langgraph.store.base import BaseStore
+
+    from pivotal.core.context import Context
+    from pivotal.memory.storage.embeddings import Compute  # onnxruntime loads only once a store embeds
+
+# ---- opening Chroma ------------------------------------------------------------------------
+LOCK_FILE = ".pivotal.lock"
+DATABASE = "chroma.sqlite3"
+SERVER_HINT = (
+    "start one with `chroma run --path DIR --host 127.0.0.1 --port PORT`, or unset PIVOTAL_STORE_URL / --store-url"
+)
+
+
+def usable_directory(path: str) -> str:
+    directory = Path(path).expanduser().resolve()
+    make_folder(
+        directory,
+        f"cannot create the lesson store directory {directory}",
+        "choose another --store / PIVOTAL_STORE_PATH",
+    )
+    if not directory.is_dir():
+        raise PivotalError(f"lesson store path {directory} is not a directory; choose another --store")
+    return str(directory)
+
+
+def connect_folder(directory: str) -> tuple[Any, Callable[[], None]]:
+    """A PersistentClient, after taking the folder's lock so a second process fails fast and clearly."""
+    release_lock = _lock_folder(directory)
+    problem = _damage(directory)
+    if problem:
+        release_lock()
+        raise PivotalError(
+            f"lesson store {directory} is damaged ({problem}): restore it from a backup (`pivotal lessons "
+            "export` makes one) or point PIVOTAL_STORE_PATH elsewhere; nothing was changed"
+        )
+    import chromadb
+
+    try:
+        client = chromadb.PersistentClient(path=directory)
+        client.list_collections()  # a corrupt database fails here, not in the middle of a run
+    except Exception as exc:  # Chroma raises many types; the user needs one line
+        release_lock()
+        raise PivotalError(
+            f"cannot open the lesson store at {directory}: {one_line(exc)}; the folder may "
+            "be damaged or not a Chroma store — nothing was changed; move it aside or "
+            "choose another --store"
+        ) from exc
+
+    def release() -> None:
+        client.close()  # type: ignore[attr-defined]  # chromadb types it as ClientAPI, which omits close(); its Client has it
+        release_lock()
+
+    return client, release
+
+
+def _damage(directory: str) -> str:
+    """Checked before Chroma opens the folder: it takes a 0-byte or missing database for a new
+    store and starts an empty one over the lessons, and only fails on a damaged page mid-run.
+    """
+    database = Path(directory) / DATABASE
+    if not database.exists():
+        indexes = [p for p in Path(directory).iterdir() if p.is_dir() and _uuid(p.name)]
+        return f"{DATABASE} is missing beside its index folders" if indexes else ""
+    return damage(database, expect_data=True)
+
+
+def _uuid(name: str) -> bool:
+    """Chroma names a collection's index folder by its segment's UUID."""
+    try:
+        uuid.UUID(name)
+    except ValueError:
+        return False
+    return True
+
+
+def connect_server(url: str) -> tuple[Any, Callable[[], None]]:
+    """An HttpClient to a Chroma server, checked with a heartbeat before any run starts."""
+    import chromadb
+
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise PivotalError(f"store URL {url!r} is not an http(s) URL like http://127.0.0.1:8000")
+    port = parsed.port or (443 if parsed.scheme == "https" else 8000)
+    try:
+        client = chromadb.HttpClient(host=parsed.hostname, port=port, ssl=parsed.scheme == "https")
+        client.heartbeat()
+    except Exception as exc:  # noqa: BLE001 — the client raises many types; the user needs one line
+        raise PivotalError(
+            f"the lesson store server at {url} is not reachable ({one_line(exc)}); {SERVER_HINT}"
+        ) from None
+    return client, lambda: None
+
+
+def _lock_folder(directory: str) -> Callable[[], None]:
+    path = os.path.join(directory, LOCK_FILE)
+    try:
+        handle = open(path, "a+")
+    except OSError as exc:
+        raise PivotalError(
+            f"lesson store directory {directory} is not writable ({exc.strerror}); "
+            "fix its permissions or choose another --store"
+        ) from None
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        raise PivotalError(
+            f"lesson store {directory} is in use by {holder}; one process opens a store "
+            "folder at a time — wait for it, or share the store through a Chroma server "
+            "(PIVOTAL_STORE_URL)"
+        ) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"process {os.getpid()}")
+    handle.flush()
+
+    def release() -> None:
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
+
+    return release
+
+
+# ---- the collections -------------------------------------------------------------------------
+PREFIX = "pivotal-lessons-"
+
+
+class Collections:
+    def __init__(self, client: Any, location: str) -> None:
+        self.client = client
+        self.location = location
+        self._opened: dict[str, Any] = {}
+        self._computes: dict[str, Compute] = {}
+        """Each opened family's embedding compute (memory/storage/embeddings.py `Compute`), from its
+        collection's config."""
+        self._filled: set[str] = set()
+
+    def collection(self, family: str, *, create: bool) -> Any:
+        """The family's collection (made when `create`), or None when it has none yet."""
+        if family in self._opened:
+            return self._opened[family]
+        from pivotal.memory.storage.embeddings import compute_of, default_embedding
+
+        name = collection_name(family)
+        try:
+            if create:
+                collection = self.client.get_or_create_collection(
+                    name,
+                    embedding_function=default_embedding(),
+                    metadata={"family": family},
+                    configuration={"hnsw": {"space": "cosine"}},
+                )
+            elif name in {c.name for c in self.client.list_collections()}:
+                collection = self.client.get_collection(name)  # built from its own config (its compute)
+            else:
+                return None
+        except Exception as exc:  # Chroma raises many types; the user needs one line
+            if store_server_gone(exc):
+                raise  # the server's fault, not the collection's: a batch stops on it (see core/errors.py)
+            raise self._unusable(family, one_line(exc)) from exc
+        self._check_compatible(collection, family)
+        self._computes[family] = compute_of(collection.configuration_json["embedding_function"].get("config") or {})
+        self._opened[family] = collection
+        return collection
+
+    def opened(self, family: str) -> Any:
+        """The family's collection if this process opened it already (no disk), else None."""
+        return self._opened.get(family)
+
+    def of_family(self, family: str | None) -> list[Any]:
+        """The family's collection, or every family's (None), as far as they exist."""
+        if family is not None:
+            collection = self.collection(family, create=False)
+            return [collection] if collection is not None else []
+        families = [
+            c.metadata.get("family") for c in self.client.list_collections() if c.name.startswith(PREFIX) and c.metadata
+        ]
+        return [self.collection(f, create=False) for f in sorted(families)]
+
+    def holds_lessons(self, collection: Any) -> bool:
+        """Lessons are retired, never deleted: a collection that held one always will."""
+        if collection.name not in self._filled and collection.count() > 0:
+            self._filled.add(collection.name)
+        return collection.name in self._filled
+
+    def filled(self, collection: Any) -> bool:
+        """Known to hold lessons, without asking Chroma."""
+        return collection.name in self._filled
+
+    def compute(self, family: str) -> "Compute":
+        """What the family's collection was made with; a family not stored yet gets the new one."""
+        from pivotal.memory.storage.embeddings import NEW_COMPUTE  # onnxruntime loads only once a store embeds
+
+        return self._computes.get(family, NEW_COMPUTE)
+
+    def embedder(self, family: str) -> Any:
+        from pivotal.memory.storage.embeddings import embedding
+
+        return embedding(self.compute(family))
+
+    def vector(self, family: str, text: str) -> list[float]:
+        """`text`'s vector as the family's collection compares it (cached: see `query_vector`)."""
+        from pivotal.memory.storage.embeddings import query_vector
+
+        return query_vector(text, self.compute(family))
+
+    def _check_compatible(self, collection: Any, family: str) -> None:
+        """A collection made with another embedding model or distance would give wrong neighbours."""
+        from pivotal.memory.storage.embeddings import MiniLMEmbedding
+
+        config = collection.configuration_json or {}
+        embedder = (config.get("embedding_function") or {}).get("name")
+        space = (config.get("hnsw") or {}).get("space")
+        if embedder != MiniLMEmbedding.name() or space != "cosine":
+            raise self._unusable(
+                family,
+                f"its embedding function is {embedder!r} with {space!r} distance, "
+                f"Pivotal needs {MiniLMEmbedding.name()!r} (384 dimensions, cosine)",
+            )
+
+    def _unusable(self, family: str, why: str) -> PivotalError:
+        return PivotalError(
+            f"lesson store {self.location}: the collection for family {family!r} cannot be "
+            f"used ({why}); nothing was changed — point --store at another folder, or move "
+            "the old one aside"
+        )
+
+
+def collection_name(family: str) -> str:
+    """Chroma allows 3–512 chars of [a-zA-Z0-9._-]; the hash keeps distinct families apart."""
+    slug = re.sub(r"[^a-zA-Z0-9_-]+", "-", family).strip("-_")[:48] or "default"
+    return f"{PREFIX}{slug}-{hashlib.sha256(family.encode()).hexdigest()[:8]}"
+
+
+def where_of(only: Only | None) -> dict[str, Any] | None:
+    """Chroma's `where` for `only`: one term alone as it is, several under `$and`; a field that may
+    be one of several values under `$in`.
+    """
+    if only is None:
+        return None
+    terms: list[dict[str, Any]] = [{name: value} for name, value in only.equal().items()]
+    for name, values in (("owner", only.owners), ("scope", only.scopes)):
+        if values:
+            terms.append({name: values[0]} if len(values) == 1 else {name: {"$in": list(values)}})
+    if not terms:
+        return None
+    return terms[0] if len(terms) == 1 else {"$and": terms}
+
+
+# ---- the lessons ------------------------------------------------------------------------------
+class ChromaLessons(Collections):
+    """`LessonStorage` (memory/storage/base.py) on a store's collections: a lesson's id is the
+    Chroma id, its document what is embedded, its metadata its fields.
+    """
+
+    def families(self) -> list[str]:
+        return [c.metadata["family"] for c in self.of_family(None)]
+
+    def has(self, family: str, *, create: bool = False) -> bool:
+        return self.collection(family, create=create) is not None
+
+    def holds(self, family: str) -> bool:
+        collection = self.collection(family, create=False)
+        return collection is not None and self.holds_lessons(collection)
+
+    def known_to_hold(self, family: str) -> bool:
+        collection = self.opened(family)
+        return collection is not None and self.filled(collection)
+
+    def put(self, family: str, lessons: list[Lesson], vectors: list[list[float]] | None) -> None:
+        collection = self.collection(family, create=True)
+        documents = [lesson.document for lesson in lessons]
+        collection.upsert(
+            ids=[lesson.id for lesson in lessons],
+            documents=documents,
+            metadatas=[lesson.metadata() for lesson in lessons],
+            embeddings=vectors if vectors is not None else self.embedder(family)(documents),
+        )
+
+    def update(self, family: str, lessons: list[Lesson]) -> None:
+        """Without documents: an upsert with them re-embeds every one (most of a run's store time went there)."""
+        self.collection(family, create=True).update(
+            ids=[lesson.id for lesson in lessons], metadatas=[lesson.metadata() for lesson in lessons]
+        )
+
+    def read(self, family: str, ids: list[str] | None) -> list[Lesson]:
+        collection = self.collection(family, create=False)
+        if collection is None:
+            return []
+        result = collection.get(ids=ids, include=["metadatas"])
+        return [lesson_from(self.location, i, m) for i, m in zip(result["ids"], result["metadatas"] or [], strict=True)]
+
+    def nearest(
+        self, family: str, text: str, vector: Vector, n: int, only: Only | None, *, lessons: bool
+    ) -> list[Near]:
+        """Chroma is given the vector only (it was embedded as the collection compares)."""
+        collection = self.collection(family, create=False)
+        if collection is None:
+            return []
+        include = ["metadatas", "distances"] if lessons else ["distances"]
+        result = collection.query(query_embeddings=[vector], n_results=n, where=where_of(only), include=include)
+        ids, distances = result["ids"][0], result["distances"][0]
+        found = result["metadatas"][0] if lessons else [None] * len(ids)
+        return [
+            Near(i, 1.0 - float(d), lesson_from(self.location, i, m) if lessons else None)
+            for i, d, m in zip(ids, distances, found, strict=True)
+        ]
+
+    def delete(self, family: str, ids: list[str]) -> None:
+        collection = self.collection(family, create=False)
+        if collection is not None and ids:
+            collection.delete(ids=ids)
+
+    def count(self, family: str, only: Only | None = None) -> int:
+        collection = self.collection(family, create=False)
+        if collection is None:
+            return 0
+        if only is None:
+            return collection.count()
+        return len(collection.get(where=where_of(only), include=[])["ids"])
+
+    def family_record(self, family: str) -> dict[str, Any] | None:
+        collection = self.collection(family, create=False)
+        return None if collection is None else dict(collection.metadata or {})
+
+
+# ---- the records ------------------------------------------------------------------------------
+LEDGER_PREFIX = "pivotal-ledger-"
+
+
+class ChromaRecords:
+    """`RecordStorage` in a Chroma collection per family beside the lessons' one (never queried by
+    vector: each record gets the same one-number embedding Chroma requires).
+    """
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self._collections: dict[str, Any] = {}
+
+    def _collection(self, family: str, *, create: bool) -> Any:
+        if family in self._collections:
+            return self._collections[family]
+        name = LEDGER_PREFIX + collection_name(family).split("-", 2)[2]
+        if create:
+            collection = self.client.get_or_create_collection(
+                name, embedding_function=None, metadata={"family": family, "ledger": True}
+            )
+        elif name in {c.name for c in self.client.list_collections()}:
+            collection = self.client.get_collection(name, embedding_function=None)
+        else:
+            return None
+        self._collections[family] = collection
+        return collection
+
+    def append(self, records: list[Record]) -> None:
+        by_family: dict[str, dict[str, Record]] = {}
+        for record in records:
+            by_family.setdefault(record.family, {})[record.id] = record
+        for family, unique in by_family.items():
+            collection = self._collection(family, create=True)
+            rows = list(unique.values())
+            for start in range(0, len(rows), 500):
+                chunk = rows[start : start + 500]
+                collection.upsert(
+                    ids=[r.id for r in chunk], metadatas=[r.metadata() for r in chunk], embeddings=[[1.0]] * len(chunk)
+                )
+
+    def read(self, family: str, lessons: list[str] | None = None, *, kind: str | None = None) -> list[Record]:
+        collection = self._collection(family, create=False)
+        if collection is None or lessons == []:
+            return []
+        terms: list[dict[str, Any]] = []
+        if lessons is not None:
+            terms.append({"lesson": {"$in": lessons}})
+        if kind is not None:
+            terms.append({"kind": kind})
+        where = terms[0] if len(terms) == 1 else ({"$and": terms} if terms else None)
+        result = collection.get(where=where, include=["metadatas"])
+        return [Record(id=i, **m) for i, m in zip(result["ids"], result["metadatas"] or [], strict=True)]
+
+    def delete(self, family: str, ids: list[str]) -> None:
+        collection = self._collection(family, create=False)
+        if collection is not None and ids:
+            collection.delete(ids=ids)
+
+
+# ---- what the backend table reads (memory/storage/base.py `Backend`) --------------------------
+IN_GRAPH_STORE = False
+
+
+def settings(context: "Context", graph_store: "BaseStore | None") -> tuple[str, str]:
+    """A folder (`store_path`) or, when set, a server (`store_url`)."""
+    return context.store_path, context.store_url
+
+
+def identity(settings: tuple[str, str]) -> str:
+    """The server's URL, or the folder's full path."""
+    path, url = settings
+    return url.rstrip("/") if url else str(Path(path).expanduser().resolve())
+
+
+def connect(identity: str, settings: tuple[str, str]) -> Storage:
+    """A folder is locked to this process (private); a server's other clients write it too."""
+    if settings[1]:
+        client, release = connect_server(identity)
+    else:
+        client, release = connect_folder(usable_directory(identity))
+    return on_client(client, identity, private=not settings[1], release=release)
+
+
+def on_client(client: Any, location: str, *, private: bool, release: Callable[[], None] | None = None) -> Storage:
+    """The storage of a Chroma client already open."""
+    return Storage(location, ChromaLessons(client, location), ChromaRecords(client), private, release)
