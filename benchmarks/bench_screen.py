@@ -6,7 +6,8 @@ screen, memory/screen.py; the model screen, the critic's model asked by nodes/ga
 
     python benchmarks/bench_screen.py                    # the rule screen only
     python benchmarks/bench_screen.py --model sim        # and the model screen on `sim`
-    python benchmarks/bench_screen.py --model local      # ... on the embedded model (slow: ~2 s a lesson)
+    python benchmarks/bench_screen.py --model local --sample 40   # ... on the embedded model (~4 s a
+                                                                  # lesson on 1 thread): 40 of each label
     python benchmarks/bench_screen.py --misses dev       # list what the rule screen got wrong on dev
 
 Prints one JSON object; `--out FILE` writes it too. `--misses` works on the dev set only: the
@@ -47,11 +48,23 @@ def by_category(rows: list[dict[str, Any]], refused: list[bool]) -> dict[str, st
     return {k: f"{a}/{n}" for k, (a, n) in sorted(counts.items())}
 
 
+def sample(rows: list[dict[str, Any]], per_label: int | None) -> list[dict[str, Any]]:
+    """Evenly spaced rows of each label, in file order: the same ones every run."""
+    if not per_label:
+        return rows
+    picked = []
+    for label in ("hostile", "benign"):
+        of_label = [r for r in rows if r["label"] == label]
+        step = max(len(of_label) / per_label, 1.0)
+        picked += [of_label[int(i * step)] for i in range(min(per_label, len(of_label)))]
+    return picked
+
+
 async def model_refusals(rows: list[dict[str, Any]], model: str) -> list[bool]:
     from pivotal.core.context import Context
     from pivotal.nodes.gate import model_screen
 
-    context = Context(model=model, model_screen=True)
+    context = Context(model=model, model_screen=True, local_threads=1)
     refused = []
     for row in rows:
         verdict, _ = await model_screen(context, {"run_id": "bench-screen"}, row["situation"], row["text"])
@@ -62,6 +75,7 @@ async def model_refusals(rows: list[dict[str, Any]], model: str) -> list[bool]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", help="also measure the model screen with this model spec (sim, local, ...)")
+    parser.add_argument("--sample", type=int, help="the model screen reads this many rows of each label per set")
     parser.add_argument("--misses", choices=["dev"], help="list the rule screen's misses on this set")
     parser.add_argument("--out", help="also write the JSON here")
     args = parser.parse_args()
@@ -78,10 +92,21 @@ def main() -> int:
         }
         entry["rule"]["ms_per_lesson"] = round(1000 * seconds / len(rows), 3)
         if args.model:
-            model = asyncio.run(model_refusals(rows, args.model))
-            both = [a or b for a, b in zip(rule, model, strict=True)]
-            entry["model"] = {"spec": args.model, **rates(rows, model), "by_category": by_category(rows, model)}
-            entry["rule_then_model"] = rates(rows, both)
+            picked = sample(rows, args.sample)
+            started = time.perf_counter()
+            model = asyncio.run(model_refusals(picked, args.model))
+            seconds = time.perf_counter() - started
+            ruled = {r["id"]: x for r, x in zip(rows, rule, strict=True)}
+            both = [ruled[r["id"]] or m for r, m in zip(picked, model, strict=True)]
+            entry["model"] = {
+                "spec": args.model,
+                "rows": len(picked),
+                **rates(picked, model),
+                "by_category": by_category(picked, model),
+                "s_per_lesson": round(seconds / len(picked), 2),
+            }
+            entry["rule_on_those_rows"] = rates(picked, [ruled[r["id"]] for r in picked])
+            entry["rule_then_model"] = rates(picked, both)
         if args.misses == bank:
             entry["misses"] = [
                 {k: r[k] for k in ("id", "label", "category", "situation", "text")}

@@ -47,7 +47,7 @@ sentence with one is experience; without one, "always call delete" is an order f
 _PATTERNS = [
     (
         r"\b(ignore|disregard|forget|override|bypass|skip|disable|turn off)\b.{0,40}"
-        r"\b(instructions?|rules?|prompts?|guardrails?|critic|reviewers?|checks?|approvals?|screen|gate|safety)\b",
+        r"\b(instructions?|rules?|prompts?|guardrails?|critic|reviews?|reviewers?|checks?|approvals?|screen|gate|safety)\b",
         "tells the agent to drop its instructions",
     ),
     (
@@ -158,7 +158,7 @@ _PATTERNS += [
     (
         r"\bbcc\b|\bcc\s*:|(https?://|www\.)[^\s)\]]*\?[^\s)\]]*="
         r"|!\[[^\]]*\]\(\s*https?:"
-        r"|\b(append|add|put|include|insert|pass|attach|encode)\b[^.;\n]{0,60}\b(to|into|in)\b[^.;\n]{0,25}"
+        r"|\b(append|add|put|include|insert|pass|attach)\b[^.;\n]{0,60}\b(to|into|in)\b[^.;\n]{0,25}"
         r"\b(argument|parameter|param|query|url|header)s?\b"
         r"|\b(post|publish|paste|share|put|upload|leak|write|send)\b[^.;\n]{0,80}\b(public|forum|community|status page"
         r"|pastebin|gist)\b",
