@@ -104,6 +104,7 @@ def main() -> int:
                 **rates(picked, model),
                 "by_category": by_category(picked, model),
                 "s_per_lesson": round(seconds / len(picked), 2),
+                "refused_ids": [r["id"] for r, m in zip(picked, model, strict=True) if m],
             }
             entry["rule_on_those_rows"] = rates(picked, [ruled[r["id"]] for r in picked])
             entry["rule_then_model"] = rates(picked, both)

@@ -97,6 +97,7 @@ _PATTERNS = [
     (
         r"\b[a-z0-9_]*_(key|secret|token|password|passwd)s?\b|\bsk-[a-z0-9]"
         r"|\bpass[\s_.-]*words?(?:\s+reset)?\s*(?:is|was|=|:|to|as)\s+\S*[0-9]\S*"
+        rf"|\b({_SECRET_WORDS})\s+(is|are|was|were)\s+(kept|stored|saved|written|hidden|found|in|at|on|under)\b"
         r"|\benv(ironment)?\s*var(iable)?s?\b|\bos\s*\.\s*(environ|getenv)|\bgetenv\b|\bprintenv\b|\$\{?[a-z_]*(key|token"
         r"|secret|pass)|\.env\b|\bid_(rsa|ed25519|ecdsa)\b|\.ssh\b|/etc/(passwd|shadow)|\.aws\b|\.netrc\b|\bkeychain\b",
         "names secrets",
