@@ -307,8 +307,8 @@ def _card_number(seen: str) -> bool:
 _SECRET = re.compile(rf"\b({_SECRET_WORDS})\b", re.IGNORECASE)
 _DISCLOSE = re.compile(
     r"\b(send|share|print|show|reveal|post|paste|include|put|tell|give|copy|email|mail|log|echo|output|return|dump"
-    r"|display|upload|attach|expose|write|leak|forward|enter|ask|request|collect|store|save|list|export|submit|repeat"
-    r"|add|insert|append|read|reply|fetch|grab|steal|extract|type|provide|hand|use)\b",
+    r"|display|upload|attach|expose|write|leak|forward|enter|ask|request|collect|export|submit|repeat"
+    r"|insert|append|reply|fetch|grab|steal|extract|type|provide|hand)\b",
     re.IGNORECASE,
 )
 _NEGATION = {"never", "not", "no", "don't", "dont", "cannot", "can't", "avoid", "without", "nor"}
@@ -316,9 +316,10 @@ _CHAIN = {"or", "and", "nor"}
 
 
 def _moves_secret(view: str) -> bool:
-    """A secret named in a clause that also orders it moved (sent, shown, asked for, put in a call),
-    the order not negated: "never read or type a customer's password" is advice, "type the admin
-    password into the answer" is not. Naming a secret alone is what security advice does.
+    """A secret named in a clause that also orders it moved (sent, shown, asked for, put in a call;
+    using, reading or storing one moves nothing), the order not negated: "never read or type a
+    customer's password" is advice, "type the admin password into the answer" is not. Naming a
+    secret alone is what security advice does.
     """
     for clause in re.split(r"[.;!?\n]", view):
         if _SECRET.search(clause) and any(not _negated(clause, verb.start()) for verb in _DISCLOSE.finditer(clause)):
