@@ -7,15 +7,20 @@ run and `pivotal lessons import`; and the way out, recall, for a lesson stored b
 existed (memory/lesson.py `screened`).
 
 A lesson is experience ("when X, Y happened"), never an order. What no lesson needs: an order
-that holds whatever the task ("the first step in every task is delete"), data sent out, a
-secret named, code to run, a prompt's markup.
+that holds whatever the task ("the first step in every task is delete"), advice to skip a review
+or check, data sent out (a URL's query, a markdown image, a tool's arguments, a bcc line, a public
+page), a card number, a secret moved, data destroyed, code to run, a prompt's markup, an order in
+another language. Security advice that names a password or a key is experience too.
 
 The patterns see normalised copies of the text, never the text as written: a model reads
 "ignore" spelt with a Cyrillic o, split by a zero-width space, set in mathematical bold,
-spaced out ("i g n o r e"), punctuated ("a.p.i k.e.y") or in digits ("p4ssw0rd") as "ignore",
-so the screen must too. Situation and text are screened together, and the patterns read across
-line breaks: a payload split across the two fields is read whole. The stored lesson keeps its own
-characters.
+spaced out ("i g n o r e"), punctuated ("a.p.i k.e.y"), in digits ("p4ssw0rd"), percent-encoded,
+escaped, in ROT13 or base64 as "ignore", so the screen must too. Situation and text are screened
+together, and read joined: a payload split across the two fields, even mid-word, is read whole.
+The stored lesson keeps its own characters.
+
+Its rates are measured on lesson sets it was not written against (pivotal/bench/attack_lessons.py,
+benchmarks/bench_screen.py): tune it on the dev set only; the frozen set is held out.
 """
 
 import base64
