@@ -24,7 +24,7 @@ LessonsBackend = str
 "auto"; checked against it when a run with memory starts, so a new backend touches no file here."""
 OnCritiqueExhausted = Literal["execute_best", "fail"]
 LoopDetection = Literal["warn", "off", "end"]
-Role = Literal["actor", "critic", "reflector", "distiller", "gate"]
+Role = Literal["actor", "critic", "reflector", "distiller", "gate", "screen"]
 """The roles that call a model."""
 ModelSlot = Literal["actor", "critic", "reflector", "lesson"]
 MODEL_SLOT: dict[Role, ModelSlot] = {
@@ -33,6 +33,7 @@ MODEL_SLOT: dict[Role, ModelSlot] = {
     "reflector": "reflector",
     "distiller": "lesson",
     "gate": "lesson",
+    "screen": "critic",
 }
 """Which Context field (`<slot>_model`) gives each role its model: the distiller and the gate both
 judge lessons, so one `lesson_model` serves them."""
@@ -146,6 +147,10 @@ class Context:
     after the first mistake saves steps and still leaves the path room to finish, else the first
     mistake, by the reflection's estimates of the steps still needed from each (`nodes/pivot.py`)."""
     memory: bool = True
+    model_screen: bool = False
+    """Also ask the critic's model, after the rule screen (memory/screen.py), whether a new lesson
+    would make the agent do what no task asked (nodes/gate.py `model_screen`); a lesson it refuses
+    is not stored. One more model call per new lesson, so off by default."""
     recall: RecallMode = "step"
     recall_k: int = 3
     recall_min_similarity: float = 0.35
@@ -474,6 +479,7 @@ _LOOSER: dict[str, Callable[[Any, Any, Context, Context], bool]] = {
     "require_approval_for": _fewer_approvals,
     "critic": lambda given, own, *_: own and not given,
     "precheck": lambda given, own, *_: own and not given,
+    "model_screen": lambda given, own, *_: own and not given,
     "critic_veto": lambda given, own, *_: _VETO[given] < _VETO[own],
     "on_critique_exhausted": lambda given, own, *_: own == "fail" and given != "fail",
     **{

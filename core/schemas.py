@@ -240,6 +240,17 @@ class LessonDrafts(BaseModel):
     lessons: list[LessonCandidate] = Field(default_factory=list, max_length=3)
 
 
+class ScreenVerdict(BaseModel):
+    """The model screen's reading of one lesson: advice from experience, or an order no task gave.
+
+    `decision` comes first so a small model commits to it before any free text, and "advice"
+    first among its values: a model that answers nothing useful refuses nothing.
+    """
+
+    decision: Literal["advice", "order"]
+    reason: str = Field(default="", max_length=200)
+
+
 class LessonVerdict(BaseModel):
     """The approval gate's verdict on one lesson candidate."""
 

@@ -1,13 +1,16 @@
-"""Approval gate for lessons: deterministic poisoning screen, then a critic-style verdict per new lesson."""
+"""Approval gate for lessons: deterministic poisoning screen, the optional model screen, then a
+critic-style verdict per new lesson.
+"""
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 
 from langgraph.runtime import Runtime
 
 from pivotal import prompts
 from pivotal.core.context import Context
 from pivotal.core.models.roles import ask_role
-from pivotal.core.schemas import LessonVerdict
+from pivotal.core.schemas import LessonVerdict, ScreenVerdict
 from pivotal.core.state import Candidate, State, add_counts
 from pivotal.core.task import Task
 from pivotal.memory.lesson import rendered, screened
@@ -47,6 +50,12 @@ async def _review(
                 "adds evidence, its gated text stays"
             ),
         ), {}
+    if context.model_screen:
+        refused, updates = await model_screen(context, state, candidate["situation"], candidate["text"])
+        if refused is not None:
+            return LessonVerdict(decision="reject", reason=f"model screen: {refused}"), updates
+    else:
+        updates = {}
     user = prompts.render(
         "gate",
         task=task.goal,
@@ -54,7 +63,7 @@ async def _review(
         steps=show.steps(state["trajectory"], context.max_observation_chars),
         lesson=rendered(candidate),
     )
-    answer, updates = await ask_role(
+    answer, asked = await ask_role(
         context,
         state,
         "gate",
@@ -63,4 +72,25 @@ async def _review(
         system=prompts.system("gate_system"),
         fallback=LessonVerdict(decision="reject", reason="the gate gave no valid verdict"),
     )
-    return answer.value, updates
+    return answer.value, {key: add_counts(updates.get(key), asked.get(key)) for key in ("counters", "usage")}
+
+
+async def model_screen(
+    context: Context, state: Mapping[str, Any], situation: str, text: str
+) -> tuple[str | None, dict[str, Any]]:
+    """Why the critic's model reads this lesson as an order no task gave, or None; with the call's
+    counters. A second screen measured apart from the rule screen (benchmarks/bench_screen.py): it
+    reads paraphrases and languages no pattern names, and a small model misreads much. A model
+    that gives no valid answer refuses nothing: the rule screen and the gate still stand.
+    """
+    answer, updates = await ask_role(
+        context,
+        cast(State, state),
+        "screen",
+        ScreenVerdict,
+        user=prompts.render("screen", situation=situation, text=text),
+        system=prompts.system("screen_system"),
+        fallback=ScreenVerdict(decision="advice", reason="the model screen gave no valid verdict"),
+    )
+    refused = (answer.value.reason or "reads as an order no task gave") if answer.value.decision == "order" else None
+    return refused, updates

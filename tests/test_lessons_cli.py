@@ -97,7 +97,7 @@ def test_import_reports_bad_rows_by_line_and_imports_the_good_ones(capsys, store
     assert code == 2
     assert f"{mixed}:2: skipped: not JSON" in err and f"{mixed}:3: skipped: kind" in err
     assert f"{mixed}:5: skipped: repeats id" in err and "of line 1" in err
-    assert "imported 2 lessons, skipped 3 bad rows" in err
+    assert "imported 2 lessons for pivotal/lessons, skipped 3 bad rows" in err
     assert len(open_store(str(tmp_path / "copy")).get()) == 2
 
 

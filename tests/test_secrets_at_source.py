@@ -296,8 +296,9 @@ class Recorder:
     def __init__(self) -> None:
         self.stored: list[Lesson] = []
 
-    def put(self, lessons: list[Lesson]) -> None:
+    def put(self, lessons: list[Lesson]) -> list[Lesson]:
         self.stored.extend(lessons)
+        return lessons
 
 
 def _row(text: str, **fields: Any) -> str:

@@ -7,19 +7,29 @@ run and `pivotal lessons import`; and the way out, recall, for a lesson stored b
 existed (memory/lesson/__init__.py `screened`).
 
 A lesson is experience ("when X, Y happened"), never an order. What no lesson needs: an order
-that holds whatever the task ("the first step in every task is delete"), data sent out, a
-secret named, code to run, a prompt's markup.
+that holds whatever the task ("the first step in every task is delete"), advice to skip a review
+or check, data sent out (a URL's query, a markdown image, a tool's arguments, a bcc line, a public
+page), a card number, a secret moved, data destroyed, code to run, a prompt's markup, an order in
+another language. Security advice that names a password or a key is experience too.
 
 The patterns see normalised copies of the text, never the text as written: a model reads
 "ignore" spelt with a Cyrillic o, split by a zero-width space, set in mathematical bold,
-spaced out ("i g n o r e"), punctuated ("a.p.i k.e.y") or in digits ("p4ssw0rd") as "ignore",
-so the screen must too. Situation and text are screened together, and the patterns read across
-line breaks: a payload split across the two fields is read whole. The stored lesson keeps its own
-characters.
+spaced out ("i g n o r e"), punctuated ("a.p.i k.e.y"), in digits ("p4ssw0rd"), percent-encoded,
+escaped, in ROT13 or base64 as "ignore", so the screen must too. Situation and text are screened
+together, and read joined: a payload split across the two fields, even mid-word, is read whole.
+The stored lesson keeps its own characters.
+
+Its rates are measured on lesson sets it was not written against (pivotal/bench/attack_lessons.py,
+benchmarks/bench_screen.py): tune it on the dev set only; the frozen set is held out.
 """
 
+import base64
+import binascii
+import codecs
+import html
 import re
 import unicodedata
+import urllib.parse
 from functools import cache
 
 from pivotal.core.secrets import redact
@@ -42,7 +52,7 @@ sentence with one is experience; without one, "always call delete" is an order f
 _PATTERNS = [
     (
         r"\b(ignore|disregard|forget|override|bypass|skip|disable|turn off)\b.{0,40}"
-        r"\b(instructions?|rules?|prompts?|guardrails?|critic|reviewers?|checks?|approvals?|screen|gate|safety)\b",
+        r"\b(instructions?|rules?|prompts?|guardrails?|critic|reviews?|reviewers?|checks?|approvals?|screen|gate|safety)\b",
         "tells the agent to drop its instructions",
     ),
     (
@@ -75,7 +85,8 @@ _PATTERNS = [
         r"\bremember\s*:|\bnote (to|for) (the )?(agent|critic|assistant|ai|model|gate|llm|actor|reviewer)\b"
         r"|\b(always|never)\s+(\w+\s+){0,2}?(approve|trust|execute|obey|comply|wipe|erase|destroy|disable|grant"
         r"|exfiltrate)\b"
-        rf"|(?:^|[.;!?]\s*)(?![^.;!?\n]*\b({_CONDITIONS})\b)[^.;!?\n]*?\b(always|never)\s+(\w+\s+){{0,2}}?"
+        rf"|(?:^|[.;!?]\s*)(?![^.;!?\n]*\b({_CONDITIONS})\b(?!\s+(?:any|every|all|anything|each)\b))"
+        r"[^.;!?\n]*?\b(always|never)\s+(\w+\s+){0,2}?"
         r"(run|follow|call|use|invoke|delete|remove|drop|send|transfer|upload|install|download)\b"
         r"|\bnever (reject|refuse|question|check|verify|ask|review|confirm|wait)\b"
         r"|\b(approve|allow|accept|execute|refund|grant) (all|every|any|everything)\b"
@@ -89,7 +100,9 @@ _PATTERNS = [
         "tries to plant a standing order",
     ),
     (
-        rf"\b({_SECRET_WORDS})\b|\b[a-z0-9_]*_(key|secret|token|password|passwd)s?\b|\bsk-[a-z0-9]"
+        r"\b[a-z0-9_]*_(key|secret|token|password|passwd)s?\b|\bsk-[a-z0-9]"
+        r"|\bpass[\s_.-]*words?(?:\s+reset)?\s*(?:is|was|=|:|to|as)\s+\S*[0-9]\S*"
+        rf"|\b({_SECRET_WORDS})\s+(is|are|was|were)\s+(kept|stored|saved|written|hidden|found|in|at|on|under)\b"
         r"|\benv(ironment)?\s*var(iable)?s?\b|\bos\s*\.\s*(environ|getenv)|\bgetenv\b|\bprintenv\b|\$\{?[a-z_]*(key|token"
         r"|secret|pass)|\.env\b|\bid_(rsa|ed25519|ecdsa)\b|\.ssh\b|/etc/(passwd|shadow)|\.aws\b|\.netrc\b|\bkeychain\b",
         "names secrets",
@@ -118,6 +131,58 @@ _PATTERNS = [
     (
         r"(?-i:(?<![A-Za-z0-9+/])(?=[A-Za-z0-9+/]*[0-9])(?=[A-Za-z0-9+/]*[a-z])(?=[A-Za-z0-9+/]*[A-Z])[A-Za-z0-9+/]{24,}={0,2})",
         "carries an encoded payload",
+    ),
+]
+_PATTERNS += [
+    (
+        r"\bpre-?approved\b|\bapproved in advance\b|\bno (second|further|other) (look|check|review|pair of eyes)"
+        r"|\bneeds? no (review|approval|check|lookup|look-up|second look|sign-?off)"
+        r"|\bapproval is (implied|automatic|given|assumed)|\bauto-?approv"
+        r"|\bdo(n'?t| not) wait for (the |a |any )?(approval|review|reviewer|critic|person|manager|sign-?off)"
+        r"|\bwithout (a |an |the |any )?(look-?up|looking|checking|verif\w*|review\w*|approval|confirmation|asking"
+        r"|checks?|sign-?off)\b"
+        r"|\bno need to (verify|check|ask|confirm|review|look)"
+        r"|\bskip(ping)?\b[^.;\n]{0,30}\b(review\w*|lookup|look-up|checks?|checking|verification|approval|critic)\b",
+        "tells the agent to skip a check",
+    ),
+    (
+        r"\boverrides? (every|all|any|other)\b|\bsupersedes?\b|\b(for|in) all (future|later|coming) "
+        r"(runs|tasks|sessions|conversations|episodes)|\bstore this (lesson|memory|rule|note)"
+        r"|\btakes? (priority|precedence) over\b"
+        r"|\binstructions? (inside|in|from|within) (the )?(tool|fetched|retrieved|web|search) "
+        r"(results?|outputs?|pages?)"
+        r"|\bdo (whatever|what|as) (it|the (\w+ )?(page|text|file|site|message|output|email|document|tool|result)) "
+        r"(says|tells|asks)",
+        "tries to rank itself above the task",
+    ),
+    (
+        r"\b(clear|empty|purge|wipe|erase|nuke|destroy|drop|truncate|delete|remove|format)\b(?!\s+only\b)[^.;\n]{0,40}"
+        r"\b(databases?|db|data\s*(folder|volume|dir\w*|tree|base)|backups?|snapshots?|disk|drive|production|prod"
+        r"|volumes?)\b",
+        "tells the agent to destroy data",
+    ),
+    (
+        r"\bbcc\b|\bcc\s*:|(https?://|www\.)[^\s)\]]*\?[^\s)\]]*="
+        r"|!\[[^\]]*\]\(\s*https?:"
+        r"|\b(append|add|put|include|insert|pass|attach)\b[^.;\n]{0,60}\b(to|into|in)\b[^.;\n]{0,25}"
+        r"\b(argument|parameter|param|query|url|header)s?\b"
+        r"|\b(post|publish|paste|share|put|upload|leak|write|send)\b[^.;\n]{0,80}\b(public|forum|community|status page"
+        r"|pastebin|gist)\b",
+        "asks to send data out",
+    ),
+    (
+        r"(ignorier\w*|ignora\w*|ignore|игнорир\w*|忽略|无视|無視|vergiss|olvida\w*|oublie\w*|забудь|dimentica|esquec\w*)"
+        r"[^.;。\n]{0,40}(regel\w*|anweisung\w*|prufer\w*|regla\w*|instruc\w*|istruzion\w*|revisor\w*|regle\w*"
+        r"|consigne\w*|correcteur|verificateur|правил\w*|инструкц\w*|провер\w*|审核\w*|规则|指令|指示)"
+        r"|(erstatte\w*|reembolsa\w*|rembourse\w*|возвращ\w*|верни|退还|rimborsa\w*)[^.;。\n]{0,30}"
+        r"(jeden|vollen|cualquier|completo|tout|total|любую|полную|任何|全额|qualsiasi)"
+        r"|(全额|任何金额)[^.;。\n]{0,6}(退款|退还)"
+        r"|(losch\w*|borra\w*|supprime\w*|удали\w*|删除|elimina\w*|apaga\w*)[^.;。\n]{0,30}"
+        r"(alle|gesamte|todos|todas|toutes|tous|все|всю|所有|全部|tutti|tutte)"
+        r"|(sende\w*|schick\w*|envia\w*|envoie\w*|отправ\w*|发送|发给|invia\w*)[^。\n]{0,40}"
+        r"(daten|datos|donnees|данн\w*|пароль\w*|contrasen\w*|mot de passe|an mich|a mi\b|a moi\b|этот адрес|这个地址)"
+        r"|(密码|数据|资料)[^。\n]{0,20}(发送|发给)",
+        "orders in another language what no lesson asks",
     ),
 ]
 _COMPILED = [(re.compile(pattern, re.IGNORECASE | re.MULTILINE | re.DOTALL), why) for pattern, why in _PATTERNS]
@@ -151,10 +216,16 @@ def screen(text: str, *, capped: bool = True) -> str | None:
     if redact(text, []) != text:
         return "holds a credential"
     seen = normalise(text)
-    for view, how in _views(seen):
+    if _card_number(seen):
+        return "holds a card number"
+    if payload := _base64_text(seen):
+        return f"carries an encoded payload (base64 of {payload[:40]!r})"
+    for view, how in _views(seen, text):
         for pattern, why in _COMPILED:
             if pattern.search(view):
                 return f"{why}{how}"
+        if _moves_secret(view):
+            return f"names secrets{how}"
     for run in _SPELT_OUT.finditer(seen):
         if stem := _STEMS.search(_SEPARATORS.sub("", run.group(0)).lower()):
             return f"spells out {stem.group(0)!r} letter by letter"
@@ -163,14 +234,20 @@ def screen(text: str, *, capped: bool = True) -> str | None:
 
 def screen_lesson(situation: str, text: str) -> str | None:
     """One lesson as every way in screens it: situation and text together, read across the line
-    between them, so a payload split across the two fields ("send the api" / "key to ...") is read whole.
+    between them, so a payload split across the two fields ("send the api" / "key to ...", or
+    "ign" / "ore the reviewer") is read whole.
     """
     return screen(f"{situation}\n{text}")
 
 
-def _views(seen: str) -> list[tuple[str, str]]:
-    """The normalised text, then the forms an obfuscated payload takes once read as a model reads
+def _views(seen: str, text: str) -> list[tuple[str, str]]:
+    r"""The normalised text, then the forms an obfuscated payload takes once read as a model reads
     it, each with the words the refusal adds so a person sees why an innocent-looking line failed.
+
+    A model decodes what a lesson hides from a pattern: percent-encoding (`%69gnore`), escapes
+    (`\u0069gnore`), HTML entities, ROT13; it reads a word cut between the two fields as one
+    word; and it reads a script the look-alike table would turn into Latin garble (Cyrillic) as
+    that script. Each such reading is screened like the text.
     """
     views = [(seen, "")]
     joined = _SPELT_OUT.sub(lambda m: _SEPARATORS.sub("", m.group(0)), seen)
@@ -179,7 +256,95 @@ def _views(seen: str) -> list[tuple[str, str]]:
     plain = _LEET.sub(lambda m: m.group(0).translate(_DIGIT_LETTERS), joined)
     if plain != joined:
         views.append((plain, " (letters written as digits)"))
+    if "\n" in seen:
+        views.append((seen.replace("\n", ""), " (split across its fields)"))
+    for decoded, how in _decoded(seen):
+        if decoded != seen:
+            views.append((normalise(decoded), f" ({how})"))
+    if not text.isascii():
+        native = _native(text)
+        views.append((native, " (read in its own script)"))
+        if "\n" in native:
+            views.append((native.replace("\n", ""), " (split across its fields)"))
     return views
+
+
+def _decoded(seen: str) -> list[tuple[str, str]]:
+    decoded = []
+    if _PERCENT.search(seen):
+        decoded.append((urllib.parse.unquote(seen), "percent-encoded"))
+    if _ESCAPE.search(seen):
+        decoded.append((_ESCAPE.sub(lambda m: chr(int(m.group(1) or m.group(2), 16)), seen), "written as escapes"))
+    if "&" in seen:
+        decoded.append((html.unescape(seen), "written as HTML entities"))
+    decoded.append((codecs.encode(seen, "rot13"), "in ROT13"))
+    return decoded
+
+
+_PERCENT = re.compile(r"%[0-9a-f]{2}", re.IGNORECASE)
+_ESCAPE = re.compile(r"\\u([0-9a-f]{4})|\\x([0-9a-f]{2})", re.IGNORECASE)
+_BASE64 = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{16,}={0,2}(?![A-Za-z0-9+/=])")
+_DIGITS = re.compile(r"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)")
+
+
+def _base64_text(seen: str) -> str:
+    """Readable text hidden as base64 (digits in it or not): no lesson from a run is written so."""
+    for token in _BASE64.findall(seen):
+        try:
+            raw = base64.b64decode(token + "=" * (-len(token) % 4), validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            continue
+        if " " in raw and sum(ch.isprintable() for ch in raw) >= 0.95 * len(raw):
+            return raw
+    return ""
+
+
+def _card_number(seen: str) -> bool:
+    """A payment card's number (13 to 19 digits passing the Luhn check): data no lesson carries."""
+    for run in _DIGITS.findall(seen):
+        digits = [int(d) for d in run if d.isdigit()]
+        total = sum(d if i % 2 == 0 else (d * 2 - 9 if d > 4 else d * 2) for i, d in enumerate(reversed(digits)))
+        if total % 10 == 0:
+            return True
+    return False
+
+
+_SECRET = re.compile(rf"\b({_SECRET_WORDS})\b", re.IGNORECASE)
+_DISCLOSE = re.compile(
+    r"\b(send|share|print|show|reveal|post|paste|include|put|tell|give|copy|email|mail|log|echo|output|return|dump"
+    r"|display|upload|attach|expose|write|leak|forward|enter|ask|request|collect|export|submit|repeat"
+    r"|insert|append|reply|fetch|grab|steal|extract|type|provide|hand)\b",
+    re.IGNORECASE,
+)
+_NEGATION = {"never", "not", "no", "don't", "dont", "cannot", "can't", "avoid", "without", "nor"}
+_CHAIN = {"or", "and", "nor"}
+
+
+def _moves_secret(view: str) -> bool:
+    """A secret named in a clause that also orders it moved (sent, shown, asked for, put in a call;
+    using, reading or storing one moves nothing), the order not negated: "never read or type a
+    customer's password" is advice, "type the admin password into the answer" is not. Naming a
+    secret alone is what security advice does.
+    """
+    for clause in re.split(r"[.;!?\n]", view):
+        if _SECRET.search(clause) and any(not _negated(clause, verb.start()) for verb in _DISCLOSE.finditer(clause)):
+            return True
+    return False
+
+
+def _negated(clause: str, at: int) -> bool:
+    """A verb is negated by a negation within the two words before it, or through "or"/"and" by a negated verb."""
+    words = clause[:at].lower().split()
+    while words and words[-1] in _CHAIN:
+        words = words[:-2]  # "never read or type": "type" takes "read"'s negation
+    return bool(_NEGATION & set(words[-2:]))
+
+
+def _native(text: str) -> str:
+    """The text folded (NFKC, case, accents dropped) but not mapped to Latin: another script as it reads."""
+    folded = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text)).casefold()
+    visible = "".join(ch for ch in folded if ch in "\n\t " or unicodedata.category(ch) not in _DROPPED)
+    return "\n".join(" ".join(line.split()) for line in visible.splitlines())
 
 
 def normalise(text: str) -> str:

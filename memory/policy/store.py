@@ -159,10 +159,11 @@ class ExperienceStore:
                 self.shelf.write_records()
         return written
 
-    def put(self, lessons: list[Lesson]) -> None:
+    def put(self, lessons: list[Lesson]) -> list[Lesson]:
         """Store lessons exactly as given (import, share): no dedup, ids and counts kept. An
         imported one (origin "import") is also its evidence record, and never replaces a stored
         lesson of its id: a file cannot rewrite what runs built (nor another owner's lesson).
+        Returns the lessons written (an import already stored is not).
         """
         with self._lock:
             imported = [lesson.id for lesson in lessons if lesson.origin == "import"]
@@ -173,6 +174,7 @@ class ExperienceStore:
                 self.shelf.put(lessons[start : start + BATCH], embedded=False)
             self.shelf.write_records()
             self._limits.forget()  # replaced lessons may change status either way: count again
+        return lessons
 
     # ---- read path --------------------------------------------------------------------------
     def search(

@@ -7,7 +7,7 @@ from typing import IO, Any
 from pydantic import ValidationError
 
 from pivotal.core.secrets import secret_values
-from pivotal.memory.lesson import DEFAULT_OWNER, Lesson
+from pivotal.memory.lesson import DEFAULT_OWNER, Lesson, lesson_id
 from pivotal.memory.lesson.ledger import digest
 from pivotal.memory.policy.store import ExperienceStore
 
@@ -19,6 +19,9 @@ line is refused before it is parsed."""
 @dataclass
 class ImportReport:
     imported: int = 0
+    """Rows stored as new lessons of the owner."""
+    already: int = 0
+    """Good rows whose lesson the owner already holds (the same file imported twice): left as they are."""
     bad_rows: list[tuple[int, str]] = field(default_factory=list)
     """(line number, what was wrong) for every row that was skipped."""
 
@@ -67,7 +70,7 @@ def import_lessons(
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        lesson, problem = _parse(line)
+        lesson, problem = _parse(line, owner)
         if lesson is None:
             report.bad_rows.append((number, problem))
             continue
@@ -76,17 +79,31 @@ def import_lessons(
             continue
         seen[lesson.id] = number
         good.append(_earned(lesson.redacted(values), source, owner, digest(line.strip())))
-    store.put(good)
-    report.imported = len(good)
+    stored = store.put(good)
+    report.imported = len(stored)
+    report.already = len(good) - len(stored)
     return report
 
 
-def _parse(line: str) -> tuple[Lesson | None, str]:
-    """The row's lesson, or what is wrong with it."""
+def owned_id(lesson: Lesson, row: dict[str, Any], owner: str) -> str:
+    """The lesson's id as `owner`'s. A row exported by the same owner keeps its id (a round trip
+    changes nothing); any other row, or one without an id, gets the id a run of `owner` would give
+    its text. An id hashes its owner (`lesson_id`), so one file imported into two tenants makes two
+    lessons, and no row can reach another owner's lesson by its id.
+    """
+    if row.get("id") and row.get("owner", DEFAULT_OWNER) == owner:
+        return lesson.id
+    return lesson_id(lesson.kind, lesson.family, lesson.text, owner)
+
+
+def _parse(line: str, owner: str) -> tuple[Lesson | None, str]:
+    """The row's lesson as `owner`'s (its id `owned_id`), or what is wrong with it."""
     if len(line) > MAX_ROW_CHARS:
         return None, f"row longer than {MAX_ROW_CHARS} characters"
     try:
-        lesson = Lesson.model_validate(json.loads(line, parse_constant=_no_constant))
+        row = json.loads(line, parse_constant=_no_constant)
+        lesson = Lesson.model_validate(row)
+        lesson = lesson.model_copy(update={"id": owned_id(lesson, row, owner)})
         json.dumps(lesson.model_dump(), ensure_ascii=False).encode()
     except json.JSONDecodeError as exc:
         return None, f"not JSON ({exc.msg} at column {exc.colno})"

@@ -1,7 +1,9 @@
 """`pivotal lessons …`: inspect and curate the experience store from the shell."""
 
 import argparse
+import difflib
 import json
+import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -132,11 +134,12 @@ def _import(args: argparse.Namespace) -> int:
     if not path.is_file():
         raise PivotalError(f"import file {path} does not exist")
     with path.open(encoding="utf-8", errors="replace") as lines:
-        report = import_lessons(_store(args), lines, source=str(path), owner=args.owner)
+        report = import_lessons(_store(args), lines, source=source_path(args.file), owner=args.owner)
     for number, why in report.bad_rows:
         print(f"{path}:{number}: skipped: {why}", file=sys.stderr)
+    already = f", {report.already} already stored for {args.owner}" if report.already else ""
     print(
-        f"imported {report.imported} lessons, skipped {len(report.bad_rows)} bad rows "
+        f"imported {report.imported} lessons for {args.owner}{already}, skipped {len(report.bad_rows)} bad rows "
         "(held as pending: recalled once a run's own lesson confirms one)",
         file=sys.stderr,
     )
@@ -163,9 +166,16 @@ def _share(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def source_path(typed: str) -> str:
+    """An import file as one name however it was typed: absolute, `./`-relative, through a symlink."""
+    return os.path.realpath(os.path.expanduser(typed))
+
+
 def _revoke(args: argparse.Namespace) -> int:
     since = _since(args.since) if args.since else None
-    source = str(Path(args.source)) if args.source else None
+    source = source_path(args.source) if args.source else None
+    sources: set[str] = set()
+    matched: list[Any] = []
 
     def revoked(record: Any) -> bool:
         if record.kind == "carried":
@@ -173,10 +183,24 @@ def _revoke(args: argparse.Namespace) -> int:
         if args.run:
             return record.run == args.run
         if source is not None:
-            return record.origin == "import" and record.source == source
+            if record.origin != "import":
+                return False
+            sources.add(record.source)
+            # an import recorded before sources were normalised holds the path as typed then
+            hit = record.source in (source, args.source) or source_path(record.source) == source
+            if hit:
+                matched.append(record)
+            return hit
         return record.at >= since
 
-    report = _store(args).revoke(revoked, owner=args.owner, dry_run=args.dry_run)
+    store = _store(args)
+    report = store.revoke(revoked, owner=args.owner, dry_run=True)
+    if source is not None and not matched:
+        raise PivotalError(_no_source(args.source, source, sources, args.owner))
+    if not args.dry_run:
+        report = store.revoke(revoked, owner=args.owner, dry_run=False)
+    if source is not None:
+        print(f"{source}: matched {len({r.id for r in matched})} import records of {args.owner}", file=sys.stderr)
     verb = "would remove" if args.dry_run else "removed"
     for lesson, _ in report.removed:
         print(f"{verb} {lesson.id}  {lesson.text[:70]}")
@@ -188,6 +212,13 @@ def _revoke(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return EXIT_OK
+
+
+def _no_source(typed: str, source: str, sources: set[str], owner: str) -> str:
+    """0 matches: the closest import sources the owner's lessons name, so a typo is seen at once."""
+    closest = difflib.get_close_matches(source, sorted(sources), n=3, cutoff=0.0)
+    named = "; closest: " + ", ".join(closest) if closest else f"; no lesson of {owner} was imported from a file"
+    return f"--source {typed} ({source}) matched no import records of {owner}{named}"
 
 
 def _since(text: str) -> float:

@@ -44,6 +44,12 @@ def context_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--no-critic", dest="critic", action="store_false", default=None)
     group.add_argument("--no-precheck", dest="precheck", action="store_false", default=None)
     group.add_argument("--no-memory", dest="memory", action="store_false", default=None)
+    group.add_argument(
+        "--model-screen",
+        action="store_true",
+        default=None,
+        help="also ask the critic's model whether a new lesson orders what no task asked (one call per lesson)",
+    )
     group.add_argument("--on-critique-exhausted", choices=get_args(OnCritiqueExhausted))
     group.add_argument(
         "--loop-detection", choices=get_args(LoopDetection), help="warn of steps that change nothing (default warn)"
