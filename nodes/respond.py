@@ -5,15 +5,19 @@ reads the outcome where it reads everything else; a parent graph that embeds Piv
 `pivotal_result` too, never in keys of its own such as `status`; the turn's summary joins the
 thread's `turns`, which the next turn's actor and critic read. Releasing the environment here frees it
 however the graph was invoked; a later resume or fork rebuilds it from the checkpoint.
+
+The reply is told through a chat model run (`Spoken`), so a UI streaming with `stream_mode="messages"`
+or `astream_events` gets it chunk by chunk, tagged `pivotal:answer`, and nothing else: the role
+calls before it are tagged `nostream` (`Context.stream_roles` shows them).
 """
 
 from typing import Any
 
-from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
 from pivotal.core.context import Context
 from pivotal.core.environments.live import release
+from pivotal.core.models.streaming import Spoken
 from pivotal.core.state import NodeResult, State, turn_summary
 
 
@@ -31,9 +35,14 @@ async def respond(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "run_id": state["run_id"],
         "retries": state.get("retries", 0),
     }
+    reply = await Spoken(text=text).ainvoke([], config=ANSWER_CALL)
     turns = [turn for turn in state.get("turns") or [] if turn.get("run_id") != state["run_id"]]
     return {
-        "messages": [AIMessage(text, name="pivotal")],
+        "messages": [reply],
         "turns": [*turns, turn_summary(state)],
         "pivotal_result": result,
     }
+
+
+ANSWER_CALL = {"run_name": "answer", "tags": ["pivotal:answer"], "metadata": {"pivotal_role": "answer"}}
+"""How the answer's run is named and tagged: a UI may pick it out by the tag, LangSmith shows it by name."""
