@@ -34,6 +34,8 @@ async def respond(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "verified": state.get("verified", True),
         "run_id": state["run_id"],
         "retries": state.get("retries", 0),
+        "actions": [[step["action"], step["arguments"]] for step in state.get("trajectory") or []],
+        "usage": state.get("usage") or {},
     }
     reply = await Spoken(text=text).ainvoke([], config=ANSWER_CALL)
     turns = [turn for turn in state.get("turns") or [] if turn.get("run_id") != state["run_id"]]

@@ -24,6 +24,9 @@ _HOMES = {
     "resume": "pivotal.graphs",
     "aresume": "pivotal.graphs",
     "RunResult": "pivotal.graphs",
+    # any face's output as one typed result
+    "result": "pivotal.graphs",
+    "Result": "pivotal.graphs",
     # what a run is given
     "Context": "pivotal.core.context",
     "Task": "pivotal.core.task",
@@ -66,6 +69,7 @@ __all__ = [
     "PivotalError",
     "PivotalMemory",
     "Restorable",
+    "Result",
     "RunResult",
     "State",
     "StepResult",
@@ -81,6 +85,7 @@ __all__ = [
     "make_model",
     "redacting",
     "register_environment",
+    "result",
     "resume",
     "run",
     "run_batch",
@@ -122,11 +127,13 @@ if TYPE_CHECKING:
     from pivotal.core.state import State
     from pivotal.core.task import Task
     from pivotal.graphs import (
+        Result,
         RunResult,
         aresume,
         arun,
         build_graph,
         create_pivotal_agent,
+        result,
         resume,
         run,
         run_batch,
