@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langgraph.types import GraphOutput
 from pydantic import BaseModel, Field
 
 from pivotal.core.errors import PivotalError
@@ -112,8 +113,10 @@ def _value(output: Any) -> Mapping[str, Any]:
     """The state (or update) inside what a call returned."""
     if isinstance(output, tuple) and output and isinstance(output[-1], Mapping):
         output = output[-1]  # (mode, value), (namespace, value), (namespace, mode, value)
-    if hasattr(output, "value") and isinstance(getattr(output, "value", None), Mapping):
-        output = output.value  # a GraphOutput (invoke(..., version="v2"))
+    if isinstance(output, GraphOutput):  # invoke(..., version="v2")
+        output = _with_interrupts(output.value, output.interrupts)
+    elif isinstance(output, Mapping) and {"type", "ns", "data"} <= output.keys():  # stream(..., version="v2")
+        output = _with_interrupts(output["data"], output.get("interrupts") or ())
     if not isinstance(output, Mapping):
         raise PivotalError(
             f"result() takes the dict that invoke or stream returned, not {type(output).__name__}; "
@@ -124,6 +127,10 @@ def _value(output: Any) -> Mapping[str, Any]:
         if isinstance(inner, Mapping):
             return inner
     return output
+
+
+def _with_interrupts(values: Any, interrupts: tuple[Any, ...]) -> Any:
+    return {**values, "__interrupt__": interrupts} if interrupts and isinstance(values, Mapping) else values
 
 
 def _known(values: Mapping[str, Any]) -> bool:

@@ -220,6 +220,8 @@ async def test_the_graph_invoke_and_stream_give_one_typed_result(tools):
     )
     both = [c async for c in desk(tools).astream(ASK, stream_mode=["updates", "values"])]
     assert result(both[-1]).answer == ANSWER
+    parts = [p async for p in desk(tools).astream(ASK, stream_mode="values", version="v2")]
+    assert result(parts[-1]).answer == result(await desk(tools).ainvoke(ASK, version="v2")).answer == ANSWER
 
 
 async def test_a_paused_run_reads_as_interrupted_with_the_question(tools):
@@ -227,6 +229,8 @@ async def test_a_paused_run_reads_as_interrupted_with_the_question(tools):
     config = {"configurable": {"thread_id": "ask"}}
     paused = result(await agent.ainvoke(ASK, config))
     assert paused.status == "interrupted" and paused.interrupts[0]["action"] == "refund"
+    state = await agent.aget_state(config)
+    assert result(state.values).status == "running"  # the saved state says nothing of the pause
     assert [s.action for s in paused.steps] == ["lookup"]
     done = result(await agent.ainvoke(Command(resume="approve"), config))
     assert done.status == "success" and [r.source for r in done.approvals] == ["human"]
@@ -249,10 +253,15 @@ async def test_a_parent_graph_reads_pivotal_result_as_the_typed_result(tools):
         pivotal_result: dict
         status: str
 
-    parent = StateGraph(Parent)
-    parent.add_node("agent", desk(tools))
-    parent.add_edge(START, "agent")
-    out = await parent.compile().ainvoke({**ASK, "status": "open"})
+    def app():
+        parent = StateGraph(Parent)
+        parent.add_node("agent", desk(tools))
+        parent.add_edge(START, "agent")
+        return parent.compile()
+
+    events = [e async for e in app().astream_events({**ASK, "status": "open"}, version="v2")]
+    assert tool_events(events) == PAIRS
+    out = await app().ainvoke({**ASK, "status": "open"})
     read = result(out)
     assert read.face == "node" and (read.status, read.answer) == ("success", ANSWER) and out["status"] == "open"
     assert [s.action for s in read.steps] == ["lookup", "refund", "finish"] and read.usage.llm_calls == 6
