@@ -312,7 +312,8 @@ class Context:
                     )
                 _same_model(name, value, wanted[name], bool(wanted.get("allow_other_models")))
                 known[name] = wanted[name]
-        base = cls(**known, **{name: bool(wanted.get(name)) for name in _UNSAVED})
+        unsaved = {name: bool(wanted.get(name)) for name in _UNSAVED}  # this call's: allow_other_models, stream_roles
+        base = cls(**known, allow_other_models=unsaved["allow_other_models"], stream_roles=unsaved["stream_roles"])
         for name, value in wanted.items():
             if name in known and not isinstance(value, BaseChatModel) and known[name] != value:
                 raise PivotalError(

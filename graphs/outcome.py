@@ -91,7 +91,7 @@ def result(output: Any) -> Result:
     """
     values = _value(output)
     interrupts = [getattr(i, "value", i) for i in values.get("__interrupt__") or ()]
-    if "trajectory" in values or "run_id" in values and "status" in values:
+    if "trajectory" in values or ("run_id" in values and "status" in values):
         found = _from_graph(values)
     elif isinstance(values.get("pivotal_result"), Mapping):
         found = _from_node(values["pivotal_result"])
@@ -196,20 +196,9 @@ def _from_agent(values: Mapping[str, Any]) -> Result:
     reviews (`pivotal_reviews`) and the lessons' keys (`pivotal_lessons`, `pivotal_memory`).
     """
     turn = _turn(values.get("messages") or [])
-    calls = [c for m in turn if isinstance(m, AIMessage) for c in m.tool_calls]
-    ids = {c.get("id") for c in calls}
+    calls = [call for message in turn if isinstance(message, AIMessage) for call in message.tool_calls]
+    ids = {call.get("id") for call in calls}
     entries = [e for e in values.get("pivotal_reviews") or [] if e.get("tool_call_id") in ids]
-    ran = {e["tool_call_id"]: e for e in entries if e.get("executed")}
-    judged = {e.get("tool_call_id") for e in entries}
-    answers = {m.tool_call_id: m for m in turn if isinstance(m, ToolMessage)}
-    steps: list[StepRecord] = []
-    for call in calls:
-        answer, entry = answers.get(call.get("id") or ""), ran.get(call.get("id"))
-        if entry is None and (call.get("id") in judged or answer is None or answer.status == "error"):
-            continue  # sent back, or not run (yet)
-        observation = str(entry.get("observation", "")) if entry else str(answer.content if answer else "")
-        steps.append(StepRecord(index=len(steps), action=call["name"], arguments=call.get("args") or {},
-                                observation=observation, replayed=bool(entry and entry.get("replayed"))))  # fmt: skip
     reviews = [_review(e, executed=bool(e.get("executed"))) for e in entries if e.get("source") != "replay"]
     last = turn[-1] if turn else None
     answer = last.text if isinstance(last, AIMessage) and not last.tool_calls else ""
@@ -222,12 +211,34 @@ def _from_agent(values: Mapping[str, Any]) -> Result:
         reason=stop,
         verified=False,
         run_id=str(values.get("pivotal_run") or ""),
-        steps=steps,
+        steps=_agent_steps(calls, entries, {m.tool_call_id: m for m in turn if isinstance(m, ToolMessage)}),
         reviews=reviews,
         approvals=[r for r in reviews if r.source == "human"],
         lessons=_agent_lessons(values),
         usage=_usage(_agent_usage(turn, entries, values.get("pivotal_memory") or {})),
     )
+
+
+def _agent_steps(
+    calls: list[Any], entries: list[Mapping[str, Any]], answers: Mapping[str, ToolMessage]
+) -> list[StepRecord]:
+    """The calls that ran: approved (or unreviewed) and answered; one whose tool raised is a step with
+    `error`, as in the graph. A call the critic or a person sent back never ran: no step.
+    """
+    reviewed = {entry.get("tool_call_id"): entry for entry in entries}
+    steps: list[StepRecord] = []
+    for call in calls:
+        entry, answer = reviewed.get(call.get("id")), answers.get(call.get("id") or "")
+        if entry is not None and entry.get("decision") != "approve":
+            continue  # sent back
+        if answer is None and not (entry or {}).get("executed"):
+            continue  # not run (yet)
+        ran = bool(entry.get("executed")) if entry is not None else answer is not None and answer.status != "error"
+        said = (entry or {}).get("observation") or (answer.content if answer is not None else "")
+        steps.append(StepRecord(index=len(steps), action=call["name"], arguments=call.get("args") or {},
+                                observation=str(said), error=not ran,
+                                replayed=bool(entry and entry.get("replayed"))))  # fmt: skip
+    return steps
 
 
 def _turn(messages: list[BaseMessage]) -> list[BaseMessage]:

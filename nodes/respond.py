@@ -13,6 +13,7 @@ calls before it are tagged `nostream` (`Context.stream_roles` shows them).
 
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from pivotal.core.context import Context
@@ -46,5 +47,5 @@ async def respond(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     }
 
 
-ANSWER_CALL = {"run_name": "answer", "tags": ["pivotal:answer"], "metadata": {"pivotal_role": "answer"}}
+ANSWER_CALL: RunnableConfig = {"run_name": "answer", "tags": ["pivotal:answer"], "metadata": {"pivotal_role": "answer"}}
 """How the answer's run is named and tagged: a UI may pick it out by the tag, LangSmith shows it by name."""

@@ -72,7 +72,10 @@ def desk(tools, **settings):
     return create_pivotal_agent(desk_model(), tools, irreversible=["refund"], memory=False, max_steps=5, **settings)
 
 
-def middleware_agent(tools, **critic):
+APPROVE = (verdict("approve"),)
+
+
+def middleware_agent(tools, verdicts=APPROVE, **critic):
     model = ScriptedChatModel(
         script={
             "agent": [
@@ -82,7 +85,7 @@ def middleware_agent(tools, **critic):
             ]
         }
     )
-    reviewer = ScriptedChatModel(script={"Verdict": [verdict("approve")]})
+    reviewer = ScriptedChatModel(script={"Verdict": list(verdicts)})
     return create_agent(model, tools, middleware=[PivotalCritic(reviewer, irreversible=["refund"], **critic)])
 
 
@@ -243,6 +246,9 @@ async def test_the_agent_with_the_critic_gives_the_same_typed_result(tools):
     assert [(s.action, s.arguments) for s in agent.steps] == ran
     assert [(r.action, r.decision, r.executed) for r in agent.reviews] == [(a, "approve", True) for a, _ in ran]
     assert agent.usage.by_role["critic"]["calls"] == 2
+    turned_down = result(await middleware_agent(tools, [verdict("approve"), verdict("reject", 0.9, "no")]).ainvoke(ASK))
+    assert [s.action for s in turned_down.steps] == ["lookup"] and turned_down.answer == ANSWER
+    assert [(r.action, r.decision, r.executed) for r in turned_down.reviews][-1] == ("refund", "reject", False)
     plain = result({"messages": [HumanMessage("hi"), AIMessage("", tool_calls=[{"name": "lookup", "args": {},
                     "id": "c1"}]), ToolMessage("ok", tool_call_id="c1"), AIMessage("Hello.")]})  # fmt: skip
     assert (plain.answer, [s.observation for s in plain.steps]) == ("Hello.", ["ok"])
