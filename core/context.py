@@ -135,7 +135,7 @@ class Context:
     stream_roles: bool = False
     """Let the role calls (actor, critic, reflector, distiller, gate) stream their chunks too under
     `stream_mode="messages"`, each tagged `pivotal:<role>`. Off: they carry LangGraph's `nostream`
-    tag and a chat UI sees only the answer (docs/python.md#streaming). A choice of what one call
+    tag and a chat UI sees only the answer (docs/python.md, Streaming a run). A choice of what one call
     shows, not of the run: never saved with it, so a resume may name it afresh."""
     retry: RetryStrategy = "pivotal"
     pivot: PivotChoice = "best"

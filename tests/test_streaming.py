@@ -103,6 +103,8 @@ async def test_a_chat_ui_streaming_messages_gets_the_answer_in_chunks_and_nothin
     assert len(chunks) > 5 and all(isinstance(message, AIMessageChunk) for message, _ in chunks)
     assert "".join(message.content for message, _ in chunks) == ANSWER
     assert all("pivotal:answer" in meta["tags"] for _, meta in chunks)
+    built = await messages_of(desk(tools, stream_roles=True), ASK)  # the agent's own setting, kept at every node
+    assert {meta["langgraph_node"] for _, meta in built} == {"actor", "critic", "respond"}
     # the message saved in the thread is the one streamed: one id, the same words
     final = await desk(tools).ainvoke(ASK)
     assert final["messages"][-1].content == ANSWER and final["messages"][-1].name == "pivotal"
