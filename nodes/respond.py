@@ -25,9 +25,9 @@ from pivotal.core.state import NodeResult, State, turn_summary
 async def respond(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     release(state["run_id"])
     if state.get("status") == "success":
-        text = state.get("answer") or state.get("reason", "")
+        said = state.get("answer") or state.get("reason", "")
     else:
-        text = f"I could not complete the task: {state.get('reason', '')}"
+        said = f"I could not complete the task: {state.get('reason', '')}"
     result: NodeResult = {
         "status": state.get("status", "failure"),
         "reason": state.get("reason", ""),
@@ -38,7 +38,7 @@ async def respond(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "actions": [[step["action"], step["arguments"]] for step in state.get("trajectory") or []],
         "usage": state.get("usage") or {},
     }
-    reply = await Spoken(text=text).ainvoke([], config=ANSWER_CALL)
+    reply = await Spoken(text=said).ainvoke([], config=ANSWER_CALL)
     turns = [turn for turn in state.get("turns") or [] if turn.get("run_id") != state["run_id"]]
     return {
         "messages": [reply],
