@@ -135,6 +135,11 @@ class Context:
     allow_other_models: bool = False
     """A resume may go on with model objects other than those the run paused with (by class, model
     name and endpoint). Off: such a resume is refused in one line. Never saved with the run."""
+    stream_roles: bool = False
+    """Let the role calls (actor, critic, reflector, distiller, gate) stream their chunks too under
+    `stream_mode="messages"`, each tagged `pivotal:<role>`. Off: they carry LangGraph's `nostream`
+    tag and a chat UI sees only the answer (docs/python.md, Streaming a run). A choice of what one call
+    shows, not of the run: never saved with it, so a resume may name it afresh."""
     retry: RetryStrategy = "pivotal"
     pivot: PivotChoice = "best"
     """Where a pivotal retry goes back to. "first_mistake": just before the first step that went
@@ -313,7 +318,8 @@ class Context:
                     )
                 _same_model(name, value, wanted[name], bool(wanted.get("allow_other_models")))
                 known[name] = wanted[name]
-        base = cls(**known, allow_other_models=bool(wanted.get("allow_other_models")))
+        unsaved = {name: bool(wanted.get(name)) for name in _UNSAVED}  # this call's: allow_other_models, stream_roles
+        base = cls(**known, allow_other_models=unsaved["allow_other_models"], stream_roles=unsaved["stream_roles"])
         for name, value in wanted.items():
             if name in known and not isinstance(value, BaseChatModel) and known[name] != value:
                 raise PivotalError(
@@ -391,7 +397,7 @@ def _refuse_unknown_keys(init: Callable[..., None]) -> Callable[..., None]:
 
 Context.__init__ = _refuse_unknown_keys(Context.__init__)  # type: ignore[method-assign]
 _FIELD_ORDER = tuple(f.name for f in fields(Context))
-_UNSAVED = frozenset({"allow_other_models"})
+_UNSAVED = frozenset({"allow_other_models", "stream_roles"})
 """Settings of one call, not of the run: a resume names them afresh."""
 _FIELD_NAMES = frozenset(_FIELD_ORDER)
 

@@ -234,6 +234,10 @@ class NodeResult(TypedDict, total=False):
     verified: bool
     run_id: str
     retries: int
+    actions: list[list[Any]]
+    """[action, arguments] of each step the run executed (the observations stay in Pivotal's own state)."""
+    usage: dict[str, Any]
+    """Per role: calls, input_tokens, output_tokens, seconds, fallbacks (as the run's `usage`)."""
 
 
 class State(InputState, total=False):

@@ -8,6 +8,7 @@ spreads a batch over Ray workers.
 
 from pivotal.graphs.agent import create_pivotal_agent
 from pivotal.graphs.builder import build_graph
+from pivotal.graphs.outcome import Result, result
 from pivotal.graphs.ray_batch import run_batch_on_ray
 from pivotal.graphs.runner import RunResult, aresume, arun, resume, run, run_batch
 
@@ -21,12 +22,14 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "Result",
     "RunResult",
     "aresume",
     "arun",
     "build_graph",
     "create_pivotal_agent",
     "graph",
+    "result",
     "resume",
     "run",
     "run_batch",

@@ -317,6 +317,7 @@ def _context(runtime: Runtime[Any], default: Context | None, state: State | None
         return given  # the runners' path: the context they resumed with
     own = default or Context()
     named = _set_apart(given, own)
+    named.setdefault("stream_roles", (given or own).stream_roles)  # unsaved: the graph's own unless named
     for slot, value in saved.items():  # a saved model object: given back by the caller or the graph
         if isinstance(value, dict) and "model_object" in value and slot not in named:
             named[slot] = getattr(given or own, slot, None)

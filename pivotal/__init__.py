@@ -24,6 +24,9 @@ _HOMES = {
     "resume": "pivotal.graphs",
     "aresume": "pivotal.graphs",
     "RunResult": "pivotal.graphs",
+    # any face's output as one typed result
+    "result": "pivotal.graphs",
+    "Result": "pivotal.graphs",
     # what a run is given
     "Context": "pivotal.core.context",
     "Task": "pivotal.core.task",
@@ -96,11 +99,13 @@ if TYPE_CHECKING:
     from pivotal.core.state import State as State
     from pivotal.core.task import Task as Task
     from pivotal.graphs import (
+        Result as Result,
         RunResult as RunResult,
         aresume as aresume,
         arun as arun,
         build_graph as build_graph,
         create_pivotal_agent as create_pivotal_agent,
+        result as result,
         resume as resume,
         run as run,
         run_batch as run_batch,

@@ -16,6 +16,7 @@ A pivot is the one place that goes *back*; `rewind` does it the way the environm
 """
 
 import asyncio
+import contextvars
 import threading
 import time
 from collections import OrderedDict
@@ -135,12 +136,16 @@ async def in_env_thread(function: Callable[..., T], *args: Any, timeout: float, 
     finish (Python cannot kill it), but it cannot keep the process alive once the command has
     written its results and released its locks; a pool's worker would be joined at exit, for ever.
     An Exception: a `SystemExit` or `KeyboardInterrupt` raised by a tool would otherwise end the
-    whole batch.
+    whole batch. The caller's context goes with it, the run's config included, as LangChain hands it
+    to child runs: a LangChain tool the environment calls is a tool run of the node that called it.
     """
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
     threading.Thread(
-        target=_in_thread, args=(loop, future, function, args), name=f"pivotal-env {what}", daemon=True
+        target=contextvars.copy_context().run,
+        args=(_in_thread, loop, future, function, args),
+        name=f"pivotal-env {what}",
+        daemon=True,
     ).start()
     try:
         return await asyncio.wait_for(future, timeout)

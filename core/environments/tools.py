@@ -4,6 +4,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from langchain_core.runnables import ensure_config
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ValidationError
 
@@ -44,6 +45,11 @@ class ToolEnvironment:
     `verifier(task, calls)` decides when the task is done and whether it succeeded. Without one
     (most application agents have no ground truth) the actor gets a `finish(answer)` action: the
     critic reviews the answer like any action, and the outcome is marked unverified.
+
+    Each call is a LangChain tool run under the run's config (the node's, which LangChain keeps in
+    the context the executor's thread inherits): callbacks, `astream_events` and LangSmith see
+    `on_tool_start` / `on_tool_end` under the tool's name, one pair per call that runs. A step the
+    once-guard takes as done (a replay, a fork) calls no tool and shows none; `finish` is no tool.
     """
 
     def __init__(
@@ -95,7 +101,7 @@ class ToolEnvironment:
             return self._finish(str(arguments.get("answer", "")))
         call: Call = {"tool": name, "arguments": arguments, "output": "", "error": ""}
         try:
-            output = self.tools[name].invoke(arguments)
+            output = self.tools[name].invoke(arguments, ensure_config())
             call["output"] = _text(output)[: self.max_output_chars]
         except Exception as exc:  # noqa: BLE001 — a tool's failure is information for the agent
             call["error"] = f"{type(exc).__name__}: {exc}"[: self.max_output_chars]

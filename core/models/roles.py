@@ -54,6 +54,7 @@ async def ask_role(
             fallback=fallback,
             retries=context.structured_retries,
             deadline=context.call_deadline,
+            stream=context.stream_roles,
             metadata={"pivotal_run": state["run_id"], "pivotal_model": model_label(spec), **(metadata or {})},
         )
     if answer.timed_out:

@@ -1,11 +1,15 @@
-"""A finished reply as the chunks a provider would have streamed, for models that stream tool calls whole."""
+"""A finished reply as the chunks a provider would have streamed: for models that stream tool calls
+whole, and for the run's final answer.
+"""
 
 import json
 import re
 from collections.abc import Iterator
+from typing import Any
 
-from langchain_core.messages import AIMessage, AIMessageChunk
-from langchain_core.outputs import ChatGenerationChunk
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
 
 def as_chunks(message: AIMessage) -> Iterator[ChatGenerationChunk]:
@@ -36,3 +40,32 @@ def as_chunks(message: AIMessage) -> Iterator[ChatGenerationChunk]:
     )
     for piece in [*pieces, last]:
         yield ChatGenerationChunk(message=piece)
+
+
+class Spoken(BaseChatModel):
+    """Says `text`, streamed as a provider streams a reply: the run's final answer, told to a chat UI.
+
+    The answer was written by the actor (`finish`) and reviewed by the critic before it counts; it
+    is not streamed while the actor writes it, since a UI would then show words the critic may still
+    reject. Told through a chat model run, it reaches `stream_mode="messages"` and `astream_events`
+    chunk by chunk, as the one message a chat app shows, without another provider call.
+    """
+
+    text: str
+    speaker: str = "pivotal"
+
+    @property
+    def _llm_type(self) -> str:
+        return "pivotal-answer"
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(self.text, name=self.speaker))])
+
+    def _stream(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> Iterator[ChatGenerationChunk]:
+        for chunk in as_chunks(AIMessage(self.text)):
+            chunk.message.name = self.speaker
+            yield chunk

@@ -11,6 +11,7 @@ from typing import Any, Generic, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage
+from langgraph.constants import TAG_NOSTREAM
 from pydantic import BaseModel
 
 T = TypeVar("T", bound=BaseModel)
@@ -39,6 +40,7 @@ async def ask(
     metadata: dict[str, Any],
     backup: BaseChatModel | None = None,
     deadline: float | None = None,
+    stream: bool = False,
 ) -> Answer[T]:
     """Ask for `schema`; re-ask up to `retries` times with the parser's complaint; else `fallback`.
 
@@ -46,11 +48,14 @@ async def ask(
     after its SDK's own retries); a malformed reply is re-asked, not handed to the backup.
     `deadline` bounds each call in all: an SDK's timeout is per read, so a server that trickles
     a byte at a time, or never answers, would otherwise hold the task for as long as it likes.
+    `stream`: the reply's chunks reach `stream_mode="messages"`; off, the call is tagged `nostream`
+    (LangGraph's own convention), so a chat UI sees only the answer, never a role's JSON.
     """
     runnable = _structured(model, schema)
     if backup is not None:
         runnable = runnable.with_fallbacks([_structured(backup, schema)])
-    config = {"metadata": {**metadata, "pivotal_role": role}, "run_name": role, "tags": [f"pivotal:{role}"]}
+    tags = [f"pivotal:{role}", *([] if stream else [TAG_NOSTREAM])]
+    config = {"metadata": {**metadata, "pivotal_role": role}, "run_name": RUN_NAMES.get(role, role), "tags": tags}
     usage = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "seconds": 0.0, "fallbacks": 0}
     conversation, error, timed_out, said = list(messages), "", False, ""
     for _ in range(retries + 1):
@@ -79,6 +84,18 @@ async def ask(
         ]
     usage["fallbacks"] = 1
     return Answer(fallback, fallback=True, error=error, usage=usage, timed_out=timed_out, said=said)
+
+
+RUN_NAMES = {
+    "actor": "proposal",
+    "critic": "review",
+    "reflector": "reflection",
+    "distiller": "lesson_drafts",
+    "gate": "lesson_verdict",
+}
+"""What each role's call is called in a trace (LangSmith, `astream_events`): what it produces. Not the
+node's name: LangGraph takes a run named like its node for the node itself, and would stream the
+call's reply as the node's message."""
 
 
 def failure(exc: BaseException) -> str:

@@ -2,6 +2,9 @@
 Messages wire formats, so the real `openai`/`anthropic` SDKs (through langchain) can be driven
 end to end offline: structured-output tool calls, usage fields, retries and timeouts.
 
+A request with `stream: true` to the OpenAI route gets the same reply as server-sent chunks, text word
+by word (a real token stream for `stream_mode="messages"`); the Anthropic route does not stream.
+
 Stdlib only. Faults are queued in `.faults` and consumed one per request before normal
 replies; every request and the usage the server reported for it are kept in `.requests`.
 """
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,14 +22,17 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-Responder = Callable[[str, dict[str, Any], list[Any]], dict[str, Any]]
-"""(schema name, JSON schema, request messages) → the structured reply's arguments."""
+Responder = Callable[[str, dict[str, Any], list[Any]], dict[str, Any] | str]
+"""(schema name, JSON schema, request messages) → the structured reply's arguments, or a text: the
+model answered in words instead of calling the tool (an agent's final answer)."""
 Fault = tuple[Any, ...]
 """("429", retry_after_s | None) | ("500",) | ("502",) | ("503",) | ("reset",) | ("timeout", sleep_s)
 | ("truncated",) | ("invalid",) | ("empty",) | ("trickle", seconds_per_byte)"""
 
 TRICKLE = "x-loopback-trickle"
 """Internal marker from `answer` to the handler; never sent."""
+STREAM = "x-loopback-stream"
+"""Internal marker: send the reply as OpenAI's server-sent chunks (`stream: true`); never sent."""
 OPENAI_PATH = "/v1/chat/completions"
 ANTHROPIC_PATH = "/v1/messages"
 _ids = itertools.count(1)
@@ -246,6 +253,28 @@ def _anthropic_reply(
     return reply, usage
 
 
+def _server_sent(reply: dict[str, Any], usage: bool) -> bytes:
+    """A chat completion as OpenAI streams it: role, text word by word, each tool call whole, the finish
+    reason, the usage when asked (`stream_options.include_usage`), then `[DONE]`.
+    """
+    choice = reply["choices"][0]
+    message = choice["message"]
+    head = {key: reply[key] for key in ("id", "created", "model", "system_fingerprint")}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**head, "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}  # fmt: skip
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    chunks += [chunk({"content": word}) for word in re.findall(r"\S+\s*|\s+", message.get("content") or "")]
+    chunks += [chunk({"tool_calls": [{"index": i, **call}]}) for i, call in enumerate(message.get("tool_calls") or [])]
+    chunks.append(chunk({}, choice["finish_reason"]))
+    if usage:
+        chunks.append({**head, "object": "chat.completion.chunk", "choices": [], "usage": reply["usage"]})
+    lines = [f"data: {json.dumps(c)}\n\n" for c in chunks] + ["data: [DONE]\n\n"]
+    return "".join(lines).encode()
+
+
 def _error_body(path: str, status: int, message: str) -> dict[str, Any]:
     if path == ANTHROPIC_PATH:
         kind = {429: "rate_limit_error", 400: "invalid_request_error"}.get(status, "api_error")
@@ -332,9 +361,9 @@ class Loopback:
             recorded.status = 404
             return 404, {}, _error_body(path, 404, f"no route {path}")
         recorded.schema_name = (_anthropic_schema if path == ANTHROPIC_PATH else _openai_schema)(body)[0]
-        if body.get("stream"):
+        if body.get("stream") and path == ANTHROPIC_PATH:
             recorded.status = 400
-            return 400, {}, _error_body(path, 400, "the loopback provider does not stream")
+            return 400, {}, _error_body(path, 400, "the loopback provider streams only the OpenAI route")
         rejection = _openai_rejection(body) if path == OPENAI_PATH and self.openai_strict_rules else None
         if rejection:
             recorded.status = 400
@@ -355,7 +384,10 @@ class Loopback:
             recorded.status, recorded.fault = 500, "responder"
             return 500, {}, _error_body(path, 500, f"loopback responder raised {type(exc).__name__}: {exc}"[:300])
         recorded.status = 200
-        return 200, ({TRICKLE: str(fault[1])} if fault and fault[0] == "trickle" else {}), reply
+        extra = {TRICKLE: str(fault[1])} if fault and fault[0] == "trickle" else {}
+        if body.get("stream"):
+            extra[STREAM] = "1"
+        return 200, extra, reply
 
     def _faulted(self, path: str, fault: Fault | None) -> tuple[int, dict[str, str], dict[str, Any]]:
         """Status-level faults; (0, …) when the request should get a normal-shaped reply."""
@@ -372,10 +404,12 @@ class Loopback:
     def _reply(self, path: str, body: dict[str, Any], fault: str) -> tuple[dict[str, Any], dict[str, int]]:
         extract = _anthropic_schema if path == ANTHROPIC_PATH else _openai_schema
         name, schema, mode = extract(body)
-        arguments = self.responder(name, schema, body.get("messages") or []) if mode != "text" else {}
-        if fault == "invalid":
-            arguments = invalid_arguments(schema, arguments)
-        text = json.dumps(arguments) if mode != "text" else "ok"
+        said = self.responder(name, schema, body.get("messages") or []) if mode != "text" else "ok"
+        if isinstance(said, str):
+            mode, arguments = "text", {}
+        else:
+            arguments = invalid_arguments(schema, said) if fault == "invalid" else said
+        text = json.dumps(arguments) if mode != "text" else str(said)
         if fault == "truncated":
             text = text[: len(text) // 2]
         if fault == "empty":
@@ -411,11 +445,12 @@ class _Handler(BaseHTTPRequestHandler):
         if not status:
             self.close_connection = True
             return
-        data = json.dumps(reply).encode()
+        streamed = bool(extra.pop(STREAM, ""))
+        data = _server_sent(reply, self._usage_wanted(body)) if streamed else json.dumps(reply).encode()
         trickle = float(extra.pop(TRICKLE, 0))
         try:
             self.send_response(status)
-            self.send_header("content-type", "application/json")
+            self.send_header("content-type", "text/event-stream" if streamed else "application/json")
             self.send_header("content-length", str(len(data)))
             self.send_header("request-id", f"req_{next(_ids)}")
             for key, value in extra.items():
@@ -427,6 +462,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client timed out and left
+
+    @staticmethod
+    def _usage_wanted(body: dict[str, Any]) -> bool:
+        return bool((body.get("stream_options") or {}).get("include_usage"))
 
     def _trickle(self, data: bytes, interval: float) -> None:
         """A server that answers one byte at a time: every read arrives well within any per-read timeout."""

@@ -6,13 +6,16 @@ test drives `create_agent` and Pivotal's roles through the same paths a provider
 """
 
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
+
+from pivotal.core.models.streaming import as_chunks
 
 AGENT = "agent"
 """The script key for the agent's own replies (whenever it is bound to the agent's tools)."""
@@ -44,6 +47,13 @@ class ScriptedChatModel(BaseChatModel):
     ) -> ChatResult:
         self.prompts.setdefault(self.bound, []).append(list(messages))
         return ChatResult(generations=[ChatGeneration(message=self._next())])
+
+    def _stream(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> Iterator[ChatGenerationChunk]:
+        """As a provider streams (under `stream_mode="messages"`, `astream_events`): text word by word."""
+        self.prompts.setdefault(self.bound, []).append(list(messages))
+        yield from as_chunks(self._next())
 
     def _next(self) -> AIMessage:
         replies = self.script.get(self.bound, [])
