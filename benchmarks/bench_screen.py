@@ -23,7 +23,7 @@ from collections import defaultdict
 from typing import Any
 
 from pivotal.bench.attack_lessons import load
-from pivotal.memory.screen import screen_lesson
+from pivotal.memory.lesson.screen import screen_lesson
 
 
 def rates(rows: list[dict[str, Any]], refused: list[bool]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import pytest
 
 from pivotal.cli import main
 from pivotal.memory.lesson import owner_of
-from pivotal.memory.registry import close_stores, open_store
+from pivotal.memory.policy.registry import close_stores, open_store
 
 ACME, BETA = owner_of(["acme", "lessons"]), owner_of(["beta", "lessons"])
 BASE = {"kind": "guardrail", "situation": "http calls", "outcome": "failure", "family": "imports"}

@@ -12,7 +12,7 @@ import pytest
 
 from pivotal.bench.attack_lessons import DATA, FILES, ISSUE_BENIGN, ISSUE_PROBES, generate, load, render, rows_digest
 from pivotal.core.context import Context
-from pivotal.memory.screen import screen_lesson
+from pivotal.memory.lesson.screen import screen_lesson
 from pivotal.nodes.gate import gate, model_screen
 from pivotal.testing.scripted import ScriptedChatModel
 
