@@ -67,7 +67,7 @@ async def model_refusals(rows: list[dict[str, Any]], model: str) -> list[bool]:
     context = Context(model=model, model_screen=True, local_threads=1)
     refused = []
     for row in rows:
-        verdict, _ = await model_screen(context, {"run_id": "bench-screen"}, row["situation"], row["text"])
+        verdict, _ = await model_screen(context, {"run_id": "bench-screen"}, {"kind": "skill", **row})
         refused.append(verdict is not None)
     return refused
 

@@ -51,7 +51,7 @@ async def _review(
             ),
         ), {}
     if context.model_screen:
-        refused, updates = await model_screen(context, state, candidate["situation"], candidate["text"])
+        refused, updates = await model_screen(context, state, candidate)
         if refused is not None:
             return LessonVerdict(decision="reject", reason=f"model screen: {refused}"), updates
     else:
@@ -76,7 +76,7 @@ async def _review(
 
 
 async def model_screen(
-    context: Context, state: Mapping[str, Any], situation: str, text: str
+    context: Context, state: Mapping[str, Any], draft: Mapping[str, Any]
 ) -> tuple[str | None, dict[str, Any]]:
     """Why the critic's model reads this lesson as an order no task gave, or None; with the call's
     counters. A second screen measured apart from the rule screen (benchmarks/bench_screen.py): it
@@ -88,7 +88,7 @@ async def model_screen(
         cast(State, state),
         "screen",
         ScreenVerdict,
-        user=prompts.render("screen", situation=situation, text=text),
+        user=prompts.render("screen", lesson=rendered(draft)),
         system=prompts.system("screen_system"),
         fallback=ScreenVerdict(decision="advice", reason="the model screen gave no valid verdict"),
     )

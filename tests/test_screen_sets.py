@@ -136,5 +136,5 @@ async def test_the_model_screen_is_off_by_default_and_on_sim_passes_what_it_cann
     assert "screen" not in update["usage"] and update["candidates"][0]["verdict"] == "approve"
     update = await gate(_state(CANDIDATE), SimpleNamespace(context=Context(model="sim", model_screen=True)))  # type: ignore[arg-type]
     assert update["usage"]["screen"]["calls"] == 1 and update["candidates"][0]["verdict"] == "approve"
-    refused, _ = await model_screen(Context(model="sim"), {"run_id": "r"}, "a", "b")
+    refused, _ = await model_screen(Context(model="sim"), {"run_id": "r"}, CANDIDATE)
     assert refused is None
