@@ -17,7 +17,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
@@ -29,12 +29,21 @@ REPEATED = "already ran"
 """What the once-guard's refusal says, on every surface: the clerk takes the repeat as done."""
 
 
-def desk_tools(ledger: Path, note: str = "") -> list[BaseTool]:
+def desk_tools(
+    ledger: Path, note: str = "", failures: Mapping[str, int] | None = None, answer_errors: bool = False
+) -> list[BaseTool]:
     """`lookup_order`, the irreversible `refund` and `send_email`, each appending one line to `ledger`.
     `note`: text the order lookup returns (a tool output the checkpoints must not keep, when secret).
+    `failures`: tools that raise (ToolException, the world unchanged) their first n calls;
+    `answer_errors`: a raised error becomes the tool's error answer, as a `create_agent` app sets it up.
     """
+    left = dict(failures or {})
 
     def write(kind: str, **entry: Any) -> None:
+        tool = {"lookup": "lookup_order", "email": "send_email"}.get(kind, kind)
+        if left.get(tool, 0) > 0:
+            left[tool] -= 1
+            raise ToolException(f"{tool} failed: the service is down")
         with ledger.open("a", encoding="utf-8") as out:
             out.write(json.dumps({"kind": kind, **entry}) + "\n")
 
@@ -50,11 +59,14 @@ def desk_tools(ledger: Path, note: str = "") -> list[BaseTool]:
         write("email", to=to, body=body)
         return f"emailed {to}"
 
-    return [
+    tools = [
         StructuredTool.from_function(lookup_order, description="Look up an order's total and its customer."),
         StructuredTool.from_function(refund, description="Refund an amount of an order. Cannot be undone."),
         StructuredTool.from_function(send_email, description="Email a customer."),
     ]
+    for each in tools:
+        each.handle_tool_error = answer_errors
+    return tools
 
 
 def ledger_kinds(ledger: Path) -> list[str]:
