@@ -1,0 +1,116 @@
+"""A fork preview says, call for call, what the fork then does to the world: previewed, then forked,
+from every checkpoint of a finished thread, on both faces (`create_pivotal_agent` and `create_agent`
++ `PivotalCritic`). The world's side is the ledger the test's own tools write; the people's side is
+the approvals the fork asks for. Real SQLite checkpoints; the support desk's clerk in process.
+"""
+
+import json
+import sqlite3
+from collections import Counter
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.types import Command
+
+from pivotal import PivotalCritic, create_pivotal_agent
+from pivotal.cli.main import main
+from pivotal.core.environments.preview import fork_preview
+from pivotal.testing.promise_desk import ClerkChatModel, DeskRoleModel, desk_tools, ledger_kinds
+
+GOAL = "Please refund order A1 in full and email the customer."
+KIND = {"lookup_order": "lookup", "refund": "refund", "send_email": "email"}
+AGAIN = {"type": "approve", "repeat": True}
+"""The test's person approves every question, a repeat too: whatever the fork asks runs."""
+
+
+def emailed(task: Any, calls: list[dict[str, Any]]) -> bool | None:
+    """The ticket is done once an email went out: that step ends the task."""
+    return True if any(c["tool"] == "send_email" and not c["error"] for c in calls) else None
+
+
+SCENARIOS = {
+    # the email fails once: every step is taken as done but the failed one, which runs again
+    "graph-failed-email": ("graph", {"failures": {"send_email": 1}}),
+    # the email ends the task and is irreversible: a fork's repeat is refused, or a person is asked
+    "graph-final-email-refused": ("graph", {"verifier": emailed, "irreversible": ["refund", "send_email"]}),
+    "graph-final-email-asked": (
+        "graph",
+        {"verifier": emailed, "irreversible": ["refund", "send_email"], "require_approval_for": ["send_email"]},
+    ),
+    "agent-failed-email": ("middleware", {"failures": {"send_email": 1}}),
+    "agent-failed-email-asked": ("middleware", {"failures": {"send_email": 1}, "require_approval_for": ["send_email"]}),
+}
+
+
+@pytest.fixture
+def saver(tmp_path):
+    connection = sqlite3.connect(str(tmp_path / "threads.sqlite"), check_same_thread=False)
+    yield SqliteSaver(connection)
+    connection.close()
+
+
+def build(face: str, saver: Any, ledger: Any, settings: dict[str, Any]) -> Any:
+    settings = dict(settings)
+    tools = desk_tools(ledger, failures=settings.pop("failures", None), answer_errors=face == "middleware")
+    irreversible = settings.pop("irreversible", ["refund"])
+    if face == "graph":
+        return create_pivotal_agent(DeskRoleModel(), tools, irreversible=irreversible, checkpointer=saver,
+                                    memory=False, max_steps=6, max_pivot_retries=1, **settings)  # fmt: skip
+    critic = PivotalCritic(DeskRoleModel(), irreversible=irreversible, **settings)
+    return create_agent(ClerkChatModel(), tools, middleware=[critic], checkpointer=saver)
+
+
+def answered(app: Any, result: dict[str, Any], thread: dict[str, Any]) -> list[tuple[str, str]]:
+    """Approve every question until the run ends; the calls asked about, in order."""
+    asked = []
+    for _ in range(10):
+        if not result.get("__interrupt__"):
+            return asked
+        value = result["__interrupt__"][0].value
+        asked.append((value["action"], json.dumps(value["arguments"], sort_keys=True)))
+        result = app.invoke(Command(resume=AGAIN), thread)
+    raise AssertionError(f"still asking after 10 answers: {asked}")
+
+
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_a_fork_preview_matches_what_the_fork_does(scenario, saver, tmp_path):
+    face, settings = SCENARIOS[scenario]
+    ledger = tmp_path / "ledger.jsonl"
+    app = build(face, saver, ledger, settings)
+    thread = {"configurable": {"thread_id": "ticket"}, "recursion_limit": 200}
+    answered(app, app.invoke({"messages": [("user", GOAL)]}, thread), thread)
+    assert ledger_kinds(ledger).count("refund") == 1
+    history = list(app.get_state_history(thread))
+    fates: Counter[str] = Counter()
+    for snapshot in history:
+        preview = fork_preview(app, snapshot.config)
+        assert preview.next == list(snapshot.next)
+        before = len(ledger_kinds(ledger))
+        asked = answered(app, app.invoke(None, {**snapshot.config, "recursion_limit": 200}), thread)
+        ran = ledger_kinds(ledger)[before:]
+        expected = [KIND[c.action] for c in preview.calls if c.fate in ("run", "ask")]
+        place = f"fork at {snapshot.next} ({snapshot.config['configurable']['checkpoint_id']}): {preview.fates()}"
+        assert Counter(ran) == Counter(expected), place
+        asks = {(c.action, json.dumps(c.arguments, sort_keys=True)) for c in preview.calls if c.fate == "ask"}
+        assert set(asked) == asks, place
+        fates.update(fate for _, fate in preview.fates())
+    wanted = {"skip", *({"refuse"} if "refused" in scenario else {"ask"} if "asked" in scenario else {"run"})}
+    assert wanted <= set(fates), fates  # the scenario shows what it is about
+
+
+def test_the_command_previews_a_fork_of_a_thread(saver, tmp_path, capsys):
+    ledger = tmp_path / "ledger.jsonl"
+    app = build("graph", saver, ledger, {"failures": {"send_email": 1}})
+    thread = {"configurable": {"thread_id": "ticket"}, "recursion_limit": 200}
+    app.invoke({"messages": [("user", GOAL)]}, thread)
+    first = list(app.get_state_history(thread))[-1]  # the thread's input: everything it did comes after
+    path = str(tmp_path / "threads.sqlite")
+    assert main(["fork-preview", "ticket", "--checkpoint", first.config["configurable"]["checkpoint_id"],
+                 "--checkpoints", path, "--json"]) == 0  # fmt: skip
+    shown = json.loads(capsys.readouterr().out)
+    assert [(c["action"], c["fate"]) for c in shown["calls"]] == fork_preview(saver, first.config).fates()
+    assert [c["fate"] for c in shown["calls"]] == ["skip", "skip", "run"]  # the failed email runs again
+    assert main(["fork-preview", "ticket", "--checkpoint", "nope", "--checkpoints", path]) == 2
+    assert "no checkpoint 'nope'" in capsys.readouterr().err
