@@ -4,19 +4,22 @@ from every checkpoint of a finished thread, on both faces (`create_pivotal_agent
 the approvals the fork asks for. Real SQLite checkpoints; the support desk's clerk in process.
 """
 
+import asyncio
 import json
 import sqlite3
 from collections import Counter
 from typing import Any
 
 import pytest
+import test_studio
 from langchain.agents import create_agent
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
+from langgraph_sdk import get_client
 
 from pivotal import PivotalCritic, create_pivotal_agent
 from pivotal.cli.main import main
-from pivotal.core.environments.preview import fork_preview
+from pivotal.core.environments.preview import afork_preview, fork_preview
 from pivotal.testing.promise_desk import ClerkChatModel, DeskRoleModel, desk_tools, ledger_kinds
 
 GOAL = "Please refund order A1 in full and email the customer."
@@ -74,6 +77,7 @@ def answered(app: Any, result: dict[str, Any], thread: dict[str, Any]) -> list[t
     raise AssertionError(f"still asking after 10 answers: {asked}")
 
 
+@pytest.mark.slow  # 5-8 s each: a fork from each of 30-50 checkpoints
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 def test_a_fork_preview_matches_what_the_fork_does(scenario, saver, tmp_path):
     face, settings = SCENARIOS[scenario]
@@ -111,6 +115,42 @@ def test_the_command_previews_a_fork_of_a_thread(saver, tmp_path, capsys):
                  "--checkpoints", path, "--json"]) == 0  # fmt: skip
     shown = json.loads(capsys.readouterr().out)
     assert [(c["action"], c["fate"]) for c in shown["calls"]] == fork_preview(saver, first.config).fates()
+    history = list(app.get_state_history(thread))  # the history as a list reads the same
+    assert fork_preview(history, first.config["configurable"]["checkpoint_id"]) == fork_preview(app, first.config)
     assert [c["fate"] for c in shown["calls"]] == ["skip", "skip", "run"]  # the failed email runs again
     assert main(["fork-preview", "ticket", "--checkpoint", "nope", "--checkpoints", path]) == 2
     assert "no checkpoint 'nope'" in capsys.readouterr().err
+
+
+# --- Studio: a served thread, previewed from its history as Studio reads it -------------------------
+
+studio = test_studio.studio
+"""tests/test_studio.py's `langgraph dev` server, started once for this module."""
+
+
+@pytest.mark.slow
+async def test_a_studio_fork_does_what_its_preview_said(studio, capsys):
+    """The support desk's email ends the task, so a fork before it sends it again: the preview says so."""
+    import pivotal.testing.ledger_env  # noqa: F401 — the served app's environment, registered here too
+
+    url, folder, _ = studio
+    client = get_client(url=url)
+    [assistant] = await client.assistants.search(graph_id="pivotal")
+    thread = await client.threads.create()
+    ledger = folder / "preview-ledger.jsonl"
+    context = {"model": "sim", "memory": False}
+    task = {"env": "support-desk", "params": {"ledger": str(ledger)}}
+    final = await client.runs.wait(thread["thread_id"], assistant["assistant_id"], input={"task": task},
+                                   context=context)  # fmt: skip
+    at_refund = final["trajectory"][1]["checkpoint_id"]
+    history = await client.threads.get_history(thread["thread_id"], limit=1000)
+    preview = await afork_preview(list(history), at_refund)
+    assert preview.fates() == [("refund", "skip"), ("send_email", "run")], preview
+    assert await asyncio.to_thread(main, ["fork-preview", thread["thread_id"], "--checkpoint", at_refund,
+                                          "--server", url, "--json"]) == 0  # fmt: skip
+    assert json.loads(capsys.readouterr().out)["calls"] == preview.model_dump()["calls"]
+    before = ledger_kinds(ledger)
+    await client.runs.wait(thread["thread_id"], assistant["assistant_id"], input=None, context=context,
+                           checkpoint_id=at_refund)  # fmt: skip
+    ran = ledger_kinds(ledger)[len(before) :]
+    assert ran == [KIND[c.action] for c in preview.calls if c.fate in ("run", "ask")] == ["email"]

@@ -25,6 +25,7 @@ A graph run as a parent graph's node checkpoints in a namespace of its own: prev
 import asyncio
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -63,43 +64,89 @@ class ForkPreview(BaseModel):
         return [(call.action, call.fate) for call in self.calls]
 
 
-def fork_preview(source: Any, config: Mapping[str, Any]) -> ForkPreview:
-    """What forking `source`'s thread at `config` (a snapshot's config: thread_id and checkpoint_id;
-    without a checkpoint_id, the thread's latest) would do to each side effect recorded after it.
-    `source`: the compiled graph or agent, or its checkpointer. Await `afork_preview` in an event loop.
+def fork_preview(source: Any, config: Mapping[str, Any] | str) -> ForkPreview:
+    """What forking a thread at `config` would do to each side effect recorded after it.
+
+    `source`: the compiled graph or agent, or its checkpointer, with `config` a snapshot's config
+    (thread_id and checkpoint_id; without a checkpoint_id, the thread's latest); or a thread's history
+    as a list (`graph.get_state_history(...)`, or a LangGraph server's `client.threads.get_history(...)`,
+    which is how Studio's threads are read), with `config` the checkpoint id or a config naming it.
+    Await `afork_preview` inside an event loop.
     """
     return asyncio.run(afork_preview(source, config))
 
 
-async def afork_preview(source: Any, config: Mapping[str, Any]) -> ForkPreview:
-    saver = checkpointer_of(source)
-    configurable = dict(config.get("configurable") or {})
-    thread = configurable.get("thread_id")
-    if thread is None:
-        raise PivotalError(
-            "fork_preview needs the thread: pass a snapshot's config ({'configurable': {'thread_id': ...}})"
-        )
+async def afork_preview(source: Any, config: Mapping[str, Any] | str) -> ForkPreview:
+    configurable = {"checkpoint_id": config} if isinstance(config, str) else dict(config.get("configurable") or {})
+    if isinstance(source, list | tuple):
+        listed = [_from_history(state) for state in source]
+        thread = configurable.get("thread_id") or next((c.thread for c in listed), "")
+    else:
+        thread = configurable.get("thread_id")
+        if thread is None:
+            raise PivotalError(
+                "fork_preview needs the thread: pass a snapshot's config ({'configurable': {'thread_id': ...}})"
+            )
+        found = await checkpoints(checkpointer_of(source), {"configurable": {"thread_id": thread}})
+        listed = [_from_saver(item) for _, _, item in found]
     namespace = str(configurable.get("checkpoint_ns", ""))
-    listed = [
-        found
-        for found in await checkpoints(saver, {"configurable": {"thread_id": thread}})
-        if str(found[2].config["configurable"].get("checkpoint_ns", "")) == namespace
-    ]
+    listed = sorted((c for c in listed if c.namespace == namespace), key=lambda c: c.id)
     if not listed:
-        raise PivotalError(f"thread {thread!r} has no checkpoints here: check the thread id and the checkpointer")
-    wanted = configurable.get("checkpoint_id") or listed[-1][0]
-    at = next((found for found in listed if found[0] == wanted), None)
+        raise PivotalError(f"thread {thread!r} has no checkpoints here: check the thread id and where it is kept")
+    wanted = configurable.get("checkpoint_id") or listed[-1].id
+    at = next((c for c in listed if c.id == wanted), None)
     if at is None:
         raise PivotalError(f"thread {thread!r} has no checkpoint {wanted!r}: take one from its history")
     after = _descendants(listed, wanted)
-    fork_state = at[1]
-    later = [(cid, state) for cid, state, _ in listed if cid in after]
-    everything = [(cid, state) for cid, state, _ in listed]
-    if any(state.get("run_id") or state.get("trajectory") for _, state in [*later, (wanted, fork_state)]):
-        calls = _graph_calls(fork_state, later, everything)
+    later = [(c.id, c.values) for c in listed if c.id in after]
+    everything = [(c.id, c.values) for c in listed]
+    if any(state.get("run_id") or state.get("trajectory") for _, state in [*later, (wanted, at.values)]):
+        calls = _graph_calls(at.values, later, everything)
     else:
-        calls = _agent_calls(fork_state, later, everything)
-    return ForkPreview(thread_id=str(thread), checkpoint_id=wanted, next=await _next(source, at[2].config), calls=calls)
+        calls = _agent_calls(at.values, later, everything)
+    shown = at.next if at.next is not None else await _next(source, at.config)
+    return ForkPreview(thread_id=str(thread), checkpoint_id=wanted, next=shown, calls=calls)
+
+
+@dataclass
+class _Checkpoint:
+    """One checkpoint of the thread, however it was read."""
+
+    id: str
+    parent: str | None
+    values: dict[str, Any]
+    namespace: str
+    thread: str
+    config: dict[str, Any]
+    next: list[str] | None = None
+
+
+def _from_saver(item: Any) -> _Checkpoint:
+    configurable = item.config["configurable"]
+    parent = ((item.parent_config or {}).get("configurable") or {}).get("checkpoint_id")
+    values = dict(item.checkpoint.get("channel_values") or {})
+    namespace = str(configurable.get("checkpoint_ns", ""))
+    return _Checkpoint(item.checkpoint["id"], parent, values, namespace, str(configurable["thread_id"]), item.config)
+
+
+def _from_history(state: Any) -> _Checkpoint:
+    """A `StateSnapshot`, or a LangGraph server's thread state (a dict: values, next, checkpoint, parent_checkpoint)."""
+    if isinstance(state, Mapping):
+        own, parent = state.get("checkpoint") or {}, state.get("parent_checkpoint") or {}
+        config = {"configurable": dict(own)}
+        values, shown = state.get("values"), state.get("next")
+    else:
+        config, values, shown = dict(state.config), state.values, state.next
+        parent = (getattr(state, "parent_config", None) or {}).get("configurable") or {}
+        own = config.get("configurable") or {}
+    if not isinstance(values, Mapping) or not own.get("checkpoint_id"):
+        raise PivotalError(
+            "a history entry must be a state snapshot (graph.get_state_history) or a server's thread state "
+            f"(client.threads.get_history), not {type(state).__name__}"
+        )
+    return _Checkpoint(str(own["checkpoint_id"]), parent.get("checkpoint_id"), dict(values),
+                       str(own.get("checkpoint_ns", "")), str(own.get("thread_id", "")), config,
+                       list(shown) if shown is not None else None)  # fmt: skip
 
 
 async def _next(source: Any, config: Mapping[str, Any]) -> list[str] | None:
@@ -112,13 +159,12 @@ async def _next(source: Any, config: Mapping[str, Any]) -> list[str] | None:
         return list(source.get_state(config).next)
 
 
-def _descendants(listed: list[tuple[str, dict[str, Any], Any]], root: str) -> set[str]:
+def _descendants(listed: list[_Checkpoint], root: str) -> set[str]:
     """The checkpoints written after `root` in the branches that go through it."""
     children: dict[str, list[str]] = {}
-    for cid, _, item in listed:
-        parent = ((item.parent_config or {}).get("configurable") or {}).get("checkpoint_id")
-        if parent:
-            children.setdefault(parent, []).append(cid)
+    for checkpoint in listed:
+        if checkpoint.parent:
+            children.setdefault(checkpoint.parent, []).append(checkpoint.id)
     found: set[str] = set()
     todo = list(children.get(root, []))
     while todo:

@@ -9,8 +9,11 @@ from typing import Any
 
 from pivotal.cli import options
 from pivotal.cli.critic import checkpoint_location
+from pivotal.core.errors import PivotalError
 
 EXIT_OK = 0
+PAGE = 1000
+"""Checkpoints per request to a server's thread history (the most its API gives at once)."""
 SAID = {"skip": "skipped", "refuse": "refused", "ask": "asks a person", "run": "RUNS AGAIN"}
 
 
@@ -23,6 +26,11 @@ def add_commands(commands: Any) -> None:
     parser.add_argument("--namespace", default="", metavar="NS", help="a subgraph's checkpoint namespace")
     parser.add_argument(
         "--checkpoints", metavar="PATH", help="SQLite file or postgresql:// URL (default: PIVOTAL_CHECKPOINT_PATH)"
+    )
+    parser.add_argument(
+        "--server",
+        metavar="URL",
+        help="read the thread from a LangGraph server (`langgraph dev`, Studio's) instead of a checkpoint file",
     )
     parser.add_argument("--json", action="store_true", help="the preview as one JSON object")
     options.plugin_option(parser)
@@ -47,14 +55,39 @@ def _preview(args: argparse.Namespace) -> int:
             )
             return await afork_preview(saver, {"configurable": configurable})
 
-    preview = asyncio.run(read())
-    if args.json:
-        print(json.dumps(preview.model_dump()))
-        return EXIT_OK
-    if not preview.calls:
-        print(f"thread {preview.thread_id} from {preview.checkpoint_id}: no side effect was recorded after it")
-        return EXIT_OK
-    print(f"thread {preview.thread_id} forked from {preview.checkpoint_id}:")
-    for call in preview.calls:
-        print(f"  {call.action}({json.dumps(call.arguments)}): {SAID[call.fate]} ({call.why})")
+    preview = asyncio.run(_served(args, configurable) if args.server else read())
+    _show(preview, args.json)
     return EXIT_OK
+
+
+async def _served(args: argparse.Namespace, configurable: dict[str, Any]) -> Any:
+    """A served thread's history, as Studio shows it; the app's environment from `--plugin`."""
+    from langgraph_sdk import get_client
+
+    from pivotal.core.environments.preview import afork_preview
+
+    options.load_plugins(args.plugin)
+    threads, history = get_client(url=args.server).threads, []
+    try:
+        while True:  # newest first, a page at a time
+            before = history[-1]["checkpoint"] if history else None
+            page = await threads.get_history(args.thread, limit=PAGE, before=before)
+            history += page
+            if len(page) < PAGE:
+                break
+    except Exception as exc:  # noqa: BLE001 — an unreachable server or an unknown thread: say which, in one line
+        raise PivotalError(
+            f"cannot read thread {args.thread!r} from {args.server}: {type(exc).__name__}: {exc}"
+        ) from None
+    return await afork_preview(list(history), {"configurable": configurable})
+
+
+def _show(preview: Any, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(preview.model_dump()))
+    elif not preview.calls:
+        print(f"thread {preview.thread_id} from {preview.checkpoint_id}: no side effect was recorded after it")
+    else:
+        print(f"thread {preview.thread_id} forked from {preview.checkpoint_id}:")
+        for call in preview.calls:
+            print(f"  {call.action}({json.dumps(call.arguments)}): {SAID[call.fate]} ({call.why})")
