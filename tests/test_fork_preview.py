@@ -17,9 +17,8 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 from langgraph_sdk import get_client
 
-from pivotal import PivotalCritic, create_pivotal_agent
+from pivotal import PivotalCritic, afork_preview, create_pivotal_agent, fork_preview
 from pivotal.cli.main import main
-from pivotal.core.environments.preview import afork_preview, fork_preview
 from pivotal.testing.promise_desk import ClerkChatModel, DeskRoleModel, desk_tools, ledger_kinds
 
 GOAL = "Please refund order A1 in full and email the customer."

@@ -17,9 +17,8 @@ from langchain.agents import create_agent
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
-from pivotal import PivotalCritic, PivotalError, create_pivotal_agent
+from pivotal import PivotalCritic, PivotalError, create_pivotal_agent, critic_report
 from pivotal.cli.main import main
-from pivotal.core.environments.critic_report import critic_report
 from pivotal.testing.promise_desk import ClerkChatModel, DeskRoleModel, clerk_responder, desk_tools, ledger_kinds
 
 GOAL = "Please refund order A1 in full and email the customer."
