@@ -35,6 +35,7 @@ from pivotal.core.environments.base import ActionSpec, rewind_mode
 from pivotal.core.environments.critic_report import checkpointer_of, checkpoints
 from pivotal.core.environments.once import REVIEWS, Seen, ThreadRecord, irreversible, needs_person, repeat_reason
 from pivotal.core.errors import PivotalError
+from pivotal.core.state import Proposal
 
 Fate = Literal["skip", "refuse", "ask", "run"]
 """skip: its recorded result is used, nothing runs; refuse: the once-guard turns the repeat down;
@@ -189,7 +190,7 @@ def _graph_calls(
     thread = Seen()
     for _, state in everything:
         thread.add(state.get("trajectory") or [])
-    settings = fork_state.get("run_settings") or next(
+    settings: dict[str, Any] = fork_state.get("run_settings") or next(
         (s["run_settings"] for _, s in later if s.get("run_settings")), {}
     )
     wanted = list(settings.get("require_approval_for") or [])
@@ -210,7 +211,7 @@ def _graph_calls(
 def _graph_fate(env: Any, thread: Seen, step: dict[str, Any], wanted: list[str], allow: list[str]) -> tuple[Fate, str]:
     if rewind_mode(env) in ("snapshot", "replay"):
         return "run", "the environment puts its world back with the branch: the step runs again in it"
-    proposal = {"action": step["action"], "arguments": step.get("arguments") or {}}
+    proposal: Proposal = {"action": step["action"], "arguments": step.get("arguments") or {}}
     recorded = thread.steps.get(step.get("key") or "")
     undone = recorded is not None and _step_id(recorded) in thread.undone
     if recorded is not None and not recorded.get("done") and not undone and _same(recorded, step):
@@ -276,7 +277,8 @@ def _agent_call(thread: ThreadRecord, call_id: str, entry: dict[str, Any], recor
         why = "it ran in this thread: met again (its id, or its place in its turn), its recorded result is returned"
         return _previewed(entry, "skip", why, recorded_at, _failed(entry))
     rules = _rules(thread.verdicts, call_id)
-    person = needs_person(rules.get("require_approval_for") or [], _Named(rules), entry)  # type: ignore[arg-type]
+    called: Proposal = {"action": entry["action"], "arguments": entry.get("arguments") or {}}
+    person = needs_person(rules.get("require_approval_for") or [], _Named(rules), called)  # type: ignore[arg-type]
     why = "its tool failed, so nothing changed: " + (
         "it runs again once a person approves it" if person else "it runs again"
     )

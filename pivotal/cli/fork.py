@@ -5,7 +5,7 @@ what the fork would do to each side effect recorded after it: skip, refuse, ask 
 import argparse
 import asyncio
 import json
-from typing import Any
+from typing import Any, cast
 
 from pivotal.cli import options
 from pivotal.cli.critic import checkpoint_location
@@ -67,7 +67,7 @@ async def _served(args: argparse.Namespace, configurable: dict[str, Any]) -> Any
     from pivotal.core.environments.preview import afork_preview
 
     options.load_plugins(args.plugin)
-    threads, history = get_client(url=args.server).threads, []
+    threads, history = get_client(url=args.server).threads, cast(list[Any], [])
     try:
         while True:  # newest first, a page at a time
             before = history[-1]["checkpoint"] if history else None

@@ -59,7 +59,7 @@ def desk_tools(
         write("email", to=to, body=body)
         return f"emailed {to}"
 
-    tools = [
+    tools: list[BaseTool] = [
         StructuredTool.from_function(lookup_order, description="Look up an order's total and its customer."),
         StructuredTool.from_function(refund, description="Refund an amount of an order. Cannot be undone."),
         StructuredTool.from_function(send_email, description="Email a customer."),
