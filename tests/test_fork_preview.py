@@ -88,17 +88,21 @@ def test_a_fork_preview_matches_what_the_fork_does(scenario, saver, tmp_path):
     history = list(app.get_state_history(thread))
     fates: Counter[str] = Counter()
     for snapshot in history:
-        preview = fork_preview(app, snapshot.config)
-        assert preview.next == list(snapshot.next)
-        before = len(ledger_kinds(ledger))
-        asked = answered(app, app.invoke(None, {**snapshot.config, "recursion_limit": 200}), thread)
-        ran = ledger_kinds(ledger)[before:]
-        expected = [KIND[c.action] for c in preview.calls if c.fate in ("run", "ask")]
-        place = f"fork at {snapshot.next} ({snapshot.config['configurable']['checkpoint_id']}): {preview.fates()}"
-        assert Counter(ran) == Counter(expected), place
-        asks = {(c.action, json.dumps(c.arguments, sort_keys=True)) for c in preview.calls if c.fate == "ask"}
-        assert set(asked) == asks, place
-        fates.update(fate for _, fate in preview.fates())
+        # a replay from the checkpoint, and a fork from an edit of it (Studio's edit, `update_state`)
+        edited = [app.update_state(snapshot.config, None)] if snapshot.next not in ((), ("__start__",)) else []
+        for config in [snapshot.config, *edited]:
+            preview = fork_preview(app, config)
+            if config is snapshot.config:
+                assert preview.next == list(snapshot.next)
+            before = len(ledger_kinds(ledger))
+            asked = answered(app, app.invoke(None, {**config, "recursion_limit": 200}), thread)
+            ran = ledger_kinds(ledger)[before:]
+            expected = [KIND[c.action] for c in preview.calls if c.fate in ("run", "ask")]
+            place = f"fork at {snapshot.next} ({config['configurable']['checkpoint_id']}): {preview.fates()}"
+            assert Counter(ran) == Counter(expected), place
+            asks = {(c.action, json.dumps(c.arguments, sort_keys=True)) for c in preview.calls if c.fate == "ask"}
+            assert set(asked) == asks, place
+            fates.update(fate for _, fate in preview.fates())
     wanted = {"skip", *({"refuse"} if "refused" in scenario else {"ask"} if "asked" in scenario else {"run"})}
     assert wanted <= set(fates), fates  # the scenario shows what it is about
 

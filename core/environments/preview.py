@@ -99,6 +99,8 @@ async def afork_preview(source: Any, config: Mapping[str, Any] | str) -> ForkPre
     if at is None:
         raise PivotalError(f"thread {thread!r} has no checkpoint {wanted!r}: take one from its history")
     after = _descendants(listed, wanted)
+    if at.edited and at.parent:  # a state edit (`update_state`, Studio's edit) branches off its parent:
+        after |= _descendants(listed, at.parent) - {wanted}  # what the parent went on to do is ahead of it
     later = [(c.id, c.values) for c in listed if c.id in after]
     everything = [(c.id, c.values) for c in listed]
     if any(state.get("run_id") or state.get("trajectory") for _, state in [*later, (wanted, at.values)]):
@@ -120,6 +122,8 @@ class _Checkpoint:
     thread: str
     config: dict[str, Any]
     next: list[str] | None = None
+    edited: bool = False
+    """Written by `update_state` (a state edit before a fork), not by a node."""
 
 
 def _from_saver(item: Any) -> _Checkpoint:
@@ -127,7 +131,9 @@ def _from_saver(item: Any) -> _Checkpoint:
     parent = ((item.parent_config or {}).get("configurable") or {}).get("checkpoint_id")
     values = dict(item.checkpoint.get("channel_values") or {})
     namespace = str(configurable.get("checkpoint_ns", ""))
-    return _Checkpoint(item.checkpoint["id"], parent, values, namespace, str(configurable["thread_id"]), item.config)
+    edited = (item.metadata or {}).get("source") == "update"
+    return _Checkpoint(item.checkpoint["id"], parent, values, namespace, str(configurable["thread_id"]), item.config,
+                       edited=edited)  # fmt: skip
 
 
 def _from_history(state: Any) -> _Checkpoint:
@@ -135,9 +141,9 @@ def _from_history(state: Any) -> _Checkpoint:
     if isinstance(state, Mapping):
         own, parent = state.get("checkpoint") or {}, state.get("parent_checkpoint") or {}
         config = {"configurable": dict(own)}
-        values, shown = state.get("values"), state.get("next")
+        values, shown, metadata = state.get("values"), state.get("next"), state.get("metadata")
     else:
-        config, values, shown = dict(state.config), state.values, state.next
+        config, values, shown, metadata = dict(state.config), state.values, state.next, state.metadata
         parent = (getattr(state, "parent_config", None) or {}).get("configurable") or {}
         own = config.get("configurable") or {}
     if not isinstance(values, Mapping) or not own.get("checkpoint_id"):
@@ -147,7 +153,8 @@ def _from_history(state: Any) -> _Checkpoint:
         )
     return _Checkpoint(str(own["checkpoint_id"]), parent.get("checkpoint_id"), dict(values),
                        str(own.get("checkpoint_ns", "")), str(own.get("thread_id", "")), config,
-                       list(shown) if shown is not None else None)  # fmt: skip
+                       list(shown) if shown is not None else None,
+                       edited=(metadata or {}).get("source") == "update")  # fmt: skip
 
 
 async def _next(source: Any, config: Mapping[str, Any]) -> list[str] | None:
