@@ -124,6 +124,12 @@ class Context:
     require_approval_for: list[str] = field(default_factory=list)
     """Actions a human must approve before they execute (the graph pauses with `interrupt()`):
     action names, "irreversible" (those the environment marks so) or "*" (every action)."""
+    observe_only: list[str] | bool = field(default_factory=list)
+    """Actions whose LLM critic only watches: it reviews every call of them and records what it would
+    have done (`pivotal critic report` weighs that against what then happened), but lets each one
+    through as if there were no critic. Action (tool) names, "*" or True for every action. The
+    deterministic pre-check, the once-guard and `require_approval_for` still hold: only the critic's
+    blocking is off. A run's context may narrow the list, never widen it (docs/observe.md)."""
     max_model_calls_per_turn: int = 50
     """A `create_agent` agent with `PivotalCritic`: model calls one turn (since the user's last
     message) may make; past them the turn ends with a final message saying why (the graph's own
@@ -207,6 +213,7 @@ class Context:
         for name in ("max_pivot_retries", "structured_retries"):
             if getattr(self, name) < 0:
                 raise PivotalError(f"{name} must be >= 0 (got {getattr(self, name)})")
+        self.observe_only = _observed_names(self.observe_only)
         _check_choice("retry", self.retry, get_args(RetryStrategy))
         _check_choice("budget", self.budget, get_args(StepBudget))
         _check_choice("pivot", self.pivot, get_args(PivotChoice))
@@ -251,6 +258,15 @@ class Context:
         if self.critic_veto is not None:
             return self.critic_veto
         return not model_label(self.model_for("critic")).startswith(("local", "LocalChatModel"))
+
+    def observes(self, action: str | None) -> bool:
+        """Whether the critic only watches this action (`observe_only`): its verdict is recorded, not enforced."""
+        names = self.observed_actions()
+        return bool(action) and ("*" in names or action in names)
+
+    def observed_actions(self) -> list[str]:
+        """`observe_only` as names ("*": every action); a list once the Context is made."""
+        return self.observe_only if isinstance(self.observe_only, list) else _observed_names(self.observe_only)
 
     def precheck_bounces_allowed(self) -> int:
         return self.max_critique_rounds if self.max_precheck_bounces is None else self.max_precheck_bounces
@@ -474,6 +490,22 @@ def _more(name: str) -> Callable[[Any, Any, Context, Context], bool]:
     return lambda _given, _own, run, deployment: allowed(run) > allowed(deployment)
 
 
+def _observed_names(value: Any) -> list[str]:
+    """`observe_only` as a list of names: True is every action ("*"), False or None none."""
+    if value is True:
+        return ["*"]
+    if value is False or value is None:
+        return []
+    if isinstance(value, str) or not all(isinstance(name, str) and name for name in value):
+        raise PivotalError(f"observe_only must be True, False or a list of action names (got {value!r})")
+    return list(value)
+
+
+def _more_observed(given: list[str], own: list[str], *_: Any) -> bool:
+    """Watching an action the deployment's critic blocks loosens it: a run may only watch fewer."""
+    return "*" not in own and any(name == "*" or name not in own for name in given)
+
+
 def _fewer_approvals(given: list[str], own: list[str], *_: Any) -> bool:
     """A run's list must cover the deployment's: "*" covers every action, "irreversible" only itself
     (which names the environment marks irreversible is not known here), a name itself or "*".
@@ -483,6 +515,7 @@ def _fewer_approvals(given: list[str], own: list[str], *_: Any) -> bool:
 
 _LOOSER: dict[str, Callable[[Any, Any, Context, Context], bool]] = {
     "require_approval_for": _fewer_approvals,
+    "observe_only": _more_observed,
     "critic": lambda given, own, *_: own and not given,
     "precheck": lambda given, own, *_: own and not given,
     "model_screen": lambda given, own, *_: own and not given,

@@ -31,10 +31,13 @@ Rewind = Literal["snapshot", "replay", "compensate", "forward"]
 """
 
 Status = Literal["running", "success", "failure"]
-VerdictSource = Literal["precheck", "guard", "critic", "critic-advisory", "critic-fallback", "actor", "none", "human"]
+VerdictSource = Literal[
+    "precheck", "guard", "critic", "critic-advisory", "critic-fallback", "actor", "none", "human", "observe"
+]
 """Who decided: the deterministic pre-check, the guard against repeating an irreversible action
 (`pivotal.core.environments.once`), the LLM critic (its reject made advisory for a
-critic without veto, or its safe fallback), an empty actor reply, no critic at all, a person."""
+critic without veto, or its safe fallback), an empty actor reply, no critic at all, a person, or
+nobody: a critic that only watches this action (`Context.observe_only`) let it through."""
 
 
 def add_counts(current: dict[str, Any] | None, update: dict[str, Any] | None) -> dict[str, Any]:
@@ -46,6 +49,11 @@ def add_counts(current: dict[str, Any] | None, update: dict[str, Any] | None) ->
         else:
             merged[key] = merged.get(key, 0) + value
     return merged
+
+
+def append_list(current: list[Any] | None, update: list[Any] | None) -> list[Any]:
+    """A record only ever added to."""
+    return [*(current or []), *(update or [])]
 
 
 class Proposal(TypedDict, total=False):
@@ -68,6 +76,20 @@ class Proposal(TypedDict, total=False):
     person, and run only on a re-approval (a person's approving Critique carries it too)."""
 
 
+class Observed(TypedDict, total=False):
+    """What a critic that only watches (`Context.observe_only`) said of a call it let through: its own
+    verdict, kept so a report can weigh it against what then happened (`pivotal critic report`).
+    """
+
+    decision: Decision
+    confidence: float
+    diagnosis: str
+    revision: str
+    source: VerdictSource
+    would_block: bool
+    """The verdict would have kept the call from running (anything but an approval)."""
+
+
 class Critique(Proposal, total=False):
     """A verdict on one proposal, with the proposal it judged."""
 
@@ -76,6 +98,23 @@ class Critique(Proposal, total=False):
     diagnosis: str
     revision: str
     source: VerdictSource
+    observed: Observed
+    """The watching critic's own verdict, where this one (an approval, source "observe") replaced it."""
+
+
+class Observation(Observed, total=False):
+    """One watched review in the thread's record (`State.critic_observed`): the call, where it was
+    proposed (its run and step key, `pivotal.core.environments.once.step_key`), and the review that
+    let it through (the `review` id its executed step carries).
+    """
+
+    review: str
+    run_id: str
+    key: str
+    action: str
+    arguments: dict[str, Any]
+    tool_call_id: str
+    """The agent's tool call, on the `create_agent` face (`PivotalCritic`): its review entry has the same id."""
 
 
 class Step(TypedDict, total=False):
@@ -293,6 +332,9 @@ class State(InputState, total=False):
     rejected, prechecked, fallbacks."""
     usage: Annotated[dict[str, Any], add_counts]
     """Per role: calls, input_tokens, output_tokens, seconds, fallbacks."""
+    critic_observed: Annotated[list[Observation], append_list]
+    """Every review a watching critic let through (`observe_only`), oldest first: never cut back by a
+    pivot or a new turn, so the thread's latest checkpoint alone holds the whole record."""
 
 
 def state_before(state: "State", index: int) -> Any:

@@ -33,7 +33,7 @@ from langgraph.types import Command
 
 from pivotal.core.context import Context, context_schema, refuse_loosening, run_context
 from pivotal.core.environments import environment_names, make_environment
-from pivotal.core.environments.base import check_approvals
+from pivotal.core.environments.base import check_approvals, check_names
 from pivotal.core.errors import PivotalError
 from pivotal.core.logs import logger
 from pivotal.core.secrets import redact_tree, redacting
@@ -120,6 +120,9 @@ def _check_safety_names(context: Context | None) -> None:
     if context is not None and context.default_env in environment_names():
         actions = [spec.name for spec in make_environment(context.default_env).describe_actions()]
         check_approvals(context.require_approval_for, actions, what="action")
+        check_names(
+            "observe_only", [name for name in context.observed_actions() if name != "*"], actions, what="action"
+        )
 
 
 class PivotalGraph(CompiledStateGraph):

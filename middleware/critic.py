@@ -54,9 +54,10 @@ from pivotal.core.environments.tools import ToolEnvironment
 from pivotal.core.errors import PivotalError
 from pivotal.core.schemas import Verdict
 from pivotal.core.secrets import redact_tree
-from pivotal.core.state import Critique, Proposal, Step, add_counts
+from pivotal.core.state import Critique, Observation, Proposal, Step, add_counts
 from pivotal.graphs.blocking import run_blocking
 from pivotal.memory.lesson import lessons_block
+from pivotal.middleware.observe import noted, watched
 from pivotal.middleware.stop import turn_stop
 from pivotal.nodes.critic import COUNTER, review
 from pivotal.nodes.human_approval import AGAIN, QUESTION, re_approved, read_reply
@@ -104,6 +105,8 @@ class Ruling(TypedDict, total=False):
     counters: dict[str, Any]
     usage: dict[str, Any]
     rules: Rules
+    observed: Observation
+    """What the critic said where it only watches the tool (`observe_only`; middleware/observe.py)."""
 
 
 def _append(current: list[Review] | None, update: list[Review] | None) -> list[Review]:
@@ -243,6 +246,7 @@ class PivotalCritic(AgentMiddleware):
         """
         check_names("irreversible", self.irreversible, known, what=what)
         check_approvals(self._own.require_approval_for, known, what=what)
+        check_names("observe_only", [n for n in self._own.observed_actions() if n != "*"], known, what=what)
         self._checked = True
 
     # --- the review, when the model proposes the calls ----------------------------------------
@@ -298,7 +302,8 @@ class PivotalCritic(AgentMiddleware):
             prompt=lambda: self._prompt(state, env, proposal, pending),
             world=_World(env, done, _goal(state)),
         )
-        return _ruling(verdict, source, updates, rules)
+        verdict, source, observed = watched(self.context, call, verdict, source)
+        return noted(_ruling(verdict, source, updates, rules), observed)
 
     def _rules(self, env: Any) -> Rules:
         return {

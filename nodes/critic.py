@@ -10,12 +10,22 @@ from pivotal import prompts
 from pivotal.core.context import Context
 from pivotal.core.environments import check_action, deterministic
 from pivotal.core.environments.live import attach
+from pivotal.core.environments.observe import observed_counts, watch
 from pivotal.core.environments.once import executed, executed_step, needs_person, repeat_reason, step_key
 from pivotal.core.errors import describe_model_error
 from pivotal.core.models.roles import ask_role
 from pivotal.core.models.world import World
 from pivotal.core.schemas import Decision, Verdict
-from pivotal.core.state import Critique, Proposal, State, VerdictSource, same_call, state_before
+from pivotal.core.state import (
+    Critique,
+    Observation,
+    Observed,
+    Proposal,
+    State,
+    VerdictSource,
+    same_call,
+    state_before,
+)
 from pivotal.core.task import Task
 from pivotal.memory.lesson import lessons_block
 from pivotal.prompts import show
@@ -44,6 +54,7 @@ async def critic(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             world=live,
             guard=lambda: _repeat(state, task, live.env, proposal),
         )
+    verdict, source, observed = watch(context, proposal.get("action"), verdict, source)
     critique: Critique = {
         **proposal,
         "decision": verdict.decision,
@@ -52,6 +63,7 @@ async def critic(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "revision": verdict.revision,
         "source": source,
         "review": uuid.uuid4().hex,
+        **({"observed": observed} if observed else {}),
     }
     critiques = [*state.get("critiques", []), critique]
     chosen, reason = _decide(critiques, context)
@@ -64,8 +76,23 @@ async def critic(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         chosen["needs_approval"] = needs_person(context.require_approval_for, live.env, chosen)
     counters = updates.setdefault("counters", {})
     counters.update({COUNTER[verdict.decision]: 1, "replayed": replayed, "prechecked": int(source == "precheck"),
-                     "guarded": int(source == "guard"), "repeats": int(_proposed_here(state, proposal))})  # fmt: skip
+                     "guarded": int(source == "guard"), "repeats": int(_proposed_here(state, proposal)),
+                     **observed_counts(observed)})  # fmt: skip
+    if observed:
+        updates["critic_observed"] = [_observation(state, critique, observed)]
     return {"critiques": critiques, "chosen": chosen, "attempt_failed": reason, "stuck": bool(reason), **updates}
+
+
+def _observation(state: State, critique: Critique, observed: Observed) -> Observation:
+    """The thread's record of a watched review: the call, where it was proposed, the review that let it through."""
+    return {
+        **observed,
+        "action": critique.get("action") or "",
+        "arguments": critique.get("arguments") or {},
+        "review": critique.get("review", ""),
+        "run_id": state.get("run_id", ""),
+        "key": step_key(state),
+    }
 
 
 async def review(

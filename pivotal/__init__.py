@@ -42,6 +42,12 @@ _HOMES = {
     "Restorable": "pivotal.core.environments",
     "Idempotent": "pivotal.core.environments",
     "Compensating": "pivotal.core.environments.base",
+    "fork_preview": "pivotal.core.environments.preview",
+    "afork_preview": "pivotal.core.environments.preview",
+    "ForkPreview": "pivotal.core.environments.preview",
+    "critic_report": "pivotal.core.environments.critic_report",
+    "acritic_report": "pivotal.core.environments.critic_report",
+    "CriticReport": "pivotal.core.environments.critic_report",
     "Oracle": "pivotal.core.environments",
     # the critic and the lessons as middleware for LangChain's create_agent
     "PivotalCritic": "pivotal.middleware",
@@ -88,6 +94,16 @@ if TYPE_CHECKING:
         register_environment as register_environment,
     )
     from pivotal.core.environments.base import Compensating as Compensating
+    from pivotal.core.environments.critic_report import (
+        CriticReport as CriticReport,
+        acritic_report as acritic_report,
+        critic_report as critic_report,
+    )
+    from pivotal.core.environments.preview import (
+        ForkPreview as ForkPreview,
+        afork_preview as afork_preview,
+        fork_preview as fork_preview,
+    )
     from pivotal.core.environments.tools import ToolEnvironment as ToolEnvironment
     from pivotal.core.errors import (
         EnvironmentFault as EnvironmentFault,

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from pivotal.cli import batch, bench, checkpoints, lessons, options, studio
+from pivotal.cli import batch, bench, checkpoints, critic, fork, lessons, options, studio
 from pivotal.cli.trace import Trace, reflection_line
 from pivotal.core.errors import EnvironmentFault, PivotalError, Terminated, infrastructure_fault
 from pivotal.core.logs import library_logs_to
@@ -121,6 +121,8 @@ def _parser() -> argparse.ArgumentParser:
     batch.add_commands(commands)
     lessons.add_commands(commands)
     checkpoints.add_commands(commands)
+    critic.add_commands(commands)
+    fork.add_commands(commands)
     bench.add_commands(commands)
     studio.add_commands(commands)
     return parser

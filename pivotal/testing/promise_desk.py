@@ -10,14 +10,15 @@ responder for the loopback OpenAI-compatible server (the graph's actor and criti
 import json
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.tools import BaseTool, StructuredTool, ToolException
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
 from pivotal.testing.loopback_provider import generic_responder
@@ -28,12 +29,21 @@ REPEATED = "already ran"
 """What the once-guard's refusal says, on every surface: the clerk takes the repeat as done."""
 
 
-def desk_tools(ledger: Path, note: str = "") -> list[BaseTool]:
+def desk_tools(
+    ledger: Path, note: str = "", failures: Mapping[str, int] | None = None, answer_errors: bool = False
+) -> list[BaseTool]:
     """`lookup_order`, the irreversible `refund` and `send_email`, each appending one line to `ledger`.
     `note`: text the order lookup returns (a tool output the checkpoints must not keep, when secret).
+    `failures`: tools that raise (ToolException, the world unchanged) their first n calls;
+    `answer_errors`: a raised error becomes the tool's error answer, as a `create_agent` app sets it up.
     """
+    left = dict(failures or {})
 
     def write(kind: str, **entry: Any) -> None:
+        tool = {"lookup": "lookup_order", "email": "send_email"}.get(kind, kind)
+        if left.get(tool, 0) > 0:
+            left[tool] -= 1
+            raise ToolException(f"{tool} failed: the service is down")
         with ledger.open("a", encoding="utf-8") as out:
             out.write(json.dumps({"kind": kind, **entry}) + "\n")
 
@@ -49,11 +59,14 @@ def desk_tools(ledger: Path, note: str = "") -> list[BaseTool]:
         write("email", to=to, body=body)
         return f"emailed {to}"
 
-    return [
+    tools: list[BaseTool] = [
         StructuredTool.from_function(lookup_order, description="Look up an order's total and its customer."),
         StructuredTool.from_function(refund, description="Refund an amount of an order. Cannot be undone."),
         StructuredTool.from_function(send_email, description="Email a customer."),
     ]
+    for each in tools:
+        each.handle_tool_error = answer_errors
+    return tools
 
 
 def ledger_kinds(ledger: Path) -> list[str]:
@@ -85,15 +98,23 @@ def next_call(goal: str, done: list[str], seen: str, forgetful: bool = False) ->
     return None
 
 
-def clerk_responder(critic: str = "approve", forgetful: bool = False) -> Callable[..., dict[str, Any]]:
+def clerk_responder(
+    critic: str | Mapping[str, Mapping[str, Any]] = "approve", forgetful: bool = False
+) -> Callable[..., dict[str, Any]]:
     """The loopback server's replies: the graph's actor works the ticket its prompt names; the critic
-    approves (`critic="approve"`) or turns every proposal down (`"reject"`); other roles get filler.
+    approves (`critic="approve"`), turns every proposal down (`"reject"`), or gives per tool the verdict
+    a mapping names (`{"send_email": {"decision": "reject", ...}}`; the others approved); other roles get filler.
     """
 
     def respond(schema_name: str, schema: dict[str, Any], messages: list[Any]) -> dict[str, Any]:
         prompt = "\n".join(str(m.get("content")) for m in messages)
         if schema_name == "Verdict" and critic == "reject":
             return {"decision": "reject", "confidence": 0.95, "diagnosis": "not allowed", "revision": "do not"}
+        if schema_name == "Verdict" and isinstance(critic, Mapping):
+            proposed = _between(prompt, "proposal").strip()
+            named = next((dict(v) for name, v in critic.items() if proposed.startswith(f"{name}(")), None)
+            if named is not None:
+                return {"confidence": 0.95, "diagnosis": "scripted", "revision": "", **named}
         if schema_name != "Proposal":
             return generic_responder(schema_name, schema, messages)
         goal = _between(prompt, "task")
@@ -140,3 +161,33 @@ class ClerkChatModel(BaseChatModel):
             return ChatResult(generations=[ChatGeneration(message=AIMessage("Refunded and emailed."))])
         tool_call = {"name": call[0], "args": call[1], "id": f"call_{uuid.uuid4().hex[:8]}", "type": "tool_call"}
         return ChatResult(generations=[ChatGeneration(message=AIMessage("", tool_calls=[tool_call]))])
+
+
+class DeskRoleModel(BaseChatModel):
+    """The loopback server's clerk in process: each Pivotal role (the graph's actor, any face's critic)
+    answers through `responder` (`clerk_responder(...)`) as a tool call, the way a provider's model
+    gives structured output. Its replies follow from the prompt alone, so a replay or fork of a thread
+    is proposed and judged as the first run was.
+    """
+
+    responder: Callable[..., dict[str, Any]] = Field(default_factory=clerk_responder, exclude=True)
+    asked: list[str] = Field(default_factory=list)
+    """The schema each call answered, in order."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "pivotal-desk-roles"
+
+    def bind_tools(self, tools: Any, *, tool_choice: Any = None, **kwargs: Any) -> Any:
+        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        function = (kwargs.get("tools") or [{}])[0].get("function") or {}
+        name = function.get("name", "")
+        self.asked.append(name)
+        said = [{"role": m.type, "content": m.content} for m in messages]
+        args = self.responder(name, function.get("parameters") or {}, said)
+        call = {"name": name, "args": args, "id": f"call_{uuid.uuid4().hex[:8]}", "type": "tool_call"}
+        return ChatResult(generations=[ChatGeneration(message=AIMessage("", tool_calls=[call]))])
