@@ -7,6 +7,7 @@ from typing import IO, Any
 from pydantic import ValidationError
 
 from pivotal.core.secrets import secret_values
+from pivotal.memory import policy, provenance
 from pivotal.memory.ledger import digest
 from pivotal.memory.lesson import DEFAULT_OWNER, Lesson
 from pivotal.memory.store import ExperienceStore
@@ -106,9 +107,15 @@ def _no_constant(name: str) -> float:
 
 
 def _earned(lesson: Lesson, source: str, owner: str, row_digest: str) -> Lesson:
+    """A file wrote every word of the row: no advice of its own (`provenance.documented`), no
+    witness, and the quarantine of a new lesson of its kind (`policy.needs`) whatever it claims.
+    """
     return lesson.model_copy(
         update={
             **IMPORT_PRIOR,
+            **provenance.documented(lesson.model_dump()),
+            "needs": policy.needs(lesson),
+            "witnesses": "",
             "status": "retired" if lesson.status == "retired" else "pending",
             "owner": owner,
             "origin": "import",

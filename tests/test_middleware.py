@@ -15,6 +15,7 @@ from langgraph.types import Command
 
 from pivotal import PivotalCritic, PivotalMemory
 from pivotal.core.task import Task
+from pivotal.memory.policy import NO_QUARANTINE
 from pivotal.middleware import critic_counts
 from pivotal.testing.ledger_env import SupportDesk
 from pivotal.testing.scripted import ScriptedChatModel, stepping_tools, tool_call, verdict
@@ -293,7 +294,9 @@ async def test_both_together_async_the_critic_sees_the_recalled_lessons(tools, p
     critic = ScriptedChatModel(script={"Verdict": [verdict("approve")]})
 
     def agent(*steps):
-        memory = PivotalMemory(roles, family="desk", store_path=str(tmp_path / "lessons"), outcome=lambda s: True)
+        memory = PivotalMemory(
+            roles, family="desk", store_path=str(tmp_path / "lessons"), outcome=lambda s: True, **NO_QUARANTINE
+        )
         model = ScriptedChatModel(script={"agent": list(steps)})
         return create_agent(model, tools, middleware=[memory, PivotalCritic(critic, irreversible=["refund"])])
 
@@ -316,7 +319,7 @@ def test_lessons_in_the_agents_langgraph_store(tools):
 
     def ask(*steps):
         model = ScriptedChatModel(script={"agent": list(steps)})
-        memory = PivotalMemory(roles, family="desk", outcome=lambda state: True)
+        memory = PivotalMemory(roles, family="desk", outcome=lambda state: True, **NO_QUARANTINE)
         agent = create_agent(model, tools, middleware=[memory], store=store)
         return model, agent.invoke({"messages": [("user", "Look up order A1.")]})
 

@@ -15,6 +15,7 @@ from pivotal.graphs import build_graph
 from pivotal.memory.backend import lesson_store
 from pivotal.memory.embeddings import langgraph_index
 from pivotal.memory.lesson import Lesson
+from pivotal.memory.policy import NO_QUARANTINE
 from pivotal.memory.registry import open_store
 from pivotal.memory.store import ExperienceStore
 
@@ -127,7 +128,7 @@ TASK = {"task": {"env": "gridworld", "params": {"seed": 7}}}
 async def test_a_run_writes_lessons_the_app_reads_from_its_store_and_the_next_run_recalls_them(tmp_path):
     store = InMemoryStore(index=langgraph_index())
     graph = build_graph(store=store)
-    context = Context(store_path=str(tmp_path / "chroma"), **FAILING)
+    context = Context(store_path=str(tmp_path / "chroma"), **FAILING, **NO_QUARANTINE)
     first = await graph.ainvoke(TASK, context=context)
     assert first["counters"]["lessons_written"] >= 1
 
