@@ -258,7 +258,7 @@ class Found:
         lesson stored before the length cap would fill every prompt and checkpoint of the run).
         """
         fields: dict[str, Any] = {name: getattr(self.lesson, name) for name in RECALLED}
-        fields.update({name: clip(fields[name], MAX_LESSON_CHARS) for name in WRITTEN if name in fields})
+        fields.update({name: clip(fields[name], MAX_LESSON_CHARS) for name in (*WRITTEN, "advice") if name in fields})
         return cast(Recalled, {**fields, "id": self.id, "similarity": round(self.similarity, 3)})
 
 
