@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from pivotal.cli import main
 from pivotal.core.context import Context
 from pivotal.graphs import arun
 from pivotal.memory import policy, provenance
@@ -126,6 +127,21 @@ def test_a_run_confirms_and_gives_advice_to_an_import_only_with_enough_witnesses
     assert lesson.status == "pending" and lesson.advice.startswith("This sequence")
     store.add([_run_lesson("thread-b", "r2")], dedup_similarity=0.9)
     assert next(store.lessons()).status == "approved"
+
+
+def test_lessons_show_prints_each_span_with_its_origin_and_the_quarantine(capsys, tmp_path):
+    folder = str(tmp_path / "shown")
+    lesson = _run_lesson("thread-a", "r1")
+    open_store(folder).add([lesson], dedup_similarity=0.9)
+    close_stores()
+    assert main(["lessons", "show", lesson.id, "--store", folder]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["provenance"][:2] == [
+        "advice outcome (trusted): This sequence of moves reached the goal: ",
+        "advice action (trusted): down",
+    ]
+    assert "situation model (untrusted): at the start" in shown["provenance"]
+    assert shown["quarantine"] == "waiting: 1 of 2 independent runs with agreeing outcomes; not recalled yet"
 
 
 # ---- end to end: hostile observations through reflection, gate, store and the next run ---------
