@@ -48,7 +48,7 @@ _COUNT = "import sys; from pivotal.memory.registry import open_store; print(open
 @pytest.mark.slow
 async def test_lessons_persist_across_processes_and_a_later_run_recalls_them(tmp_path):
     store = tmp_path / "store"
-    first = await _run(store)
+    first = await _run(store, **NO_QUARANTINE)
     close_stores()  # a store folder belongs to one process at a time
     count = subprocess.run(
         [sys.executable, "-c", _COUNT, str(store)], cwd=ROOT, capture_output=True, text=True, timeout=120

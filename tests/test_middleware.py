@@ -243,6 +243,7 @@ _WRITE_THEN_RECALL = textwrap.dedent(
     from langchain.agents import create_agent
     from langchain_core.tools import tool
     from pivotal import PivotalMemory
+    from pivotal.memory.policy import NO_QUARANTINE
     from pivotal.testing.scripted import ScriptedChatModel, tool_call
 
     @tool
@@ -256,7 +257,7 @@ _WRITE_THEN_RECALL = textwrap.dedent(
     roles = ScriptedChatModel(script={"LessonDrafts": [{"lessons": [lesson]}],
                                       "LessonVerdict": [{"decision": "approve", "reason": "checked"}]})
     agent_model = ScriptedChatModel(script={"agent": [tool_call("lookup_order", order_id="A1")]})
-    memory = PivotalMemory(roles, family="support", store_path=store, outcome=lambda state: True)
+    memory = PivotalMemory(roles, family="support", store_path=store, outcome=lambda state: True, **NO_QUARANTINE)
     agent = create_agent(agent_model, [lookup_order], middleware=[memory])
     result = agent.invoke({"messages": [("user", "A customer asks for a refund of order A1.")]})
     if phase == "write":
