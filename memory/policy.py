@@ -74,13 +74,20 @@ RULE = re.compile(r"\b(always|never|must|mustn't|must not|do not|don't|under no)
 for the evidence it needs only; no wording makes a lesson need less."""
 
 
+UNTRUSTED_NEEDS = 2
+"""The least a lesson with no advice (nothing in it came from a checked action: an import, an
+unchecked run, a blamed step that never ran) needs, whatever the Context allows: it starts in
+quarantine."""
+
+
 def needs(lesson: Lesson, confirmations: Mapping[str, int] = CONFIRMATIONS) -> int:
     """Independent confirmations `lesson` needs before it is recalled: its kind's, a guardrail's
-    when it words a rule in any of its fields.
+    when it words a rule in any of its fields, and never fewer than UNTRUSTED_NEEDS without advice.
     """
     rule = any(RULE.search(text) for text in (lesson.advice, lesson.situation, lesson.text))
     kind = "guardrail" if rule else lesson.kind
-    return max(confirmations.get(kind, 1), confirmations.get(lesson.kind, 1))
+    need = max(confirmations.get(kind, 1), confirmations.get(lesson.kind, 1))
+    return need if lesson.advice else max(need, UNTRUSTED_NEEDS)
 
 
 def witness(owner: str, thread: str, task: str) -> str:

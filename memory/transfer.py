@@ -110,11 +110,11 @@ def _earned(lesson: Lesson, source: str, owner: str, row_digest: str) -> Lesson:
     """A file wrote every word of the row: no advice of its own (`provenance.documented`), no
     witness, and the quarantine of a new lesson of its kind (`policy.needs`) whatever it claims.
     """
-    return lesson.model_copy(
+    documented = lesson.model_copy(update=provenance.documented(lesson.model_dump()))
+    return documented.model_copy(
         update={
             **IMPORT_PRIOR,
-            **provenance.documented(lesson.model_dump()),
-            "needs": policy.needs(lesson),
+            "needs": policy.needs(lesson),  # the row as written: a rule it claims as advice needs more
             "witnesses": "",
             "status": "retired" if lesson.status == "retired" else "pending",
             "owner": owner,

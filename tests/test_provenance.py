@@ -101,6 +101,14 @@ def test_a_guardrail_or_a_rule_needs_the_most_confirmations():
     assert policy.needs(_run_lesson("a", "r1")) == 2
 
 
+def test_a_lesson_with_no_checked_advice_starts_in_quarantine_even_when_one_run_would_do():
+    confirmations = {"skill": 1, "strategy": 1, "guardrail": 1}
+    checked = _run_lesson("a", "r1")
+    unchecked = checked.model_copy(update={"advice": ""})
+    assert policy.quarantined(checked, witness_key="a", confirmations=confirmations).status == "approved"
+    assert policy.quarantined(unchecked, witness_key="a", confirmations=confirmations).status == "pending"
+
+
 def test_revoking_a_confirming_run_puts_the_lesson_back_in_quarantine(store):
     first = _run_lesson("thread-a", "r1")
     store.add([first, _run_lesson("thread-b", "r2")], dedup_similarity=0.9)
