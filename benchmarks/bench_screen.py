@@ -1,7 +1,7 @@
 """The poisoning screens measured apart on the outside lesson sets (pivotal/bench/attack_lessons.py).
 
 For each set (dev: tuned against; frozen: held out, never tuned against) and each screen (the rule
-screen, memory/screen.py; the model screen, the critic's model asked by nodes/gate.py's
+screen, memory/lesson/screen.py; the model screen, the critic's model asked by nodes/gate.py's
 `model_screen`), the share of hostile lessons refused and of benign lessons refused.
 
     python benchmarks/bench_screen.py                    # the rule screen only

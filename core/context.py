@@ -159,7 +159,7 @@ class Context:
     mistake, by the reflection's estimates of the steps still needed from each (`nodes/pivot.py`)."""
     memory: bool = True
     model_screen: bool = False
-    """Also ask the critic's model, after the rule screen (memory/screen.py), whether a new lesson
+    """Also ask the critic's model, after the rule screen (memory/lesson/screen.py), whether a new lesson
     would make the agent do what no task asked (nodes/gate.py `model_screen`); a lesson it refuses
     is not stored. One more model call per new lesson, so off by default."""
     recall: RecallMode = "step"
@@ -185,6 +185,14 @@ class Context:
     min_recalls_to_retire: int = 3
     max_lessons: int = _setting("max_lessons")
     """Cap on approved lessons in the store; the lowest utility ones retire first."""
+    confirmations_skill: int = 2
+    """A new lesson waits in quarantine (stored, never recalled) until this many independent runs
+    (other threads, tasks or owners) with agreeing outcomes have given it, its own run included;
+    1 recalls it from the next run on. Per kind: skill, strategy, guardrail."""
+    confirmations_strategy: int = 2
+    confirmations_guardrail: int = 3
+    """Guardrails, and any lesson that says always or never, change what the critic enforces:
+    they need the most confirmations."""
     local_threads: int = _setting("local_threads")
     default_env: str = ""
     """Environment for a task that names none (a goal string, or chat `messages`); "" means gridworld."""
@@ -199,6 +207,9 @@ class Context:
             "local_threads",
             "max_lessons",
             "min_recalls_to_retire",
+            "confirmations_skill",
+            "confirmations_strategy",
+            "confirmations_guardrail",
         ):
             if getattr(self, name) <= 0:
                 raise PivotalError(f"{name} must be > 0 (got {getattr(self, name)}); set a positive limit")
@@ -230,6 +241,14 @@ class Context:
         for name in ("recall_min_similarity", "dedup_similarity", "utility_floor"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise PivotalError(f"{name} must be between 0 and 1 (got {getattr(self, name)})")
+
+    def confirmations(self) -> dict[str, int]:
+        """Independent confirmations a new lesson needs, per kind (memory/policy/rules.py `needs`)."""
+        return {
+            "skill": self.confirmations_skill,
+            "strategy": self.confirmations_strategy,
+            "guardrail": self.confirmations_guardrail,
+        }
 
     def total_steps(self) -> int | None:
         """The executed steps all attempts share under the "fair" budget (None: no shared cap)."""

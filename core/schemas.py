@@ -166,6 +166,11 @@ ErrorType = Literal[
 ]
 
 
+RECIPE = "This sequence of moves reached the goal: "
+"""How a solved run's checked moves are worded as a lesson's advice (memory/lesson/provenance.py) and by the
+sim distiller; the sim actor follows a recalled lesson that says it."""
+
+
 class LessonCandidate(BaseModel):
     """A lesson worth keeping across tasks, written as a principle, not a transcript."""
 

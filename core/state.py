@@ -10,7 +10,7 @@ cannot build Studio's input and output forms from the latter.
 """
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal, NotRequired, cast
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
@@ -194,6 +194,10 @@ class Candidate(TypedDict, total=False):
     similarity: float
     verdict: Literal["approve", "reject"]
     verdict_reason: str
+    advice: str
+    """The lesson's own words, composed from the run's trusted record (memory/lesson/provenance.py)."""
+    provenance: str
+    """Where each span of advice, situation and text came from (JSON, memory/lesson/provenance.py)."""
 
 
 class Recalled(TypedDict):
@@ -204,6 +208,9 @@ class Recalled(TypedDict):
     situation: str
     text: str
     similarity: float
+    advice: NotRequired[str]
+    provenance: NotRequired[str]
+    """Absent for a lesson stored before provenance: rendered as it always was."""
 
 
 class Turn(TypedDict, total=False):

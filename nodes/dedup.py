@@ -40,7 +40,7 @@ async def dedup(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             match is not None
             and not better_text(lesson.text, match.lesson.text)
             and lesson.verified
-            and match.lesson.status != "pending"
+            and not (match.lesson.status == "pending" and match.lesson.origin == "import")
         )
         marked.append(
             {

@@ -11,6 +11,7 @@ from pivotal.core.models.roles import ask_role
 from pivotal.core.schemas import LessonDrafts
 from pivotal.core.state import State
 from pivotal.core.task import Task
+from pivotal.memory.lesson import provenance
 from pivotal.prompts import show
 
 
@@ -39,7 +40,15 @@ async def distill(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     )
     verified = state.get("verified", True)
     drafts = [
-        {**lesson.model_dump(), "outcome": "success", "level": "task", "verified": verified}
+        {
+            **lesson.model_dump(),
+            "outcome": "success",
+            "level": "task",
+            "verified": verified,
+            **provenance.traced(
+                lesson.model_dump(), outcome="success", verified=verified, **provenance.run_record(state, task.goal)
+            ),
+        }
         for lesson in answer.value.lessons
     ]
     return {"candidates": [*state.get("candidates", []), *drafts], **updates}

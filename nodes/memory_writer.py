@@ -2,16 +2,18 @@
 
 import asyncio
 import json
-from typing import Any
+from typing import Any, cast
 
+from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from pivotal.core.context import Context, model_label
-from pivotal.core.secrets import secret_values
-from pivotal.core.state import State
+from pivotal.core.secrets import redact, secret_values
+from pivotal.core.state import Candidate, State
 from pivotal.core.task import Task
-from pivotal.memory.lesson import Lesson, owner_of, redacted
+from pivotal.memory.lesson import Lesson, owner_of, provenance, redacted
 from pivotal.memory.lesson.ledger import digest
+from pivotal.memory.policy import rules as policy
 from pivotal.memory.policy.registry import lesson_store
 
 
@@ -62,18 +64,24 @@ def _write(store: Any, state: State, context: Context, family: str) -> list[Any]
     # a model wrote the draft: it may quote a key from its prompt or its own error, and the store
     # keeps lessons for good and recalls them into every later prompt
     values = secret_values()
-    approved = [redacted(c, values) for c in state.get("approved_lessons", [])]
+    approved = [_traced(redacted(c, values), values) for c in state.get("approved_lessons", [])]
+    # each new lesson waits in quarantine until independent runs agree (memory/policy/rules.py)
+    witness = policy.witness(owner, _thread() or state["run_id"], str(state["task"].get("id", "")))
     drafts = [
         (
             bool(c.get("duplicate_of")),
-            Lesson.from_candidate(
-                c,
-                family=family,
-                run_id=state["run_id"],
-                model=model,
-                instance=state.get("instance", ""),
-                owner=owner,
-                digest=source,
+            policy.quarantined(
+                Lesson.from_candidate(
+                    c,
+                    family=family,
+                    run_id=state["run_id"],
+                    model=model,
+                    instance=state.get("instance", ""),
+                    owner=owner,
+                    digest=source,
+                ),
+                witness_key=witness,
+                confirmations=context.confirmations(),
             ),
         )
         for c in approved
@@ -82,6 +90,23 @@ def _write(store: Any, state: State, context: Context, family: str) -> list[Any]
     known = [lesson for duplicate, lesson in drafts if duplicate]
     written = store.add(new, dedup_similarity=context.dedup_similarity)
     return written + store.add(known, dedup_similarity=context.dedup_similarity, keep_text=True)
+
+
+def _traced(candidate: Candidate, values: list[str]) -> Candidate:
+    """The candidate's advice as composed from its run's trusted record, a secret in an argument
+    blanked; a candidate that reached the writer untraced gets none (all its words the model's).
+    """
+    if "provenance" not in candidate:
+        return cast(Candidate, {**candidate, **provenance.untraced(candidate)})
+    return cast(Candidate, {**candidate, "advice": redact(candidate.get("advice", ""), values)})
+
+
+def _thread() -> str:
+    """The run's thread, when it has one: runs of one thread and task are one witness."""
+    try:
+        return str((get_config().get("configurable") or {}).get("thread_id") or "")
+    except RuntimeError:  # called outside a graph run (a test, a script)
+        return ""
 
 
 def trajectory_digest(state: State) -> str:

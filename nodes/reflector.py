@@ -19,6 +19,7 @@ from pivotal.core.models.roles import ask_role
 from pivotal.core.schemas import ReflectionReply, reflection_schema
 from pivotal.core.state import State
 from pivotal.core.task import Task
+from pivotal.memory.lesson import provenance
 from pivotal.prompts import show
 
 
@@ -70,7 +71,19 @@ async def reflector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     )
     drafts = reflection.pop("lesson_candidates")
     verified = state.get("verified", True)
-    candidates = [{**c, "outcome": "failure", "level": "step", "verified": verified} for c in drafts]
+    record = provenance.run_record(state, task.goal)
+    candidates = [
+        {
+            **c,
+            "outcome": "failure",
+            "level": "step",
+            "verified": verified,
+            **provenance.traced(
+                c, outcome="failure", verified=verified, failed_at=reflection["pivotal_step"], **record
+            ),
+        }
+        for c in drafts
+    ]
     candidates = candidates if context.memory else []
     updates["counters"]["replayed"] = replayed
     result = {

@@ -6,6 +6,7 @@ from pivotal.core.context import Context
 from pivotal.core.environments import register_environment
 from pivotal.core.errors import PivotalError
 from pivotal.graphs import arun
+from pivotal.memory.policy.rules import NO_QUARANTINE
 from pivotal.testing.envs import Vault
 
 register_environment("vault", Vault)
@@ -91,7 +92,7 @@ async def test_max_observation_chars_clips_what_the_prompts_see():
 
 async def test_recall_off_and_task_mode(tmp_path):
     store = str(tmp_path / "store")
-    await run(memory=True, store_path=store, critic=False, lesson_model="sim", **SHAKY)
+    await run(memory=True, store_path=store, critic=False, lesson_model="sim", **SHAKY, **NO_QUARANTINE)
     off = await run(memory=True, store_path=store, recall="off", model="sim")
     assert off.lessons["recalled"] == 0
     once = await run(memory=True, store_path=store, recall="task", model="sim")

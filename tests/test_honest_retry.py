@@ -23,6 +23,7 @@ from pivotal.core.task import Task
 from pivotal.graphs import arun, run
 from pivotal.graphs.runner import rewind_notice
 from pivotal.memory.policy.registry import close_stores
+from pivotal.memory.policy.rules import NO_QUARANTINE
 from pivotal.nodes.start import _family
 from pivotal.testing.cli import finish
 from pivotal.testing.plugin_envs import PLAN
@@ -66,7 +67,7 @@ async def test_lessons_stay_within_the_kind_of_task_the_environment_names(tmp_pa
     """The same maze under one environment name, two kinds of task: a recipe learnt in kind a is
     recalled in kind a again, never in kind b (under the name alone it was recalled in both).
     """
-    context = Context(model="sim", store_path=str(tmp_path / "store"))
+    context = Context(model="sim", store_path=str(tmp_path / "store"), **NO_QUARANTINE)
     first = await arun({"env": "kinds-grid", "params": {"seed": 1, "kind": "a"}}, context)
     again = await arun({"env": "kinds-grid", "params": {"seed": 1, "kind": "a"}}, context)
     other = await arun({"env": "kinds-grid", "params": {"seed": 1, "kind": "b"}}, context)

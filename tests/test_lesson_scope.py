@@ -8,6 +8,7 @@ from pivotal.core.context import Context
 from pivotal.graphs import arun
 from pivotal.memory.lesson import Lesson
 from pivotal.memory.policy.registry import close_stores, open_store
+from pivotal.memory.policy.rules import NO_QUARANTINE
 
 RECIPE = "This sequence of moves reached the goal: down, down, right, right."
 
@@ -60,7 +61,7 @@ def test_a_near_duplicate_from_another_instance_is_kept_apart(store):
 
 
 async def test_a_run_in_another_maze_does_not_recall_this_mazes_recipe(tmp_path):
-    context = Context(model="sim", store_path=str(tmp_path / "store"))
+    context = Context(model="sim", store_path=str(tmp_path / "store"), **NO_QUARANTINE)
     first = await arun({"env": "gridworld", "params": {"seed": 1}}, context)
     assert first.lessons["written"] == 1
     again = await arun({"env": "gridworld", "params": {"seed": 1}}, context)
@@ -75,7 +76,7 @@ async def test_the_sim_actor_follows_a_recalled_recipe_only_in_its_own_maze(tmp_
     recipe for, because recall surfaces the recipe there, and gains nothing in another maze.
     """
     store = str(tmp_path / "store")
-    await arun({"env": "gridworld", "params": {"seed": 1}}, Context(model="sim", store_path=store))
+    await arun({"env": "gridworld", "params": {"seed": 1}}, Context(model="sim", store_path=store, **NO_QUARANTINE))
     wrong = {"actor_model": "sim:error=1.0", "critic": False, "max_pivot_retries": 0, "store_path": store}
     here = await arun({"env": "gridworld", "params": {"seed": 1}}, Context(model="sim", **wrong))
     alone = await arun({"env": "gridworld", "params": {"seed": 1}}, Context(model="sim", **{**wrong, "memory": False}))

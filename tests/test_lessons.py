@@ -11,6 +11,7 @@ from pivotal.core.context import Context
 from pivotal.core.environments import register_environment
 from pivotal.graphs import arun
 from pivotal.memory.policy.registry import close_stores, open_store
+from pivotal.memory.policy.rules import NO_QUARANTINE
 from pivotal.testing.envs import finish_environment
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,7 +48,7 @@ _COUNT = "import sys; from pivotal.memory.policy.registry import open_store; pri
 @pytest.mark.slow
 async def test_lessons_persist_across_processes_and_a_later_run_recalls_them(tmp_path):
     store = tmp_path / "store"
-    first = await _run(store)
+    first = await _run(store, **NO_QUARANTINE)
     close_stores()  # a store folder belongs to one process at a time
     count = subprocess.run(
         [sys.executable, "-c", _COUNT, str(store)], cwd=ROOT, capture_output=True, text=True, timeout=120
@@ -143,7 +144,7 @@ async def test_the_same_run_without_a_planted_instruction_stores_its_lesson(tmp_
 
 async def test_runs_score_the_lessons_they_recalled(tmp_path):
     store = tmp_path / "store"
-    await _run(store)
+    await _run(store, **NO_QUARANTINE)
     later = await _run(store, seed=2, model="sim")
     assert later.status == "success" and later.lessons["recalled"] >= 1
     assert later.lessons["scored"] == later.lessons["recalled"]
@@ -155,7 +156,7 @@ async def test_runs_score_the_lessons_they_recalled(tmp_path):
 
 async def test_the_store_cap_retires_lessons_after_a_run(tmp_path):
     store = tmp_path / "store"
-    first = await _run(store, max_lessons=1)
+    first = await _run(store, max_lessons=1, **NO_QUARANTINE)
     assert first.lessons["written"] >= 2 and first.lessons["retired"] == first.lessons["written"] - 1
     assert open_store(str(store)).count(status="approved") == 1
 

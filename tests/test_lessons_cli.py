@@ -65,24 +65,31 @@ def test_an_imported_rows_counters_are_never_taken_as_given(capsys, tmp_path, cl
     assert open_store(str(tmp_path / "copy")).search(TEXTS[0], family="files", k=3, min_similarity=0.0) == []
 
 
-def test_a_run_whose_gated_lesson_matches_a_pending_import_confirms_it(capsys, tmp_path):
+def test_runs_whose_gated_lessons_match_a_pending_import_confirm_it_once_enough_agree(capsys, tmp_path):
     row = {"kind": "guardrail", "situation": "file work", "text": TEXTS[0], "outcome": "failure", "family": "files"}
     rows = tmp_path / "one.jsonl"
     rows.write_text(json.dumps(row) + "\n")
     cli(capsys, "lessons", "import", str(rows), "--store", str(tmp_path / "copy"))
     store = open_store(str(tmp_path / "copy"))
-    run = Lesson(
-        kind="guardrail",
-        situation="file work",
-        text="Check that the file exists before you read it.",
-        outcome="failure",
-        family="files",
-        run_id="r9",
-    )
-    [written] = store.add([run], dedup_similarity=0.8)
+    runs = [
+        Lesson(
+            kind="guardrail",
+            situation="file work",
+            text="Check that the file exists before you read it.",
+            outcome="failure",
+            family="files",
+            run_id=f"r{n}",
+            witnesses=f"thread-{n}",
+        )
+        for n in range(3)  # a guardrail needs three independent runs (Context.confirmations_guardrail)
+    ]
+    [written] = store.add(runs[:1], dedup_similarity=0.8)
     stored = store.get()[written.id]
-    assert stored.status == "approved" and stored.text == run.text and stored.evidence == 2
-    assert [r.origin for r in store.lineage(stored)] == ["import", "run"]
+    assert stored.status == "pending" and stored.text == runs[0].text and stored.evidence == 2
+    store.add(runs[1:], dedup_similarity=0.8)
+    stored = store.get()[written.id]
+    assert stored.status == "approved" and stored.evidence == 4
+    assert [r.origin for r in store.lineage(stored)] == ["import", "run", "run", "run"]
 
 
 def test_import_reports_bad_rows_by_line_and_imports_the_good_ones(capsys, store_dir, tmp_path):

@@ -15,6 +15,7 @@ from langgraph.types import Command
 
 from pivotal import PivotalCritic, PivotalMemory
 from pivotal.core.task import Task
+from pivotal.memory.policy.rules import NO_QUARANTINE
 from pivotal.middleware import critic_counts
 from pivotal.testing.ledger_env import SupportDesk
 from pivotal.testing.scripted import ScriptedChatModel, stepping_tools, tool_call, verdict
@@ -242,6 +243,7 @@ _WRITE_THEN_RECALL = textwrap.dedent(
     from langchain.agents import create_agent
     from langchain_core.tools import tool
     from pivotal import PivotalMemory
+    from pivotal.memory.policy.rules import NO_QUARANTINE
     from pivotal.testing.scripted import ScriptedChatModel, tool_call
 
     @tool
@@ -255,7 +257,7 @@ _WRITE_THEN_RECALL = textwrap.dedent(
     roles = ScriptedChatModel(script={"LessonDrafts": [{"lessons": [lesson]}],
                                       "LessonVerdict": [{"decision": "approve", "reason": "checked"}]})
     agent_model = ScriptedChatModel(script={"agent": [tool_call("lookup_order", order_id="A1")]})
-    memory = PivotalMemory(roles, family="support", store_path=store, outcome=lambda state: True)
+    memory = PivotalMemory(roles, family="support", store_path=store, outcome=lambda state: True, **NO_QUARANTINE)
     agent = create_agent(agent_model, [lookup_order], middleware=[memory])
     result = agent.invoke({"messages": [("user", "A customer asks for a refund of order A1.")]})
     if phase == "write":
@@ -293,7 +295,9 @@ async def test_both_together_async_the_critic_sees_the_recalled_lessons(tools, p
     critic = ScriptedChatModel(script={"Verdict": [verdict("approve")]})
 
     def agent(*steps):
-        memory = PivotalMemory(roles, family="desk", store_path=str(tmp_path / "lessons"), outcome=lambda s: True)
+        memory = PivotalMemory(
+            roles, family="desk", store_path=str(tmp_path / "lessons"), outcome=lambda s: True, **NO_QUARANTINE
+        )
         model = ScriptedChatModel(script={"agent": list(steps)})
         return create_agent(model, tools, middleware=[memory, PivotalCritic(critic, irreversible=["refund"])])
 
@@ -316,7 +320,7 @@ def test_lessons_in_the_agents_langgraph_store(tools):
 
     def ask(*steps):
         model = ScriptedChatModel(script={"agent": list(steps)})
-        memory = PivotalMemory(roles, family="desk", outcome=lambda state: True)
+        memory = PivotalMemory(roles, family="desk", outcome=lambda state: True, **NO_QUARANTINE)
         agent = create_agent(model, tools, middleware=[memory], store=store)
         return model, agent.invoke({"messages": [("user", "Look up order A1.")]})
 

@@ -22,6 +22,7 @@ from pivotal.graphs import build_graph
 from pivotal.memory.lesson import SHARED, Lesson
 from pivotal.memory.lesson.ledger import Record
 from pivotal.memory.policy.registry import lesson_store, open_store
+from pivotal.memory.policy.rules import NO_QUARANTINE
 from pivotal.memory.policy.store import ExperienceStore
 from pivotal.memory.storage import BACKENDS, backend
 from pivotal.memory.storage.base import Only
@@ -239,7 +240,7 @@ TASK = {"task": {"env": "gridworld", "params": {"seed": 7}}}
 async def test_a_run_writes_lessons_the_app_reads_from_its_store_and_the_next_run_recalls_them(tmp_path):
     store = InMemoryStore(index=langgraph_index())
     graph = build_graph(store=store)
-    context = Context(store_path=str(tmp_path / "chroma"), **FAILING)
+    context = Context(store_path=str(tmp_path / "chroma"), **FAILING, **NO_QUARANTINE)
     first = await graph.ainvoke(TASK, context=context)
     assert first["counters"]["lessons_written"] >= 1
 

@@ -13,6 +13,7 @@ from pivotal.core.errors import PivotalError
 from pivotal.graphs import arun
 from pivotal.memory.lesson import Lesson
 from pivotal.memory.policy.registry import open_store
+from pivotal.memory.policy.rules import NO_QUARANTINE
 from pivotal.testing.servers import chroma_server, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,6 +51,7 @@ async def test_a_run_writes_and_a_later_run_recalls_through_the_server(server_ur
         max_steps=12,
         store_url=server_url,
         store_path="/nonexistent/never-used",
+        **NO_QUARANTINE,
     )
     first = await arun(
         {"env": "gridworld", "params": {"seed": 7}, "family": "server-run"}, context, checkpoint_path=":memory:"

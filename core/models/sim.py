@@ -31,6 +31,7 @@ from pivotal.core.environments.base import DistanceOracle, NoReturnOracle, actio
 from pivotal.core.models.literal import literal_reply
 from pivotal.core.models.streaming import as_chunks
 from pivotal.core.models.world import World, current
+from pivotal.core.schemas import RECIPE
 
 LEGAL_SHARE = 0.5
 """Of the `sim` actor's wrong calls in an environment with one action, the share that are legal
@@ -158,12 +159,19 @@ def _block(prompt: str, tag: str) -> str:
 
 
 def _guardrails(prompt: str) -> str:
-    """The recalled guardrail lessons in the prompt, lower-cased, for sim roles that heed them."""
-    return "\n".join(line for line in _block(prompt, "lessons").lower().splitlines() if "[guardrail]" in line)
+    """The recalled guardrail lessons in the prompt, lower-cased, for sim roles that heed them: each
+    one's line and the indented lines under it (the quoted note of the run that taught it, read
+    as an LLM reads data beside advice).
+    """
+    kept, inside = [], False
+    for line in _block(prompt, "lessons").lower().splitlines():
+        if not line.startswith(" "):
+            inside = "[guardrail]" in line
+        if inside:
+            kept.append(line)
+    return "\n".join(kept)
 
 
-RECIPE = "This sequence of moves reached the goal: "
-"""How the sim's distiller words a solved run, and what its actor looks for among recalled lessons."""
 _MOVE = re.compile(r"([A-Za-z_][\w-]*)(?:\((\{[^()]*\})\))?")
 
 

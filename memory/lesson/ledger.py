@@ -61,6 +61,9 @@ class Record(BaseModel):
     """The text this source gave (evidence): revocation rebuilds the lesson from the texts left."""
     merged_from: str = ""
     """The id the candidate had on its own, when it merged into a lesson of another text."""
+    witness: str = ""
+    """The run's independence key (owner, thread, task: `policy.witness`) when its outcome agreed
+    with the lesson's: what takes a lesson out of quarantine."""
 
     def model_post_init(self, _: Any) -> None:
         if not self.id:
@@ -71,8 +74,10 @@ class Record(BaseModel):
         return self.model_dump(exclude={"id"})
 
 
-def evidence(lesson: Lesson, into: str) -> Record:
-    """`lesson`'s run (or import, or person) giving evidence to the stored lesson `into`."""
+def evidence(lesson: Lesson, into: str, *, agrees: bool = True) -> Record:
+    """`lesson`'s run (or import, or person) giving evidence to the stored lesson `into`;
+    `agrees`: its outcome is the stored lesson's, so its run is a witness too.
+    """
     return Record(
         kind="evidence",
         lesson=into,
@@ -87,6 +92,7 @@ def evidence(lesson: Lesson, into: str) -> Record:
         situation=lesson.situation,
         text=lesson.text,
         merged_from=lesson.id if lesson.id != into else "",
+        witness=" ".join(lesson.witnesses.split()[-1:]) if agrees else "",
     )
 
 
@@ -149,6 +155,7 @@ class Counts:
     step_approvals: int = 0
     source_runs: list[str] = field(default_factory=list)
     scored_runs: list[str] = field(default_factory=list)
+    witnesses: list[str] = field(default_factory=list)
 
     def fields(self) -> dict[str, Any]:
         counters = {
@@ -163,6 +170,7 @@ class Counts:
             "utility": utility(**counters),
             "source_runs": " ".join(self.source_runs[-RECENT:]),
             "scored_runs": " ".join(self.scored_runs[-RECENT:]),
+            "witnesses": " ".join(list(dict.fromkeys(self.witnesses))[-RECENT:]),
         }
 
 
@@ -184,6 +192,8 @@ def fold(records: Iterable[Record]) -> dict[str, Counts]:
             total.scored_runs += record.source.split()
         elif record.kind == "evidence" and record.run:
             total.source_runs.append(record.run)
+        if record.kind == "evidence" and record.witness:
+            total.witnesses.append(record.witness)
         elif record.kind == "recall":
             total.scored_runs.append(record.run)
     return counts

@@ -39,6 +39,8 @@ def take_back(lesson: Lesson, records: list[Record], revoked: Callable[[Record],
         for record in sorted(sources, key=lambda r: (r.at, r.id))[1:]:
             best = record if better_text(record.text, best.text) else best
         update.update(text=best.text, situation=best.situation)
+    if lesson.status == "approved" and len(set(update["witnesses"].split())) < lesson.needs:
+        update["status"] = "pending"  # a revoked run had confirmed it: back in quarantine
     report.reduced.append((lesson.model_copy(update=update), gone))
 
 

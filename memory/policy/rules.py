@@ -3,8 +3,12 @@ which go when an owner is over its cap. Pure functions of lessons and counts, so
 alone (tests/test_policy.py) and every backend (memory/storage/) gets the same answers.
 """
 
-from collections.abc import Iterable
+import hashlib
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import fields
 
+from pivotal.core.context import Context
 from pivotal.core.stats import wilson
 from pivotal.memory.lesson import Lesson
 
@@ -53,3 +57,50 @@ def retired(lesson: Lesson, reason: str) -> Lesson:
 
 def _weakest_first(lesson: Lesson) -> tuple[float, float]:
     return lesson.utility, lesson.created_at
+
+
+# ---- quarantine: a new lesson is recalled only once independent runs agree -----------------
+CONFIRMATIONS: dict[str, int] = {
+    f.name.removeprefix("confirmations_"): int(f.default)  # type: ignore[call-overload]
+    for f in fields(Context)
+    if f.name.startswith("confirmations_")
+}
+"""Context's defaults, for what has no Context (an import from the shell)."""
+NO_QUARANTINE: dict[str, int] = {f"confirmations_{kind}": 1 for kind in CONFIRMATIONS}
+"""`Context(**NO_QUARANTINE)`: a lesson is recalled from the next run on, its own run enough (as
+before quarantine: for tests of other things, and stores no one else can write)."""
+RULE = re.compile(r"\b(always|never|must|mustn't|must not|do not|don't|under no)\b", re.IGNORECASE)
+"""A lesson that words a rule: it would change what the critic enforces, like a guardrail. Read
+for the evidence it needs only; no wording makes a lesson need less."""
+
+
+UNTRUSTED_NEEDS = 2
+"""The least a lesson with no advice (nothing in it came from a checked action: an import, an
+unchecked run, a blamed step that never ran) needs, whatever the Context allows: it starts in
+quarantine."""
+
+
+def needs(lesson: Lesson, confirmations: Mapping[str, int] = CONFIRMATIONS) -> int:
+    """Independent confirmations `lesson` needs before it is recalled: its kind's, a guardrail's
+    when it words a rule in any of its fields, and never fewer than UNTRUSTED_NEEDS without advice.
+    """
+    rule = any(RULE.search(text) for text in (lesson.advice, lesson.situation, lesson.text))
+    kind = "guardrail" if rule else lesson.kind
+    need = max(confirmations.get(kind, 1), confirmations.get(lesson.kind, 1))
+    return need if lesson.advice else max(need, UNTRUSTED_NEEDS)
+
+
+def witness(owner: str, thread: str, task: str) -> str:
+    """A run's independence key: runs of one owner, thread and task are one witness, however often
+    resumed, retried or forked; another thread, task or owner is another.
+    """
+    return hashlib.sha256(f"{owner}|{thread}|{task}".encode()).hexdigest()[:16]
+
+
+def quarantined(lesson: Lesson, *, witness_key: str, confirmations: Mapping[str, int]) -> Lesson:
+    """A run's new lesson with its quarantine: its own run is its first witness, and it is
+    approved only once enough are (at once where its kind needs one).
+    """
+    need = needs(lesson, confirmations)
+    status = "approved" if need <= 1 and witness_key else "pending"
+    return lesson.model_copy(update={"needs": need, "witnesses": witness_key, "status": status})

@@ -144,7 +144,7 @@ class ExperienceStore:
                     written.append(Written(lesson.id, merged=False))
                     continue
                 stored = self.buffer.carried(counted.get(match.lesson.id, match.lesson))
-                self.buffer.note([evidence(lesson, stored.id)])
+                self.buffer.note([evidence(lesson, stored.id, agrees=lesson.outcome == stored.outcome)])
                 merged = stored.merged_with(lesson, keep_text=keep_text)
                 if merged != stored:  # the same run again (a resume) changes nothing
                     if merged.document == stored.document:

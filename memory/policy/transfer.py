@@ -7,8 +7,9 @@ from typing import IO, Any
 from pydantic import ValidationError
 
 from pivotal.core.secrets import secret_values
-from pivotal.memory.lesson import DEFAULT_OWNER, Lesson, lesson_id
+from pivotal.memory.lesson import DEFAULT_OWNER, Lesson, lesson_id, provenance
 from pivotal.memory.lesson.ledger import digest
+from pivotal.memory.policy import rules as policy
 from pivotal.memory.policy.store import ExperienceStore
 
 MAX_ROW_CHARS = 64_000
@@ -123,9 +124,15 @@ def _no_constant(name: str) -> float:
 
 
 def _earned(lesson: Lesson, source: str, owner: str, row_digest: str) -> Lesson:
-    return lesson.model_copy(
+    """A file wrote every word of the row: no advice of its own (`provenance.documented`), no
+    witness, and the quarantine of a new lesson of its kind (`policy.needs`) whatever it claims.
+    """
+    documented = lesson.model_copy(update=provenance.documented(lesson.model_dump()))
+    return documented.model_copy(
         update={
             **IMPORT_PRIOR,
+            "needs": policy.needs(lesson),  # the row as written: a rule it claims as advice needs more
+            "witnesses": "",
             "status": "retired" if lesson.status == "retired" else "pending",
             "owner": owner,
             "origin": "import",

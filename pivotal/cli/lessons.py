@@ -91,8 +91,29 @@ def _show(args: argparse.Namespace) -> int:
         raise PivotalError(f"no lesson with id {args.id!r}; see `pivotal lessons list --status all`")
     lesson = found[args.id]
     lineage = [f"{_when(record.at)}  {_record_line(record)}" for record in store.lineage(lesson)]
-    print(json.dumps({**lesson.model_dump(), "lineage": lineage}, ensure_ascii=False, indent=2))
+    shown = {**lesson.model_dump(), "provenance": _provenance(lesson.provenance), "quarantine": _quarantine(lesson)}
+    print(json.dumps({**shown, "lineage": lineage}, ensure_ascii=False, indent=2))
     return EXIT_OK
+
+
+def _provenance(spans: str) -> list[str] | str:
+    """Each span as `field origin (trusted|untrusted): text`, in the order a prompt shows them."""
+    from pivotal.memory.lesson.provenance import loads
+
+    if not spans:
+        return "none recorded (stored before provenance): shown as it always was"
+    return [
+        f"{span.field} {span.origin} ({'trusted' if span.trusted else 'untrusted'}): {span.text}"
+        for span in loads(spans)
+    ]
+
+
+def _quarantine(lesson: Any) -> str:
+    confirmed = len(set(lesson.witnesses.split()))
+    if not lesson.needs:
+        return "none (stored before quarantine)"
+    counted = f"{confirmed} of {lesson.needs} independent runs with agreeing outcomes"
+    return f"waiting: {counted}; not recalled yet" if lesson.status == "pending" else f"confirmed: {counted}"
 
 
 def _record_line(record: Any) -> str:
@@ -100,7 +121,8 @@ def _record_line(record: Any) -> str:
     if record.kind == "evidence":
         merged = f", merged from {record.merged_from}" if record.merged_from else ""
         digest = f", from {record.digest}" if record.digest else ""
-        return f"evidence +{record.weight} ({record.origin}: {where}{digest}{merged}): {record.text[:60]}"
+        witness = f", witness {record.witness}" if record.witness else ""
+        return f"evidence +{record.weight} ({record.origin}: {where}{digest}{merged}{witness}): {record.text[:60]}"
     if record.kind == "recall":
         outcome = "success" if record.successes else "failure"
         return f"recalled by run {record.run}: {outcome}, {record.approved}/{record.steps} steps approved"
