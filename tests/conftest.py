@@ -79,3 +79,30 @@ def desk(tmp_path, monkeypatch):
     with loopback() as server:
         model = ChatOpenAI(model="clerk", base_url=server.base_url_openai, api_key="local", max_retries=0)
         yield server, model, tmp_path / "ledger.jsonl"
+
+
+@pytest.fixture
+def recorded_desk(request, tmp_path, monkeypatch):
+    """`desk` on a recording of its server's answers (tests/cassettes/<module>/<test>.yaml, committed):
+    replayed with no server, so the test runs the desk through the real `ChatOpenAI` without a socket
+    or the server's per-call cost. The loopback server and the test's responder answer only while
+    recording (`PIVOTAL_RECORD_MODE=all`, after a prompt changes); on replay `responder` is ignored.
+    For tests that read the desk's ledger and results, not the server's request log.
+    """
+    from types import SimpleNamespace
+
+    from langchain_openai import ChatOpenAI
+
+    from pivotal.testing.fixtures import cassette_path
+    from pivotal.testing.loopback_provider import loopback
+    from pivotal.testing.recorded import recorded
+
+    monkeypatch.setenv("SUPPORT_LEDGER", str(tmp_path / "ledger.jsonl"))
+    with recorded(cassette_path(request.node)) as recording:
+        if recording.replaying:
+            model = ChatOpenAI(model="clerk", base_url="http://127.0.0.1:9/v1", api_key="local", max_retries=0)
+            yield SimpleNamespace(responder=None), model, tmp_path / "ledger.jsonl"
+            return
+        with loopback() as server:
+            model = ChatOpenAI(model="clerk", base_url=server.base_url_openai, api_key="local", max_retries=0)
+            yield server, model, tmp_path / "ledger.jsonl"

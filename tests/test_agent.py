@@ -1,6 +1,10 @@
 """Pivotal inside an application: the support-desk example (examples/support_desk.py) on a local
 OpenAI-compatible server, through the real `openai` SDK: chat messages in and out, no verifier,
 a person approving the refund, the critic reviewing the final answer, and the agent as a subgraph.
+
+Tests on `recorded_desk` replay that server's recorded answers (tests/cassettes/test_agent/) with no
+server; the event-loop tests keep the live server (`desk`), as only real connections show a client
+bound to a closed loop.
 """
 
 import asyncio
@@ -58,8 +62,8 @@ def entries(ledger: Path, kind: str) -> list[dict]:
     return [e for e in map(json.loads, ledger.read_text().splitlines()) if e["kind"] == kind] if ledger.exists() else []
 
 
-async def test_a_chat_asks_a_person_before_the_refund_and_ends_with_the_reviewed_answer(desk):
-    server, model, ledger = desk
+async def test_a_chat_asks_a_person_before_the_refund_and_ends_with_the_reviewed_answer(recorded_desk):
+    server, model, ledger = recorded_desk
     server.responder = clerk()
     agent = support_desk.support_agent(model, memory=False, checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "ticket-1"}}
@@ -73,8 +77,8 @@ async def test_a_chat_asks_a_person_before_the_refund_and_ends_with_the_reviewed
     assert finish["action"] == "finish" and finish["verdicts"][-1]["source"] == "critic"
 
 
-async def test_a_final_answer_the_critic_rejects_is_a_failed_attempt_that_goes_forward(desk):
-    server, model, ledger = desk
+async def test_a_final_answer_the_critic_rejects_is_a_failed_attempt_that_goes_forward(recorded_desk):
+    server, model, ledger = recorded_desk
     server.responder = clerk(reject_first_answer=True)
     agent = support_desk.support_agent(model, memory=False, require_approval_for=[])
     final = await agent.ainvoke({"messages": [HumanMessage("Refund A1, please.")]})
@@ -90,8 +94,8 @@ class ParentContext:
     user = "ann"
 
 
-async def test_the_agent_is_a_subgraph_of_a_chat_app_that_streams_updates(desk):
-    server, model, ledger = desk
+async def test_the_agent_is_a_subgraph_of_a_chat_app_that_streams_updates(recorded_desk):
+    server, model, ledger = recorded_desk
     server.responder = clerk()
     agent = support_desk.support_agent(model, memory=False, require_approval_for=[])
 
@@ -138,8 +142,8 @@ def sync_saver(kind: str, folder: Path) -> Iterator[Any]:
 
 
 @pytest.mark.parametrize("saver", ["memory", "sqlite"])
-def test_invoke_asks_a_person_before_the_refund_and_resumes_like_ainvoke(desk, saver):
-    server, model, ledger = desk
+def test_invoke_asks_a_person_before_the_refund_and_resumes_like_ainvoke(recorded_desk, saver):
+    server, model, ledger = recorded_desk
     server.responder = clerk()
     with sync_saver(saver, ledger.parent) as checkpointer:
         agent = support_desk.support_agent(model, memory=False, checkpointer=checkpointer)
@@ -161,8 +165,8 @@ async def test_invoke_works_inside_a_running_event_loop(desk):
     assert final["status"] == "success" and final["answer"] == ANSWER and len(entries(ledger, "refund")) == 1
 
 
-def test_stream_and_batch_run_each_ticket_once(desk):
-    server, model, ledger = desk
+def test_stream_and_batch_run_each_ticket_once(recorded_desk):
+    server, model, ledger = recorded_desk
     server.responder = clerk()
     agent = support_desk.support_agent(model, memory=False, require_approval_for=[])
     nodes = [node for chunk in agent.stream({"messages": [HumanMessage("Refund A1.")]}) for node in chunk]
@@ -188,8 +192,8 @@ def desk_app(agent: Any, checkpointer: Any = None) -> Any:
 
 
 @pytest.mark.parametrize("saver", ["memory", "sqlite"])
-def test_a_sync_parent_keeps_its_own_task_and_status(desk, saver):
-    server, model, ledger = desk
+def test_a_sync_parent_keeps_its_own_task_and_status(recorded_desk, saver):
+    server, model, ledger = recorded_desk
     server.responder = clerk()
     agent = support_desk.support_agent(model, memory=False)
     with sync_saver(saver, ledger.parent) as checkpointer:
@@ -208,8 +212,8 @@ def test_a_sync_parent_keeps_its_own_task_and_status(desk, saver):
     assert final["messages"][-1].content == ANSWER and len(entries(ledger, "refund")) == 1
 
 
-async def test_an_async_parent_keeps_its_own_task_and_status_and_may_name_the_task(desk):
-    server, model, ledger = desk
+async def test_an_async_parent_keeps_its_own_task_and_status_and_may_name_the_task(recorded_desk):
+    server, model, ledger = recorded_desk
     server.responder = clerk()
     app = desk_app(support_desk.support_agent(model, memory=False, require_approval_for=[]))
 
