@@ -29,7 +29,9 @@ from pivotal.memory.policy.registry import open_store
 from pivotal.testing.envs import finish_environment
 from pivotal.testing.loopback_provider import ANTHROPIC_PATH, OPENAI_PATH, Loopback, generic_responder, loopback
 
-CLIENT_TIMEOUT_S = 0.5
+CLIENT_TIMEOUT_S = 2.0
+"""Short enough that the stall test is quick, long enough that a loopback reply on a busy machine never
+reaches it (at 0.5 s a loaded CI machine timed out ordinary calls, and the request sequence changed)."""
 ROLE_SCHEMA = {"actor": "Proposal", "critic": "Verdict"}
 REASK = "Your previous reply was not valid"
 PROVIDERS = {"openai": ("openai:gpt-test", OPENAI_PATH), "anthropic": ("anthropic:claude-test", ANTHROPIC_PATH)}
@@ -308,7 +310,7 @@ async def test_server_error_is_retried(server: Loopback, provider: str) -> None:
 @pytest.mark.parametrize("provider", PROVIDERS)
 async def test_slow_reply_times_out_at_the_configured_timeout_and_is_retried(server: Loopback, provider: str) -> None:
     spec, _ = PROVIDERS[provider]
-    stall_s = 3.0
+    stall_s = 3 * CLIENT_TIMEOUT_S
     server.faults.append(("timeout", stall_s))
 
     result = await arun(FINISH_TASK, context(spec), checkpoint_path=":memory:")
