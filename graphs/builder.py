@@ -16,10 +16,11 @@ The actor/critic loop stays in this one graph (no subgraphs) so Studio shows eve
 and a user can fork from any of them.
 """
 
+import asyncio
 import dataclasses
 import functools
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -37,7 +38,7 @@ from pivotal.core.errors import PivotalError
 from pivotal.core.logs import logger
 from pivotal.core.secrets import redact_tree, redacting
 from pivotal.core.state import InputState, OutputState, State
-from pivotal.graphs import routes
+from pivotal.graphs import busy, routes
 from pivotal.graphs.blocking import run_blocking
 from pivotal.graphs.lease import invocation_lease
 from pivotal.nodes.actor import actor
@@ -154,7 +155,9 @@ class PivotalGraph(CompiledStateGraph):
         input = _redacted(input)  # invoke runs through here too
         _redacting_given(config)
         if not _as_node(config):
-            return super().stream(input, config, **kwargs)
+            if self.checkpointer is None or busy.shared(self.checkpointer):  # an async saver: LangGraph refuses it
+                return super().stream(input, config, **kwargs)
+            return self._turn(input, config, kwargs)
         chunks = super().stream(_node_input(input), self._node_config(config), **self._node_keys(kwargs))
         return chunks if kwargs.get("stream_mode") else map(_node_output, chunks)
 
@@ -162,9 +165,43 @@ class PivotalGraph(CompiledStateGraph):
         input = _redacted(input)  # ainvoke and astream_events run through here too
         _redacting_given(config)
         if not _as_node(config):
-            return _leased(super().astream(input, config, **kwargs), self.checkpointer, config)
+            return self._aturn(input, config, kwargs)
         chunks = super().astream(_node_input(input), self._node_config(config), **self._node_keys(kwargs))
         return chunks if kwargs.get("stream_mode") else _node_outputs(chunks)
+
+    def _turn(self, input: Any, config: RunnableConfig | None, kwargs: dict[str, Any]) -> Iterator[Any]:
+        """A sync invocation as one turn on its thread, under the agent's `double_text` (graphs/busy.py)."""
+        turn, config = run_blocking(busy.graph_arrival, self.checkpointer, input, config, self._settings(kwargs))
+        held = busy.hold(turn)
+        try:
+            yield from super().stream(input, config, **kwargs)
+        finally:
+            busy.let_go(held)
+            if turn is not None:
+                run_blocking(turn.release)
+
+    async def _aturn(self, input: Any, config: RunnableConfig | None, kwargs: dict[str, Any]) -> AsyncIterator[Any]:
+        """An async invocation as one turn on its thread (graphs/busy.py), under the thread's lease
+        (graphs/lease.py `invocation_lease`), taken after the turn's policy is applied.
+        """
+        turn, config = await busy.graph_arrival(self.checkpointer, input, config, self._settings(kwargs))
+        held = busy.hold(turn)
+        keeper = asyncio.create_task(busy.keep(turn)) if turn is not None else None
+        try:
+            async with invocation_lease(self.checkpointer, config):
+                async for chunk in super().astream(input, config, **kwargs):
+                    yield chunk
+        finally:
+            busy.let_go(held)
+            if keeper is not None:
+                keeper.cancel()
+            if turn is not None:
+                await turn.release()
+
+    def _settings(self, kwargs: dict[str, Any]) -> Context:
+        """The invocation's settings: its context's over the graph's own (for `double_text`)."""
+        own = self.context_schema() if isinstance(self.context_schema, type) else Context()
+        return run_context(kwargs.get("context"), own) or own
 
     def _node_keys(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """The standalone output keys and `pivotal_result`: the values a parent's call returns are cut
@@ -203,13 +240,6 @@ def _as_node(config: RunnableConfig | None) -> bool:
     (its own test for a nested run, `is_nested` in langgraph/pregel/_loop.py).
     """
     return CONFIG_KEY_TASK_ID in ((config or {}).get("configurable") or {})
-
-
-async def _leased(chunks: AsyncIterator[Any], saver: Any, config: RunnableConfig | None) -> AsyncIterator[Any]:
-    """The stream, under its thread's lease (graphs/lease.py `invocation_lease`)."""
-    async with invocation_lease(saver, config):
-        async for chunk in chunks:
-            yield chunk
 
 
 def _redacted(input: Any) -> Any:
@@ -355,6 +385,8 @@ def _logged(name: str, node, default: Context | None) -> RunnableCallable:
 
     @functools.wraps(node)
     async def run(state: State, runtime):
+        if (turn := busy.running_turn()) is not None and await turn.stop_asked():
+            raise turn.interrupted()  # a newer message stopped the turn: here, between two nodes
         context = _context(runtime, default, None if name == "start" else state)  # start opens a turn: the caller's
         if context is not runtime.context:
             runtime = runtime.override(context=context)
