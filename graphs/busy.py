@@ -44,7 +44,7 @@ from pivotal.core.context import DoubleText
 from pivotal.core.errors import PivotalError
 from pivotal.core.logs import logger
 from pivotal.core.settings import settings
-from pivotal.graphs.lease import ThreadBusy, _create_postgres, _database, _Database, _gone, _machine, holding
+from pivotal.graphs.lease import ThreadBusy, _create_postgres, _Database, _database, _gone, _machine, holding
 
 LOCAL_POLL_S = 0.05
 """How often a message waiting for a turn of this process looks again."""
@@ -111,7 +111,7 @@ class Turn:
     stopped: str = ""
 
     async def stop_asked(self) -> str:
-        """"interrupt" or "rollback" when a newer message asked this turn to stop; read from a shared board
+        """The stop a newer message asked of this turn ("interrupt", "rollback" or ""); read from a shared board
         at most every `poll_s`, and renewing the hold then (a turn that checks is alive).
         """
         now = time.monotonic()
@@ -208,7 +208,8 @@ class _Held:
 
 class LocalBoard:
     """The turns of this process, for a checkpointer that no other process shares (or one this
-    module cannot reach from another: an application's own)."""
+    module cannot reach from another: an application's own).
+    """
 
     poll_s = LOCAL_POLL_S
 

@@ -343,7 +343,8 @@ def _fence(saver: Any) -> None:
 
 async def _create_postgres(db: _Database, table: str = TABLE) -> None:
     """`CREATE TABLE IF NOT EXISTS` races with itself across processes; one at a time, it cannot
-    (graphs/busy.py creates its table beside this one the same way)."""
+    (graphs/busy.py creates its table beside this one the same way).
+    """
     from psycopg_pool import AsyncConnectionPool
 
     async def on(connection: Any) -> None:

@@ -57,6 +57,7 @@ from pivotal.core.secrets import redact_tree
 from pivotal.core.state import Critique, Proposal, Step, add_counts
 from pivotal.graphs.blocking import run_blocking
 from pivotal.memory.lesson import lessons_block
+from pivotal.middleware.busy import ends_turn, pausing, turn_opens, turn_over
 from pivotal.middleware.stop import turn_stop
 from pivotal.nodes.critic import COUNTER, review
 from pivotal.nodes.human_approval import AGAIN, QUESTION, re_approved, read_reply
@@ -202,13 +203,21 @@ class PivotalCritic(AgentMiddleware):
         """Also the first hook of a turn: a run context that loosens the safety settings is refused
         here (reading `self.context`), before the model is asked or any tool runs; a resumed tool
         call is refused where its wrapper reads them. No hook of its own: a node, and a checkpoint,
-        more per turn.
+        more per turn. A turn holds its thread from here under `double_text` (middleware/busy.py).
         """
-        return turn_stop(state, self.context)
+        return run_blocking(self._before_model, state)
 
     @hook_config(can_jump_to=["end"])
     async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        return turn_stop(state, self.context)
+        return await self._before_model(state)
+
+    async def _before_model(self, state: Any) -> dict[str, Any] | None:
+        context = self.context
+        opened = await turn_opens(state, context)
+        if stop := turn_stop(state, context):
+            await turn_over(state)
+            return stop
+        return opened
 
     # --- a paused approval resumes with the critic it paused with -----------------------------
     def _same_critic(self, state: dict[str, Any]) -> None:
@@ -223,13 +232,21 @@ class PivotalCritic(AgentMiddleware):
     # --- the agent's tools, as the model sees them ------------------------------------------
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
         self._learn_tools(request)
-        return handler(request)
+        try:
+            return handler(request)
+        except Exception:
+            run_blocking(turn_over, request.state)  # the turn ends here: its thread is free
+            raise
 
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> Any:
         self._learn_tools(request)
-        return await handler(request)
+        try:
+            return await handler(request)
+        except Exception:
+            await turn_over(request.state)
+            raise
 
     def _learn_tools(self, request: ModelRequest) -> None:
         self._tools.update({t.name: t for t in request.tools if isinstance(t, BaseTool)})
@@ -247,9 +264,13 @@ class PivotalCritic(AgentMiddleware):
 
     # --- the review, when the model proposes the calls ----------------------------------------
     def after_model(self, state: Any, runtime: Runtime) -> dict[str, Any] | None:
+        if ends_turn(state):
+            run_blocking(turn_over, state)
         return self._with_critic(state, run_blocking(self._review_reply, state))
 
     async def aafter_model(self, state: Any, runtime: Runtime) -> dict[str, Any] | None:
+        if ends_turn(state):
+            await turn_over(state)
         return self._with_critic(state, await self._review_reply(state))
 
     def _with_critic(self, state: dict[str, Any], update: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -426,6 +447,7 @@ class PivotalCritic(AgentMiddleware):
         The flag: the person re-approved a repeat (`{"type": "approve", "repeat": true}`).
         """
         call = request.tool_call
+        pausing(request.state)  # a turn waiting for a person is not running (middleware/busy.py)
         reply = interrupt(
             {
                 "type": "tool_approval",
