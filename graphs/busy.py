@@ -49,8 +49,7 @@ from pivotal.graphs.lease import ThreadBusy, _create_postgres, _Database, _datab
 LOCAL_POLL_S = 0.05
 """How often a message waiting for a turn of this process looks again."""
 SHARED_POLL_S = 0.2
-"""How often a message waiting for a turn in the database looks again; a running turn reads whether it
-was asked to stop at most this often."""
+"""How often a message waiting for a turn in the database looks again."""
 
 
 class DoubleTextRejected(ThreadBusy):
@@ -107,22 +106,15 @@ class Turn:
     """Set when this message stopped a turn under "rollback": the checkpoint that turn started from."""
     waited_for: Row | None = None
     """The turn this message waited for (or stopped), when there was one."""
-    checked: float = 0.0
     stopped: str = ""
 
     async def stop_asked(self) -> str:
-        """The stop a newer message asked of this turn ("interrupt", "rollback" or ""); read from a shared board
-        at most every `poll_s`, and renewing the hold then (a turn that checks is alive).
+        """The stop a newer message asked of this turn ("interrupt", "rollback" or ""), read at every
+        safe point: a stop seen one node late could let one more tool run.
         """
-        now = time.monotonic()
-        if self.stopped or now - self.checked < self.board.poll_s:
-            return self.stopped
-        self.checked = now
-        row = await self.board.read(self.thread)
-        if row.owner == self.owner and row.stop:
-            self.stopped = row.stop
-        elif row.owner == self.owner:
-            await self.board.renew(self.thread, self.owner, self.ttl)
+        if not self.stopped:
+            row = await self.board.read(self.thread)
+            self.stopped = row.stop if row.owner == self.owner else ""
         return self.stopped
 
     async def release(self) -> None:
@@ -156,13 +148,14 @@ async def arrive(
     busy = previous.running() and previous.owner != owner
     repeat = bool(said) and window > 0 and previous.said == said and previous.said_age <= window
     if said and (busy or repeat):
-        logger().info("double_text", thread_id=thread, policy=policy, busy=busy, repeat=repeat)
         if policy == "reject":
             if on_reject is not None:
                 await on_reject()
+            logger().warning("double_text", thread_id=thread, policy=policy, busy=busy, repeat=repeat)
             raise DoubleTextRejected(_why(thread, busy, previous, window))
         if busy and policy in ("interrupt", "rollback"):
             await board.ask_stop(thread, previous.owner, policy)
+        logger().warning("double_text", thread_id=thread, policy=policy, busy=busy, repeat=repeat)
     while not await board.claim(thread, owner, ttl):
         await asyncio.sleep(board.poll_s)
     if busy:
