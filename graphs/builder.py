@@ -155,23 +155,30 @@ class PivotalGraph(CompiledStateGraph):
         input = _redacted(input)  # invoke runs through here too
         _redacting_given(config)
         if not _as_node(config):
-            if self.checkpointer is None or busy.shared(self.checkpointer):  # an async saver: LangGraph refuses it
-                return super().stream(input, config, **kwargs)
-            return self._turn(input, config, kwargs)
-        chunks = super().stream(_node_input(input), self._node_config(config), **self._node_keys(kwargs))
+            return self._turn(self.checkpointer, input, config, kwargs)
+        saver = ((config or {}).get("configurable") or {}).get(CONFIG_KEY_CHECKPOINTER)
+        chunks = self._turn(saver, _node_input(input), self._node_config(config), self._node_keys(kwargs), node=True)
         return chunks if kwargs.get("stream_mode") else map(_node_output, chunks)
 
     def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any):
         input = _redacted(input)  # ainvoke and astream_events run through here too
         _redacting_given(config)
         if not _as_node(config):
-            return self._aturn(input, config, kwargs)
-        chunks = super().astream(_node_input(input), self._node_config(config), **self._node_keys(kwargs))
+            return self._aturn(self.checkpointer, input, config, kwargs)
+        saver = ((config or {}).get("configurable") or {}).get(CONFIG_KEY_CHECKPOINTER)
+        chunks = self._aturn(saver, _node_input(input), self._node_config(config), self._node_keys(kwargs), node=True)
         return chunks if kwargs.get("stream_mode") else _node_outputs(chunks)
 
-    def _turn(self, input: Any, config: RunnableConfig | None, kwargs: dict[str, Any]) -> Iterator[Any]:
-        """A sync invocation as one turn on its thread, under the agent's `double_text` (graphs/busy.py)."""
-        turn, config = run_blocking(busy.graph_arrival, self.checkpointer, input, config, self._settings(kwargs))
+    def _turn(
+        self, saver: Any, input: Any, config: RunnableConfig | None, kwargs: dict[str, Any], node: bool = False
+    ) -> Iterator[Any]:
+        """A sync invocation as one turn on its thread, under the agent's `double_text` (graphs/busy.py);
+        as a parent's node, on the parent's thread.
+        """
+        if saver is None or busy.shared(saver):  # an async saver: LangGraph refuses it under sync calls
+            yield from super().stream(input, config, **kwargs)
+            return
+        turn, config = run_blocking(busy.graph_arrival, saver, input, config, self._settings(kwargs), node)
         held = busy.hold(turn)
         try:
             yield from super().stream(input, config, **kwargs)
@@ -180,15 +187,18 @@ class PivotalGraph(CompiledStateGraph):
             if turn is not None:
                 run_blocking(turn.release)
 
-    async def _aturn(self, input: Any, config: RunnableConfig | None, kwargs: dict[str, Any]) -> AsyncIterator[Any]:
+    async def _aturn(
+        self, saver: Any, input: Any, config: RunnableConfig | None, kwargs: dict[str, Any], node: bool = False
+    ) -> AsyncIterator[Any]:
         """An async invocation as one turn on its thread (graphs/busy.py), under the thread's lease
-        (graphs/lease.py `invocation_lease`), taken after the turn's policy is applied.
+        (graphs/lease.py `invocation_lease`, not as a node: the parent's run holds it), taken after the
+        turn's policy is applied.
         """
-        turn, config = await busy.graph_arrival(self.checkpointer, input, config, self._settings(kwargs))
+        turn, config = await busy.graph_arrival(saver, input, config, self._settings(kwargs), node)
         held = busy.hold(turn)
         keeper = asyncio.create_task(busy.keep(turn)) if turn is not None else None
         try:
-            async with invocation_lease(self.checkpointer, config):
+            async with invocation_lease(None if node else saver, config):
                 async for chunk in super().astream(input, config, **kwargs):
                     yield chunk
         finally:

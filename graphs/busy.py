@@ -400,10 +400,16 @@ async def keep(turn: Turn) -> None:
 
 
 # --- Pivotal's graph: a turn is one invocation -------------------------------------------------
-async def graph_arrival(saver: Any, input: Any, config: Any, context: Any) -> tuple[Turn | None, Any]:
+async def graph_arrival(
+    saver: Any, input: Any, config: Any, context: Any, node: bool = False
+) -> tuple[Turn | None, Any]:
     """The turn an invocation of Pivotal's graph holds (None where there is no thread to hold: no
-    checkpointer of the graph's own, no thread id, or a runner's run that holds the thread's lease),
-    and the config it runs with: a rollback's forks from where the stopped turn started.
+    checkpointer, no thread id, or a runner's run that holds the thread's lease), and the config it
+    runs with: a rollback's forks from where the stopped turn started.
+
+    `node`: run as a node of a parent graph, on the parent's thread. The parent's resume runs the node
+    again with the same input, so no repeat is told there; and the node has no checkpoint of its own
+    before the stopped turn, so a rollback goes on as an interrupt does.
     """
     configurable = (config or {}).get("configurable") or {}
     thread = configurable.get("thread_id")
@@ -412,15 +418,17 @@ async def graph_arrival(saver: Any, input: Any, config: Any, context: Any) -> tu
     board = await board_for(saver)
     said = said_by(input)
     ttl = settings().lease_s if isinstance(board, SharedBoard) else math.inf
-    turn = await arrive(board, str(thread), owner_token(), said=said, policy=context.double_text,
-                        window=context.repeat_window_s, ttl=ttl)  # fmt: skip
+    window = 0.0 if node else context.repeat_window_s
+    turn = await arrive(
+        board, str(thread), owner_token(), said=said, policy=context.double_text, window=window, ttl=ttl
+    )
     try:
-        if turn.rollback_to is not None:
+        if turn.rollback_to is not None and not node:
             start = turn.rollback_to or await _oldest(saver, str(thread))
             if start:
                 configurable = {**configurable, "checkpoint_ns": "", "checkpoint_id": start}
                 config = {**config, "configurable": configurable}
-        started = configurable.get("checkpoint_id") or await _head(saver, str(thread))
+        started = "" if node else configurable.get("checkpoint_id") or await _head(saver, str(thread))
         await board.opened(str(thread), turn.owner, said, started)
     except BaseException:
         await turn.release()
