@@ -51,12 +51,15 @@ _HOMES = {
     "PivotalError": "pivotal.core.errors",
     "EnvironmentFault": "pivotal.core.errors",
     "InfrastructureFault": "pivotal.core.errors",
+    "DoubleTextRejected": "pivotal.graphs.busy",
+    "TurnInterrupted": "pivotal.graphs.busy",
 }
 
 __all__ = [
     "ActionSpec",
     "Compensating",
     "Context",
+    "DoubleTextRejected",
     "Environment",
     "EnvironmentFault",
     "Idempotent",
@@ -71,6 +74,7 @@ __all__ = [
     "StepResult",
     "Task",
     "ToolEnvironment",
+    "TurnInterrupted",
     "__version__",
     "aresume",
     "arun",
@@ -132,4 +136,5 @@ if TYPE_CHECKING:
         run_batch,
         run_batch_on_ray,
     )
+    from pivotal.graphs.busy import DoubleTextRejected, TurnInterrupted
     from pivotal.middleware import PivotalCritic, PivotalMemory
