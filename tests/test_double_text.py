@@ -14,7 +14,9 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Callable
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +41,7 @@ POLICIES = ["reject", "enqueue", "interrupt", "rollback"]
 FACES = [pytest.param("pivotal_agent", marks=pytest.mark.slow), "middleware"]
 """Pivotal's graph runs ~9 model calls a turn on the loopback server: over a second a test, so slow."""
 SETTINGS = {"memory": False, "max_steps": 8, "max_pivot_retries": 1}
+POSTGRES = "postgresql://postgres@127.0.0.1:5432"
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +80,37 @@ def count(ledger: Path, kind: str) -> int:
 
 def texts(values: dict[str, Any], kind: type) -> list[str]:
     return [str(m.content) for m in values.get("messages") or [] if isinstance(m, kind)]
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[str]:
+    """A database of this module's own on the local server; skipped in one line where none answers."""
+    psycopg = pytest.importorskip("psycopg", reason="no postgres extra: pip install 'pivotal[postgres]'")
+    name = f"pivotal_double_text_{uuid.uuid4().hex[:12]}"
+    try:
+        with psycopg.connect(f"{POSTGRES}/postgres", autocommit=True, connect_timeout=3) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+    except Exception as exc:  # noqa: BLE001 — whatever stops us reaching it, the reason is the skip
+        pytest.skip(f"no Postgres at 127.0.0.1:5432 ({type(exc).__name__})")
+    yield f"{POSTGRES}/{name}"
+    with psycopg.connect(f"{POSTGRES}/postgres", autocommit=True, connect_timeout=3) as admin:
+        admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+@asynccontextmanager
+async def checkpointer(kind: str, folder: Path, request: pytest.FixtureRequest) -> AsyncIterator[Any]:
+    """In memory (this process's board), or a real SQLite file or Postgres database (the database's board)."""
+    if kind == "memory":
+        yield InMemorySaver()
+    elif kind == "sqlite":
+        async with AsyncSqliteSaver.from_conn_string(str(folder / "threads.sqlite")) as saver:
+            yield saver
+    else:
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+        async with AsyncPostgresSaver.from_conn_string(request.getfixturevalue("postgres")) as saver:
+            await saver.setup()
+            yield saver
 
 
 def refund_shown(values: dict[str, Any]) -> bool:
@@ -125,16 +159,18 @@ async def outcome(task: asyncio.Task) -> Any:
 # --- a message while a turn runs, on both faces ---------------------------------------------------
 
 
-@pytest.mark.parametrize("saver_kind", ["memory", pytest.param("sqlite", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "saver_kind",
+    ["memory", pytest.param("sqlite", marks=pytest.mark.slow), pytest.param("postgres", marks=pytest.mark.slow)],
+)
 @pytest.mark.parametrize("policy", POLICIES)
 @pytest.mark.parametrize("face", FACES)
 async def test_a_message_sent_while_a_turn_runs_follows_the_policy_and_refunds_once(
-    face, policy, saver_kind, server, tmp_path
+    face, policy, saver_kind, server, tmp_path, request
 ):
     ledger, gate = tmp_path / "ledger.jsonl", threading.Event()
-    config = {"configurable": {"thread_id": f"ticket-{face}-{policy}"}}
-    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "threads.sqlite")) as sqlite:
-        saver = sqlite if saver_kind == "sqlite" else InMemorySaver()
+    config = {"configurable": {"thread_id": f"ticket-{face}-{policy}-{saver_kind}"}}
+    async with checkpointer(saver_kind, tmp_path, request) as saver:
         agent = build(face, server.base_url_openai, gated(desk_tools(ledger), gate), saver, double_text=policy)
         first = asyncio.create_task(agent.ainvoke({"messages": [HumanMessage(GOAL)]}, config))
         await until(lambda: count(ledger, "refund") == 1, "the first turn's refund")
