@@ -210,7 +210,8 @@ class PivotalGraph(CompiledStateGraph):
 
     def _settings(self, kwargs: dict[str, Any]) -> Context:
         """The invocation's settings: its context's over the graph's own (for `double_text`)."""
-        own = self.context_schema() if isinstance(self.context_schema, type) else Context()
+        schema = self.context_schema
+        own = schema() if isinstance(schema, type) and issubclass(schema, Context) else Context()
         return run_context(kwargs.get("context"), own) or own
 
     def _node_keys(self, kwargs: dict[str, Any]) -> dict[str, Any]:

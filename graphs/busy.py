@@ -229,8 +229,8 @@ class LocalBoard:
     async def renew(self, thread: str, owner: str, ttl: float) -> bool:
         with self._lock:
             held = self._rows.get(thread)
-            if held is None or held.owner != owner or held.until <= time.monotonic():
-                return False
+            if held is None or held.owner != owner or held.until == 0:
+                return False  # released, or taken by another since its hold ran out
             held.until = time.monotonic() + ttl
             return True
 
@@ -286,7 +286,8 @@ TAKE = (
     "UPDATE pivotal_turns SET owner = ?, expires_at = {now} + ?, stop = '', started_from = '' "
     "WHERE thread_id = ? AND owner = ?"
 )
-RENEW = "UPDATE pivotal_turns SET expires_at = {now} + ? WHERE thread_id = ? AND owner = ? AND expires_at > {now}"
+RENEW = "UPDATE pivotal_turns SET expires_at = {now} + ? WHERE thread_id = ? AND owner = ? AND expires_at > 0"
+"""A hold that ran out is renewed while nobody took it (its owner was slow, not gone); a released one never is."""
 RELEASE = "UPDATE pivotal_turns SET expires_at = 0, stop = '' WHERE thread_id = ? AND owner = ?"
 STOP = "UPDATE pivotal_turns SET stop = ? WHERE thread_id = ? AND owner = ?"
 OPENED = "UPDATE pivotal_turns SET started_from = ? WHERE thread_id = ? AND owner = ?"

@@ -3,8 +3,9 @@ graphs/busy.py (`double_text`), applied from the middleware's hooks.
 
 The middleware does not see an invocation begin or end, only its hooks, so a turn holds its thread
 from its first model call (`before_model` with the user's message last) until its last reply (no
-tool calls), its hard stop, or a pause for a person (a paused turn is not running); a turn that
-raised lets go when its hold runs out (PIVOTAL_LEASE_S without any of its hooks).
+tool calls), its hard stop, a model call that raised, or a pause for a person (a paused turn is not
+running); the hold is renewed while a model or tool call runs (`running`), and a turn that stopped
+some other way lets go when its hold runs out, PIVOTAL_LEASE_S later.
 
 By the time a second message reaches `before_model`, LangGraph has put it on a branch of whatever
 checkpoint was newest when it was sent, possibly one in the middle of the running turn. So a message
@@ -16,9 +17,12 @@ every branch of the thread, so nothing executed runs again whichever branch the 
 
 import asyncio
 import contextlib
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
-from langchain_core.messages import AnyMessage, HumanMessage, RemoveMessage
+from langchain_core.messages import HumanMessage, RemoveMessage
 from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.config import get_config
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
@@ -33,7 +37,7 @@ HEAD_LOOKBACK = 50
 """Checkpoints read back from the newest for the state the other turn ended with."""
 
 
-async def turn_opens(state: dict[str, Any], context: Context) -> dict[str, Any] | None:
+async def turn_opens(state: Mapping[str, Any], context: Context) -> dict[str, Any] | None:
     """Before each model call: the turn's first holds the thread under the policy (waiting, stopping the
     running turn, or refusing the message), the others ask whether a newer message stopped this turn.
     The update rebases the turn's messages when it waited for, or stopped, another.
@@ -75,7 +79,7 @@ async def _still_running(board: Board, thread: str, owner: str, ttl: float) -> N
 
 
 async def _rebased(
-    saver: Any, thread: str, state: dict[str, Any], index: int, turn: Turn, dropped: list[str]
+    saver: Any, thread: str, state: Mapping[str, Any], index: int, turn: Turn, dropped: list[str]
 ) -> dict[str, Any] | None:
     """The turn's messages on top of the thread as the other turn left it (or, after a rollback, as it
     found it), without messages a "reject" refused; None when they already are.
@@ -121,13 +125,13 @@ async def _head(saver: Any, thread: str, opening: str) -> dict[str, Any] | None:
         return next((i.checkpoint["channel_values"] for i in items if fits(i.checkpoint["channel_values"])), None)
 
 
-def ends_turn(state: dict[str, Any]) -> bool:
+def ends_turn(state: Mapping[str, Any]) -> bool:
     """The model's last reply calls no tool: the agent ends after it (`after_model`)."""
     messages = state.get("messages") or []
     return bool(messages) and not getattr(messages[-1], "tool_calls", None) and _opening(messages) is not None
 
 
-async def turn_over(state: dict[str, Any]) -> None:
+async def turn_over(state: Mapping[str, Any]) -> None:
     """The turn let go of its thread: it ended, stopped, or paused for a person."""
     where = _thread()
     opening = _opening(state.get("messages") or [])
@@ -137,7 +141,41 @@ async def turn_over(state: dict[str, Any]) -> None:
     await board.release(where[1], owner_token(f"msg:{opening[1].id}"))
 
 
-def pausing(state: dict[str, Any]) -> None:
+@contextmanager
+def running(state: Mapping[str, Any]) -> Iterator[None]:
+    """Around a model call or a tool call of the turn: its hold renewed every third of PIVOTAL_LEASE_S
+    while the call runs (a refund that takes a minute must not let a second message in), from a
+    thread of its own, so a sync call that blocks renews it too. It stops when the call returns or raises.
+    """
+    where, opening = _thread(), _opening(state.get("messages") or [])
+    if where is None or opening is None:
+        yield
+        return
+    owner, ttl, done = owner_token(f"msg:{opening[1].id}"), settings().lease_s, threading.Event()
+    try:
+        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+
+    async def renew() -> None:
+        await (await board_for(where[0])).renew(where[1], owner, ttl)
+
+    def keep() -> None:
+        while not done.wait(ttl / 3):
+            with contextlib.suppress(Exception):  # a blip of the database: the next renewal tries again
+                if loop is None:
+                    run_blocking(renew)
+                else:
+                    asyncio.run_coroutine_threadsafe(renew(), loop).result(ttl / 3)
+
+    threading.Thread(target=keep, name="pivotal-turn-hold", daemon=True).start()
+    try:
+        yield
+    finally:
+        done.set()
+
+
+def pausing(state: Mapping[str, Any]) -> None:
     """Before a pause for a person, from a sync tool wrapper under `invoke` or `ainvoke`."""
     try:
         loop = asyncio.get_running_loop()
@@ -165,7 +203,7 @@ def _thread() -> tuple[Any, str] | None:
     return saver, str(thread)
 
 
-def _opening(messages: list[AnyMessage]) -> tuple[int, HumanMessage] | None:
+def _opening(messages: Any) -> tuple[int, HumanMessage] | None:
     """The user's message that opened the turn: the last one, and where it stands."""
     index = next((i for i in reversed(range(len(messages))) if isinstance(messages[i], HumanMessage)), None)
     return None if index is None else (index, messages[index])  # type: ignore[return-value]

@@ -57,7 +57,7 @@ from pivotal.core.secrets import redact_tree
 from pivotal.core.state import Critique, Proposal, Step, add_counts
 from pivotal.graphs.blocking import run_blocking
 from pivotal.memory.lesson import lessons_block
-from pivotal.middleware.busy import ends_turn, pausing, turn_opens, turn_over
+from pivotal.middleware.busy import ends_turn, pausing, running, turn_opens, turn_over
 from pivotal.middleware.stop import turn_stop
 from pivotal.nodes.critic import COUNTER, review
 from pivotal.nodes.human_approval import AGAIN, QUESTION, re_approved, read_reply
@@ -233,7 +233,8 @@ class PivotalCritic(AgentMiddleware):
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
         self._learn_tools(request)
         try:
-            return handler(request)
+            with running(request.state):
+                return handler(request)
         except Exception:
             run_blocking(turn_over, request.state)  # the turn ends here: its thread is free
             raise
@@ -243,7 +244,8 @@ class PivotalCritic(AgentMiddleware):
     ) -> Any:
         self._learn_tools(request)
         try:
-            return await handler(request)
+            with running(request.state):
+                return await handler(request)
         except Exception:
             await turn_over(request.state)
             raise
@@ -264,14 +266,18 @@ class PivotalCritic(AgentMiddleware):
 
     # --- the review, when the model proposes the calls ----------------------------------------
     def after_model(self, state: Any, runtime: Runtime) -> dict[str, Any] | None:
+        with running(state):
+            update = self._with_critic(state, run_blocking(self._review_reply, state))
         if ends_turn(state):
             run_blocking(turn_over, state)
-        return self._with_critic(state, run_blocking(self._review_reply, state))
+        return update
 
     async def aafter_model(self, state: Any, runtime: Runtime) -> dict[str, Any] | None:
+        with running(state):
+            update = self._with_critic(state, await self._review_reply(state))
         if ends_turn(state):
             await turn_over(state)
-        return self._with_critic(state, await self._review_reply(state))
+        return update
 
     def _with_critic(self, state: dict[str, Any], update: dict[str, Any] | None) -> dict[str, Any] | None:
         """The review's update, with the critic model it was made under when that changed."""
@@ -330,13 +336,21 @@ class PivotalCritic(AgentMiddleware):
 
     # --- each tool call: enforce the verdict ----------------------------------------------------
     def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
+        with running(request.state):  # the turn holds its thread while the call runs (middleware/busy.py)
+            return self._tool_call(request, handler)
+
+    async def awrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
+        with running(request.state):
+            return await self._atool_call(request, handler)
+
+    def _tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
         self._same_critic(request.state)
         ruling, record = run_blocking(self._ruling, request)
         if isinstance(ruling, str):
             return _replayed(request, record, ruling)
         return self._act(request, ruling, record, handler)
 
-    async def awrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
+    async def _atool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
         self._same_critic(request.state)
         ruling, record = await self._ruling(request)
         if isinstance(ruling, str):

@@ -242,6 +242,23 @@ async def test_a_rejected_message_leaves_no_trace_in_the_next_turn_under_the_mid
     assert texts(final, HumanMessage) == [GOAL, "Thanks, is that all done?"]
 
 
+async def test_a_tool_that_outlasts_the_lease_keeps_its_turn_holding_the_thread(server, tmp_path, monkeypatch):
+    """Under the middleware the hold is renewed while the refund runs: three leases later, still busy."""
+    monkeypatch.setenv("PIVOTAL_LEASE_S", "0.2")
+    ledger, gate = tmp_path / "ledger.jsonl", threading.Event()
+    config = {"configurable": {"thread_id": "long-refund"}}
+    agent = build("middleware", server.base_url_openai, gated(desk_tools(ledger), gate), InMemorySaver(),
+                  double_text="reject")  # fmt: skip
+    first = asyncio.create_task(agent.ainvoke({"messages": [HumanMessage(GOAL)]}, config))
+    await until(lambda: count(ledger, "refund") == 1, "the refund")
+    await asyncio.sleep(0.6)
+    with pytest.raises(DoubleTextRejected):
+        await agent.ainvoke({"messages": [HumanMessage(AGAIN)]}, config)
+    gate.set()
+    await first
+    assert count(ledger, "refund") == 1
+
+
 # --- sync invoke, in threads -------------------------------------------------------------------
 
 
