@@ -140,13 +140,14 @@ async def arrive(
 ) -> Turn:
     """Hold the thread for a new turn under `policy`, or refuse it (`DoubleTextRejected`).
 
-    `said`: the digest of the message that opens the turn ("" for a resume or replay, which is no new
-    message: it waits for a running turn whatever the policy). `on_reject`: what to undo before refusing.
+    `said`: the digest of the message that opens the turn, with `@<place>` where its place is known ("" for
+    a resume or replay, which is no new message: it waits for a running turn whatever the policy).
+    `on_reject`: what to undo before refusing.
     """
     turn = Turn(board, thread, owner, ttl)
     previous = await board.read(thread)
     busy = previous.running() and previous.owner != owner
-    repeat = bool(said) and window > 0 and previous.said == said and previous.said_age <= window
+    repeat = window > 0 and previous.said_age <= window and _repeats(said, previous.said)
     if said and (busy or repeat):
         if policy == "reject":
             if on_reject is not None:
@@ -163,6 +164,16 @@ async def arrive(
         if said and policy == "rollback":
             turn.rollback_to = previous.started_from
     return turn
+
+
+def _repeats(said: str, before: str) -> bool:
+    """Whether `said` says what `before` said, as a later message: a said may end in `@<place>` (where
+    the message stands in the conversation, under PivotalCritic), and the same message met at the same
+    place again is a fork re-running its turn, not a second message.
+    """
+    text, _, place = said.partition("@")
+    earlier, _, was = before.partition("@")
+    return bool(text) and text == earlier and (not place or not was or int(place) > int(was))
 
 
 def _why(thread: str, busy: bool, previous: Row, window: float) -> str:

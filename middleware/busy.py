@@ -58,7 +58,7 @@ async def turn_opens(state: Mapping[str, Any], context: Context) -> dict[str, An
     row = await board.read(thread)
     if row.owner == owner and row.running():
         return None  # this turn holds it already (its first hook ran again)
-    said = digest(["message", message.text])
+    said = f"{digest(['message', message.text])}@{index}"  # a fork puts it at the same place again: no repeat
     turn = await arrive(board, thread, owner, said=said, policy=context.double_text, window=context.repeat_window_s,
                         ttl=ttl, on_reject=lambda: board.drop(thread, message.id or ""))  # fmt: skip
     await board.opened(thread, owner, said, "")

@@ -396,3 +396,14 @@ def test_a_message_in_another_process_meets_the_running_turn(policy, face, serve
     else:
         assert first_done.get("raised") == "TurnInterrupted", first_done
         assert second_done.get("said") == [GOAL, AGAIN]
+
+
+def test_a_fork_of_the_turn_just_handled_is_no_repeat(server, tmp_path):
+    """Under `reject`, re-running the last turn from its own checkpoints (a fork) is the same message, not a repeat."""
+    ledger = tmp_path / "ledger.jsonl"
+    config = {"configurable": {"thread_id": "fork"}}
+    agent = build("middleware", server.base_url_openai, desk_tools(ledger), InMemorySaver(), double_text="reject")
+    agent.invoke({"messages": [HumanMessage(GOAL)]}, config)
+    for snapshot in list(agent.get_state_history(config)):
+        agent.invoke(None, snapshot.config)  # raised DoubleTextRejected before the fix
+    assert count(ledger, "refund") == 1 and count(ledger, "email") == 1
