@@ -206,4 +206,4 @@ def _thread() -> tuple[Any, str] | None:
 def _opening(messages: Any) -> tuple[int, HumanMessage] | None:
     """The user's message that opened the turn: the last one, and where it stands."""
     index = next((i for i in reversed(range(len(messages))) if isinstance(messages[i], HumanMessage)), None)
-    return None if index is None else (index, messages[index])  # type: ignore[return-value]
+    return None if index is None else (index, messages[index])

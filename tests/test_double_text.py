@@ -59,7 +59,7 @@ def gated(tools: list[BaseTool], gate: Any) -> list[BaseTool]:
 
     def slow_refund(order_id: str, amount: float) -> str:
         done = refund.invoke({"order_id": order_id, "amount": amount})
-        assert gate.wait(20), "the test never opened the gate"
+        assert gate.wait(300), "the test never opened the gate"
         return done
 
     return [lookup, StructuredTool.from_function(slow_refund, name="refund", description=refund.description), email]
