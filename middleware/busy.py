@@ -176,13 +176,35 @@ def running(state: Mapping[str, Any]) -> Iterator[None]:
 
 
 def pausing(state: Mapping[str, Any]) -> None:
-    """Before a pause for a person, from a sync tool wrapper under `invoke` or `ainvoke`."""
+    """Before a pause for a person (`interrupt`), from a sync tool wrapper under `invoke` or `ainvoke`:
+    a turn waiting for a person is not running.
+    """
+    _soon(turn_over, state)
+
+
+def resumed(state: Mapping[str, Any]) -> None:
+    """After the pause answered (`interrupt` returned the reply): the turn runs again, and holds its
+    thread while the call it paused for runs.
+    """
+    _soon(_take_again, state)
+
+
+async def _take_again(state: Mapping[str, Any]) -> None:
+    where = _thread()
+    opening = _opening(state.get("messages") or [])
+    if where is not None and opening is not None:
+        board = await board_for(where[0])
+        await board.claim(where[1], owner_token(f"msg:{opening[1].id}"), settings().lease_s)
+
+
+def _soon(step: Any, state: Mapping[str, Any]) -> None:
+    """`step(state)` now under a sync call, or as a task of the running loop (in order) under an async one."""
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
-        run_blocking(turn_over, state)
+        run_blocking(step, state)
         return
-    task = loop.create_task(turn_over(state))
+    task = loop.create_task(step(state))
     _pending.add(task)
     task.add_done_callback(_pending.discard)
 

@@ -57,7 +57,7 @@ from pivotal.core.secrets import redact_tree
 from pivotal.core.state import Critique, Proposal, Step, add_counts
 from pivotal.graphs.blocking import run_blocking
 from pivotal.memory.lesson import lessons_block
-from pivotal.middleware.busy import ends_turn, pausing, running, turn_opens, turn_over
+from pivotal.middleware.busy import ends_turn, pausing, resumed, running, turn_opens, turn_over
 from pivotal.middleware.stop import turn_stop
 from pivotal.nodes.critic import COUNTER, review
 from pivotal.nodes.human_approval import AGAIN, QUESTION, re_approved, read_reply
@@ -475,6 +475,7 @@ class PivotalCritic(AgentMiddleware):
                 **({"repeat": repeat} if repeat else {}),
             }
         )
+        resumed(request.state)
         if isinstance(reply, dict) and isinstance(reply.get("decisions"), list) and len(reply["decisions"]) == 1:
             reply = reply["decisions"][0]
         if isinstance(reply, dict) and reply.get("type") == "edit":

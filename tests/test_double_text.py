@@ -398,12 +398,25 @@ def test_a_message_in_another_process_meets_the_running_turn(policy, face, serve
         assert second_done.get("said") == [GOAL, AGAIN]
 
 
-def test_a_fork_of_the_turn_just_handled_is_no_repeat(server, tmp_path):
+async def test_a_fork_of_the_turn_just_handled_is_no_repeat(server, tmp_path):
     """Under `reject`, re-running the last turn from its own checkpoints (a fork) is the same message, not a repeat."""
     ledger = tmp_path / "ledger.jsonl"
     config = {"configurable": {"thread_id": "fork"}}
     agent = build("middleware", server.base_url_openai, desk_tools(ledger), InMemorySaver(), double_text="reject")
-    agent.invoke({"messages": [HumanMessage(GOAL)]}, config)
-    for snapshot in list(agent.get_state_history(config)):
-        agent.invoke(None, snapshot.config)  # raised DoubleTextRejected before the fix
-    assert count(ledger, "refund") == 1 and count(ledger, "email") == 1
+    await agent.ainvoke({"messages": [HumanMessage(GOAL)]}, config)
+    for snapshot in [snapshot async for snapshot in agent.aget_state_history(config)]:
+        await agent.ainvoke(None, snapshot.config)  # a fork from before the input was refused as a repeat
+    assert count(ledger, "refund") == 1
+
+
+async def test_a_turn_waiting_for_a_person_does_not_hold_its_thread(server, tmp_path):
+    """Paused for approval, the turn is not running: under `reject` the next message is not refused as busy."""
+    ledger = tmp_path / "ledger.jsonl"
+    config = {"configurable": {"thread_id": "paused"}}
+    agent = build("middleware", server.base_url_openai, desk_tools(ledger), InMemorySaver(), double_text="reject",
+                  require_approval_for=["refund"])  # fmt: skip
+    paused = await agent.ainvoke({"messages": [HumanMessage(GOAL)]}, config)
+    assert paused.get("__interrupt__") and count(ledger, "refund") == 0
+    await asyncio.sleep(0.05)  # the release is a task of this loop
+    later = await agent.ainvoke({"messages": [HumanMessage("Actually, what is the order's total?")]}, config)
+    assert texts(later, HumanMessage)[-1] == "Actually, what is the order's total?"
