@@ -24,6 +24,9 @@ LessonsBackend = str
 "auto"; checked against it when a run with memory starts, so a new backend touches no file here."""
 OnCritiqueExhausted = Literal["execute_best", "fail"]
 LoopDetection = Literal["warn", "off", "end"]
+DoubleText = Literal["reject", "enqueue", "interrupt", "rollback"]
+"""What a message does that arrives while a turn runs on its thread (the LangGraph platform's
+`multitask_strategy` names): graphs/busy.py."""
 Role = Literal["actor", "critic", "reflector", "distiller", "gate", "screen"]
 """The roles that call a model."""
 ModelSlot = Literal["actor", "critic", "reflector", "lesson"]
@@ -138,6 +141,16 @@ class Context:
     """A `create_agent` agent with `PivotalCritic`: tool calls the critic, the pre-check or a person
     may turn down in one turn before the turn ends with a final message saying why. None:
     `max_critique_rounds` + 2 (4 by default: the critic's rounds, the call past them, one more)."""
+    double_text: DoubleText = "enqueue"
+    """A message that arrives while a turn runs on the same thread, or that repeats the one that opened
+    the thread's last turn within `repeat_window_s` (a double-clicked send, a retried request):
+    "reject" refuses it (`DoubleTextRejected`); "enqueue" runs it after the running turn; "interrupt"
+    stops the running turn between two steps, keeping what it did, then runs it; "rollback" stops the
+    running turn and runs it from where that turn started. Whatever the policy, nothing the thread
+    already executed runs again (docs/side-effects.md#busy-threads-and-double-texts)."""
+    repeat_window_s: float = 10.0
+    """Seconds within which the same message as the one that opened the thread's last turn counts as a
+    double text (0: never)."""
     allow_other_models: bool = False
     """A resume may go on with model objects other than those the run paused with (by class, model
     name and endpoint). Off: such a resume is refused in one line. Never saved with the run."""
@@ -238,6 +251,9 @@ class Context:
             )
         _check_choice("on_critique_exhausted", self.on_critique_exhausted, get_args(OnCritiqueExhausted))
         _check_choice("loop_detection", self.loop_detection, get_args(LoopDetection))
+        _check_choice("double_text", self.double_text, get_args(DoubleText))
+        if not self.repeat_window_s >= 0:
+            raise PivotalError(f"repeat_window_s must be >= 0 seconds (got {self.repeat_window_s})")
         for name in ("recall_min_similarity", "dedup_similarity", "utility_floor"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise PivotalError(f"{name} must be between 0 and 1 (got {getattr(self, name)})")
@@ -432,8 +448,9 @@ def _refuse_unknown_keys(init: Callable[..., None]) -> Callable[..., None]:
 
 Context.__init__ = _refuse_unknown_keys(Context.__init__)  # type: ignore[method-assign]
 _FIELD_ORDER = tuple(f.name for f in fields(Context))
-_UNSAVED = frozenset({"allow_other_models", "stream_roles"})
-"""Settings of one call, not of the run: a resume names them afresh."""
+_UNSAVED = frozenset({"allow_other_models", "stream_roles", "double_text", "repeat_window_s"})
+"""Settings of one call, not of the run: a resume names them afresh (a message's double-text policy
+is read when it arrives, before its turn starts)."""
 _FIELD_NAMES = frozenset(_FIELD_ORDER)
 
 

@@ -16,10 +16,11 @@ The actor/critic loop stays in this one graph (no subgraphs) so Studio shows eve
 and a user can fork from any of them.
 """
 
+import asyncio
 import dataclasses
 import functools
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -38,7 +39,7 @@ from pivotal.core.errors import PivotalError
 from pivotal.core.logs import logger
 from pivotal.core.secrets import redact_tree, redacting
 from pivotal.core.state import InputState, OutputState, State
-from pivotal.graphs import routes
+from pivotal.graphs import busy, routes
 from pivotal.graphs.blocking import run_blocking
 from pivotal.graphs.lease import invocation_lease
 from pivotal.nodes.actor import actor
@@ -158,17 +159,64 @@ class PivotalGraph(CompiledStateGraph):
         input = _redacted(input)  # invoke runs through here too
         _redacting_given(config)
         if not _as_node(config):
-            return super().stream(input, config, **kwargs)
-        chunks = super().stream(_node_input(input), self._node_config(config), **self._node_keys(kwargs))
+            return self._turn(self.checkpointer, input, config, kwargs)
+        saver = ((config or {}).get("configurable") or {}).get(CONFIG_KEY_CHECKPOINTER)
+        chunks = self._turn(saver, _node_input(input), self._node_config(config), self._node_keys(kwargs), node=True)
         return chunks if kwargs.get("stream_mode") else map(_node_output, chunks)
 
     def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any):
         input = _redacted(input)  # ainvoke and astream_events run through here too
         _redacting_given(config)
         if not _as_node(config):
-            return _leased(super().astream(input, config, **kwargs), self.checkpointer, config)
-        chunks = super().astream(_node_input(input), self._node_config(config), **self._node_keys(kwargs))
+            return self._aturn(self.checkpointer, input, config, kwargs)
+        saver = ((config or {}).get("configurable") or {}).get(CONFIG_KEY_CHECKPOINTER)
+        chunks = self._aturn(saver, _node_input(input), self._node_config(config), self._node_keys(kwargs), node=True)
         return chunks if kwargs.get("stream_mode") else _node_outputs(chunks)
+
+    def _turn(
+        self, saver: Any, input: Any, config: RunnableConfig | None, kwargs: dict[str, Any], node: bool = False
+    ) -> Iterator[Any]:
+        """A sync invocation as one turn on its thread, under the agent's `double_text` (graphs/busy.py);
+        as a parent's node, on the parent's thread.
+        """
+        if saver is None or busy.shared(saver):  # an async saver: LangGraph refuses it under sync calls
+            yield from super().stream(input, config, **kwargs)
+            return
+        turn, config = run_blocking(busy.graph_arrival, saver, input, config, self._settings(kwargs), node)
+        held = busy.hold(turn)
+        try:
+            yield from super().stream(input, config, **kwargs)
+        finally:
+            busy.let_go(held)
+            if turn is not None:
+                run_blocking(turn.release)
+
+    async def _aturn(
+        self, saver: Any, input: Any, config: RunnableConfig | None, kwargs: dict[str, Any], node: bool = False
+    ) -> AsyncIterator[Any]:
+        """An async invocation as one turn on its thread (graphs/busy.py), under the thread's lease
+        (graphs/lease.py `invocation_lease`, not as a node: the parent's run holds it), taken after the
+        turn's policy is applied.
+        """
+        turn, config = await busy.graph_arrival(saver, input, config, self._settings(kwargs), node)
+        held = busy.hold(turn)
+        keeper = asyncio.create_task(busy.keep(turn)) if turn is not None else None
+        try:
+            async with invocation_lease(None if node else saver, config):
+                async for chunk in super().astream(input, config, **kwargs):
+                    yield chunk
+        finally:
+            busy.let_go(held)
+            if keeper is not None:
+                keeper.cancel()
+            if turn is not None:
+                await turn.release()
+
+    def _settings(self, kwargs: dict[str, Any]) -> Context:
+        """The invocation's settings: its context's over the graph's own (for `double_text`)."""
+        schema = self.context_schema
+        own = schema() if isinstance(schema, type) and issubclass(schema, Context) else Context()
+        return run_context(kwargs.get("context"), own) or own
 
     def _node_keys(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """The standalone output keys and `pivotal_result`: the values a parent's call returns are cut
@@ -207,13 +255,6 @@ def _as_node(config: RunnableConfig | None) -> bool:
     (its own test for a nested run, `is_nested` in langgraph/pregel/_loop.py).
     """
     return CONFIG_KEY_TASK_ID in ((config or {}).get("configurable") or {})
-
-
-async def _leased(chunks: AsyncIterator[Any], saver: Any, config: RunnableConfig | None) -> AsyncIterator[Any]:
-    """The stream, under its thread's lease (graphs/lease.py `invocation_lease`)."""
-    async with invocation_lease(saver, config):
-        async for chunk in chunks:
-            yield chunk
 
 
 def _redacted(input: Any) -> Any:
@@ -360,6 +401,8 @@ def _logged(name: str, node, default: Context | None) -> RunnableCallable:
 
     @functools.wraps(node)
     async def run(state: State, runtime):
+        if (turn := busy.running_turn()) is not None and await turn.stop_asked():
+            raise turn.interrupted()  # a newer message stopped the turn: here, between two nodes
         context = _context(runtime, default, None if name == "start" else state)  # start opens a turn: the caller's
         if context is not runtime.context:
             runtime = runtime.override(context=context)

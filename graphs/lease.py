@@ -154,12 +154,17 @@ async def invocation_lease(saver: Any, config: Any) -> AsyncIterator[None]:
     Nothing to do without a thread, for a saver that holds no lease, or inside a run that holds it.
     """
     thread = ((config or {}).get("configurable") or {}).get("thread_id")
-    held = _holding.get()
-    if saver is None or thread is None or (held is not None and held.thread_id == str(thread) and not held.released):
+    if saver is None or thread is None or holding(thread):
         yield
         return
     async with thread_lease(saver, str(thread)):
         yield
+
+
+def holding(thread: Any) -> bool:
+    """Whether the run in this context holds the thread's lease (a runner's: `arun`, `resume`, a batch)."""
+    held = _holding.get()
+    return held is not None and held.thread_id == str(thread) and not held.released
 
 
 async def _take(db: "_Database", lease: Lease, busy: Busy) -> None:
@@ -336,14 +341,16 @@ def _fence(saver: Any) -> None:
         setattr(saver, name, fenced)
 
 
-async def _create_postgres(db: _Database) -> None:
-    """`CREATE TABLE IF NOT EXISTS` races with itself across processes; one at a time, it cannot."""
+async def _create_postgres(db: _Database, table: str = TABLE) -> None:
+    """`CREATE TABLE IF NOT EXISTS` races with itself across processes; one at a time, it cannot
+    (graphs/busy.py creates its table beside this one the same way).
+    """
     from psycopg_pool import AsyncConnectionPool
 
     async def on(connection: Any) -> None:
         async with connection.transaction():
             await connection.execute("SELECT pg_advisory_xact_lock(%s)", (SETUP_LOCK,))
-            await connection.execute(TABLE)
+            await connection.execute(table)
 
     if isinstance(db.saver.conn, AsyncConnectionPool):
         async with db.saver.conn.connection() as connection:

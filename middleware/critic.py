@@ -57,6 +57,7 @@ from pivotal.core.secrets import redact_tree
 from pivotal.core.state import Critique, Observation, Proposal, Step, add_counts
 from pivotal.graphs.blocking import run_blocking
 from pivotal.memory.lesson import lessons_block
+from pivotal.middleware.busy import ends_turn, pausing, resumed, running, turn_opens, turn_over
 from pivotal.middleware.observe import noted, watched
 from pivotal.middleware.stop import turn_stop
 from pivotal.nodes.critic import COUNTER, review
@@ -205,13 +206,21 @@ class PivotalCritic(AgentMiddleware):
         """Also the first hook of a turn: a run context that loosens the safety settings is refused
         here (reading `self.context`), before the model is asked or any tool runs; a resumed tool
         call is refused where its wrapper reads them. No hook of its own: a node, and a checkpoint,
-        more per turn.
+        more per turn. A turn holds its thread from here under `double_text` (middleware/busy.py).
         """
-        return turn_stop(state, self.context)
+        return run_blocking(self._before_model, state)
 
     @hook_config(can_jump_to=["end"])
     async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        return turn_stop(state, self.context)
+        return await self._before_model(state)
+
+    async def _before_model(self, state: Any) -> dict[str, Any] | None:
+        context = self.context
+        opened = await turn_opens(state, context)
+        if stop := turn_stop(state, context):
+            await turn_over(state)
+            return stop
+        return opened
 
     # --- a paused approval resumes with the critic it paused with -----------------------------
     def _same_critic(self, state: dict[str, Any]) -> None:
@@ -226,13 +235,23 @@ class PivotalCritic(AgentMiddleware):
     # --- the agent's tools, as the model sees them ------------------------------------------
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
         self._learn_tools(request)
-        return handler(request)
+        try:
+            with running(request.state):
+                return handler(request)
+        except Exception:
+            run_blocking(turn_over, request.state)  # the turn ends here: its thread is free
+            raise
 
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> Any:
         self._learn_tools(request)
-        return await handler(request)
+        try:
+            with running(request.state):
+                return await handler(request)
+        except Exception:
+            await turn_over(request.state)
+            raise
 
     def _learn_tools(self, request: ModelRequest) -> None:
         self._tools.update({t.name: t for t in request.tools if isinstance(t, BaseTool)})
@@ -251,10 +270,18 @@ class PivotalCritic(AgentMiddleware):
 
     # --- the review, when the model proposes the calls ----------------------------------------
     def after_model(self, state: Any, runtime: Runtime) -> dict[str, Any] | None:
-        return self._with_critic(state, run_blocking(self._review_reply, state))
+        with running(state):
+            update = self._with_critic(state, run_blocking(self._review_reply, state))
+        if ends_turn(state):
+            run_blocking(turn_over, state)
+        return update
 
     async def aafter_model(self, state: Any, runtime: Runtime) -> dict[str, Any] | None:
-        return self._with_critic(state, await self._review_reply(state))
+        with running(state):
+            update = self._with_critic(state, await self._review_reply(state))
+        if ends_turn(state):
+            await turn_over(state)
+        return update
 
     def _with_critic(self, state: dict[str, Any], update: dict[str, Any] | None) -> dict[str, Any] | None:
         """The review's update, with the critic model it was made under when that changed."""
@@ -314,13 +341,21 @@ class PivotalCritic(AgentMiddleware):
 
     # --- each tool call: enforce the verdict ----------------------------------------------------
     def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
+        with running(request.state):  # the turn holds its thread while the call runs (middleware/busy.py)
+            return self._tool_call(request, handler)
+
+    async def awrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
+        with running(request.state):
+            return await self._atool_call(request, handler)
+
+    def _tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
         self._same_critic(request.state)
         ruling, record = run_blocking(self._ruling, request)
         if isinstance(ruling, str):
             return _replayed(request, record, ruling)
         return self._act(request, ruling, record, handler)
 
-    async def awrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
+    async def _atool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
         self._same_critic(request.state)
         ruling, record = await self._ruling(request)
         if isinstance(ruling, str):
@@ -431,6 +466,7 @@ class PivotalCritic(AgentMiddleware):
         The flag: the person re-approved a repeat (`{"type": "approve", "repeat": true}`).
         """
         call = request.tool_call
+        pausing(request.state)  # a turn waiting for a person is not running (middleware/busy.py)
         reply = interrupt(
             {
                 "type": "tool_approval",
@@ -444,6 +480,7 @@ class PivotalCritic(AgentMiddleware):
                 **({"repeat": repeat} if repeat else {}),
             }
         )
+        resumed(request.state)
         if isinstance(reply, dict) and isinstance(reply.get("decisions"), list) and len(reply["decisions"]) == 1:
             reply = reply["decisions"][0]
         if isinstance(reply, dict) and reply.get("type") == "edit":

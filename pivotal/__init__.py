@@ -60,6 +60,8 @@ _HOMES = {
     "PivotalError": "pivotal.core.errors",
     "EnvironmentFault": "pivotal.core.errors",
     "InfrastructureFault": "pivotal.core.errors",
+    "DoubleTextRejected": "pivotal.graphs.busy",
+    "TurnInterrupted": "pivotal.graphs.busy",
 }
 
 __all__ = sorted([*_HOMES, "__version__"])
@@ -127,4 +129,5 @@ if TYPE_CHECKING:
         run_batch as run_batch,
         run_batch_on_ray as run_batch_on_ray,
     )
+    from pivotal.graphs.busy import DoubleTextRejected as DoubleTextRejected, TurnInterrupted as TurnInterrupted
     from pivotal.middleware import PivotalCritic as PivotalCritic, PivotalMemory as PivotalMemory

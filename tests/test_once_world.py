@@ -388,3 +388,40 @@ async def test_the_thread_record_reads_every_task_of_the_same_node_and_only_what
     ran("agent:second", "call-3")  # listed after agent:first, whose checkpoints are older
     assert set((await thread_record(node)).ran) == {"call-1", "call-2", "call-3"}
     connection.close()
+
+
+# --- the command line's re-approval ----------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("flags", "refunded"), [(["--repeat"], 2), ([], 1)], ids=["repeat", "plain"])
+def test_pivotal_resume_repeat_re_approves_a_repeat_and_a_plain_approval_does_not(tmp_path, capsys, flags, refunded):
+    """`pivotal resume --decision approve --repeat` is the person's explicit re-approval of a repeat."""
+    from pivotal.cli.main import main
+
+    def cli(*args: str) -> dict:
+        code = main([*args, "--checkpoints", str(tmp_path / "cp.sqlite"), "--json"])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        return json.loads(out)
+
+    ledger = tmp_path / "ledger.jsonl"
+
+    def refunds() -> int:  # pivotal.testing.ledger_env's ledger: one line per call that ran
+        return [json.loads(line)["kind"] for line in ledger.read_text().splitlines()].count("refund")
+
+    cli("run", "--env", "support-desk-forgetful", "--param", f"ledger={ledger}", "--param", "mistake=email",
+        "--model", "sim", "--no-memory", "--require-approval-for", "refund", "--thread-id", "T",
+        "--plugin", "pivotal.testing.ledger_env")  # fmt: skip
+    asked = cli("resume", "T", "--decision", "approve")  # the refund; then the email bounces and it is proposed again
+    assert refunds() == 1 and "already ran in this thread" in asked["interrupt"]["repeat"]
+    cli("resume", "T", "--decision", "approve", *flags)
+    assert refunds() == refunded
+
+
+def test_pivotal_resume_repeat_with_a_rejection_is_refused_in_one_line(tmp_path, capsys):
+    from pivotal.cli.main import main
+
+    code = main(["resume", "T", "--decision", "reject", "--repeat", "--checkpoints", str(tmp_path / "cp.sqlite")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "--repeat" in err and "--decision approve" in err

@@ -8,8 +8,11 @@ server; a `create_agent` agent's own model is the same clerk as a tool-calling c
 Checkpoints are real SQLite files, and real Postgres (127.0.0.1:5432) for forks and double submits.
 """
 
+import asyncio
 import re
 import sqlite3
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,8 +33,9 @@ from langgraph_sdk import get_client
 import pivotal
 from pivotal import Context, PivotalCritic, PivotalError, ToolEnvironment, build_graph, create_pivotal_agent
 from pivotal.core.environments import register_environment
+from pivotal.graphs.busy import DoubleTextRejected, TurnInterrupted, board_for
 from pivotal.testing.loopback_provider import loopback
-from pivotal.testing.promise_desk import ClerkChatModel, clerk_responder, desk_tools, ledger_kinds
+from pivotal.testing.promise_desk import ClerkChatModel, clerk_responder, desk_tools, ledger_kinds, refunds_held
 from pivotal.testing.servers import free_port
 
 GOAL = "Please refund order A1 in full and email the customer."
@@ -328,6 +332,54 @@ def test_10_a_canary_secret_never_reaches_the_checkpoint_file(surface, server, l
     assert count(ledger, "email") == 1  # the turn went through (the lookup returned the canary)
     raw = b"".join(path.read_bytes() for path in tmp_path.glob("checkpoints.sqlite*"))
     assert raw.count(canary.encode()) == 0
+
+
+@pytest.mark.parametrize("policy", ["reject", "enqueue", "interrupt", "rollback"])
+def test_11_a_message_sent_while_a_turn_runs_refunds_once(surface, server, ledger, tmp_path, policy):
+    """Sent while the first turn's refund is still running (two request handlers, one thread): the
+    second follows `double_text`, and the refund is made once whatever the policy.
+    """
+    server.responder = clerk_responder()
+    config, done = thread(), {}
+    with saver("sqlite", tmp_path) as checkpointer, refunds_held(ledger) as gate:
+        app = surface.build(checkpointer, double_text=policy)
+
+        def send(name: str, text: str) -> None:
+            try:
+                done[name] = app.invoke(surface.ask(text), config)
+            except PivotalError as refused:
+                done[name] = refused
+
+        first = threading.Thread(target=send, args=("first", GOAL))
+        first.start()
+        _until(lambda: count(ledger, "refund") == 1 or not first.is_alive())
+        second = threading.Thread(target=send, args=("second", f"{GOAL} Sent again."))
+        second.start()
+        board = asyncio.run(board_for(checkpointer))
+        thread_id = config["configurable"]["thread_id"]
+        if policy == "reject":
+            second.join(30)
+        elif policy == "enqueue":
+            second.join(0.3)  # waiting leaves no mark on the board
+        else:
+            _until(lambda: asyncio.run(board.read(thread_id)).stop == policy)
+        gate.set()
+        first.join(60)
+        second.join(60)
+    assert count(ledger, "refund") == 1
+    if policy == "reject":
+        assert isinstance(done["second"], DoubleTextRejected), done["second"]
+    elif policy == "enqueue":
+        assert not isinstance(done["first"], Exception) and not isinstance(done["second"], Exception), done
+    else:
+        assert isinstance(done["first"], TurnInterrupted) and not isinstance(done["second"], Exception), done
+
+
+def _until(check: Callable[[], bool], seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
 
 
 # --- `langgraph dev` over HTTP: one test, on tests/test_studio.py's server ------------------------

@@ -109,6 +109,12 @@ def _parser() -> argparse.ArgumentParser:
     paused.add_argument("thread_id")
     paused.add_argument("--decision", choices=["approve", "reject"], required=True)
     paused.add_argument("--reason", default="")
+    paused.add_argument(
+        "--repeat",
+        action="store_true",
+        help="with --decision approve: run again an irreversible action that already ran in this thread "
+        '(the pause says so); a plain approval never does ({"decision": "approve", "repeat": true})',
+    )
     paused.add_argument("--checkpoints", metavar="PATH|URL", help="the paused run's checkpoint file or URL")
     paused.add_argument("--json", action="store_true")
     paused.add_argument("--check", action="store_true")
@@ -153,10 +159,12 @@ def _resume(args: argparse.Namespace) -> int:
     """The run goes on with its saved settings and plugins; a contradicting flag is refused."""
     from pivotal.graphs.runner import resume, saved_values
 
+    if args.repeat and args.decision != "approve":
+        raise PivotalError("--repeat re-approves an action that already ran; give it with --decision approve")
     saved = asyncio.run(saved_values(args.thread_id, args.checkpoints))
     options.load_plugins([*saved.get("plugins", []), *args.plugin])
     context = options.resumed_context(saved.get("run_settings") or {}, args)
-    reply = {"decision": args.decision, "reason": args.reason}
+    reply = {"decision": args.decision, "reason": args.reason, **({"repeat": True} if args.repeat else {})}
     live = None if args.json else Trace(sys.stdout)
     result = resume(args.thread_id, reply, context, checkpoint_path=args.checkpoints, on_update=live)
     return _report(result, args, traced=live is not None)
@@ -181,9 +189,10 @@ def _report(result, args: argparse.Namespace, *, traced: bool = False) -> int:
     else:
         _print_summary(result, path=not traced)
     if result.status == "interrupted" and not args.json:
+        again = " [--repeat: it already ran; run it again]" if (result.interrupt or {}).get("repeat") else ""
         print(
             f"paused for approval of {result.interrupt['action']}: continue with `pivotal resume "
-            f"{result.thread_id} --decision approve|reject` (same --checkpoints and model flags)"
+            f"{result.thread_id} --decision approve|reject{again}` (same --checkpoints and model flags)"
         )
     return EXIT_TASK_FAILED if args.check and result.status != "success" else EXIT_SUCCESS
 

@@ -9,8 +9,10 @@ responder for the loopback OpenAI-compatible server (the graph's actor and criti
 
 import json
 import re
+import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +55,8 @@ def desk_tools(
 
     def refund(order_id: str, amount: float) -> str:
         write("refund", order_id=order_id, amount=amount)
+        if (gate := _held.get(str(ledger))) is not None:
+            gate.wait(60)  # made, and still running: a turn another message meets (`refunds_held`)
         return f"refunded {amount:.2f} of {order_id}"
 
     def send_email(to: str, body: str) -> str:
@@ -67,6 +71,22 @@ def desk_tools(
     for each in tools:
         each.handle_tool_error = answer_errors
     return tools
+
+
+@contextmanager
+def refunds_held(ledger: Path) -> Iterator[threading.Event]:
+    """Inside, each refund written to `ledger` is made and then held, still running, until the event
+    is set: so a second message can arrive while a turn runs (the double-text promise).
+    """
+    gate = _held[str(ledger)] = threading.Event()
+    try:
+        yield gate
+    finally:
+        gate.set()
+        _held.pop(str(ledger), None)
+
+
+_held: dict[str, threading.Event] = {}
 
 
 def ledger_kinds(ledger: Path) -> list[str]:
