@@ -15,6 +15,13 @@ from pivotal.core.secrets import redact_event
 _configured = False
 
 
+def _to_stderr(*_: object) -> structlog.PrintLogger:
+    """The stderr of the moment, not of the first log line: a stream swapped and closed since (a test's
+    capture, an app's redirect) would otherwise make every later line raise "I/O operation on closed file".
+    """
+    return structlog.PrintLogger(file=sys.stderr)
+
+
 def configure(level: str = "WARNING") -> None:
     global _configured
     renderer = structlog.dev.ConsoleRenderer() if sys.stderr.isatty() else structlog.processors.JSONRenderer()
@@ -27,7 +34,7 @@ def configure(level: str = "WARNING") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper(), logging.WARNING)),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=_to_stderr,
         cache_logger_on_first_use=False,
     )
     _configured = True
