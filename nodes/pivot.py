@@ -12,6 +12,8 @@ retry then goes forward from the real state with every executed step still in th
 No executed action is ever run again here.
 """
 
+import json
+import os
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -25,7 +27,7 @@ from pivotal.core.task import Task
 async def pivot(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     reflections = state["reflections"]
     pivotal = runtime.context.retry == "pivotal"
-    keep = _pivot_step(reflections[-1], runtime.context, state["trajectory"]) if pivotal else 0
+    keep = _pivot_step(reflections, runtime.context, state["trajectory"], state.get("initial_state")) if pivotal else 0
     task = Task.model_validate(state["task"])
     rewound = await rewind(state["run_id"], task, state["trajectory"], keep, runtime.context.step_timeout)
     trajectory = rewound.trajectory
@@ -54,21 +56,77 @@ async def pivot(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     }
 
 
-def _pivot_step(reflection: Reflection, context: Context, trajectory: list[Step]) -> int:
+def _pivot_step(reflections: list[Reflection], context: Context, trajectory: list[Step], initial: Any = None) -> int:
     """The step the retry redoes: every step before it is kept. A reflection checkpointed before
     reflections named a point of no return has only its first mistake.
     """
+    reflection = reflections[-1]
     first = reflection["pivotal_step"]
     late = reflection.get("no_return_step", first)
-    if context.pivot == "first_mistake" or late <= first:
+    if context.pivot == "first_mistake":
         return first
     if context.pivot == "no_return":
-        return late
-    if (closest := closest_restart(trajectory, late, context)) is not None:
+        return max(late, first)
+    if (closest := closest_restart(trajectory, max(late, first), context)) is not None:
         return closest
-    return best_restart(
-        first, late, reflection.get("steps_left_at_pivotal"), reflection.get("steps_left_at_no_return"), context
-    )
+    left_first, left_late = reflection.get("steps_left_at_pivotal"), reflection.get("steps_left_at_no_return")
+    rule = os.environ.get("PIVOTAL_RULE", "room")
+    if rule == "room" or (left_first is not None and left_late is not None):
+        return first if late <= first else best_restart(first, late, left_first, left_late, context)
+    chosen = first if late <= first else best_restart(first, late, None, None, context)
+    return signal_restart(trajectory, initial, chosen, max(late, first), reflections, rule)
+
+
+def progress_estimates(trajectory: list[Step], initial: Any) -> list[float]:
+    """What the run itself recorded of the distance to the goal, without the environment's hook: entry
+    k for the state after k steps, lower is closer. A step the critic approved counts as one step
+    closer and one it let through doubting (revise) one farther; one no critic judged, none. A state
+    the world was in before gets that earlier estimate back (a loop gains nothing), and a step that
+    changed nothing keeps the one before it.
+    """
+    estimates = [0.0]
+    seen: dict[str, float] = {}
+    if initial is not None:
+        seen[json.dumps(initial, sort_keys=True, default=str)] = 0.0
+    for step in trajectory:
+        here = estimates[-1] + _judged(step)
+        if step.get("no_op") or step.get("error"):
+            here = estimates[-1]
+        if step.get("state") is not None:
+            key = json.dumps(step["state"], sort_keys=True, default=str)
+            here = seen.setdefault(key, here)
+        estimates.append(here)
+    return estimates
+
+
+def _judged(step: Step) -> float:
+    verdicts = [v for v in step.get("verdicts") or [] if v.get("source") in ("critic", "critic-advisory")]
+    ran = [v for v in verdicts if v.get("action") == step["action"] and v.get("arguments") == step.get("arguments")]
+    if not ran:
+        return 0.0
+    return -1.0 if ran[-1].get("decision") == "approve" else 1.0
+
+
+def signal_restart(
+    trajectory: list[Step], initial: Any, chosen: int, late: int, reflections: list[Reflection], rule: str
+) -> int:
+    if chosen >= len(trajectory):
+        return chosen  # stuck before acting: every executed step is kept
+    estimates = progress_estimates(trajectory, initial)
+    bound = late if rule != "signals-all" else len(trajectory) - 1
+    bound = max(0, min(bound, len(trajectory) - 1))
+    if rule in ("signals-back", "back") and len(reflections) > 1:
+        before = reflections[-2].get("kept_steps")
+        mine = reflections[-1]["pivotal_step"]
+        if before is not None and before > 0 and mine <= before + 1:
+            bound = min(bound, before - 1)  # the retry went wrong right where it restarted: go back further
+            chosen = min(chosen, bound)
+    if rule == "back":
+        return chosen
+    best = min(estimates[: bound + 1])
+    if estimates[min(chosen, bound)] <= best:
+        return min(chosen, bound)
+    return estimates.index(best)
 
 
 def best_restart(first: int, late: int, left_first: int | None, left_late: int | None, context: Context) -> int:
