@@ -41,7 +41,7 @@ HOOKED = ("word-room", "cave-quest", "cliff-grid", "lava-key-grid", "gridworld")
 """The worlds with a `steps_to_goal` hook; each has a `-blind` twin without it."""
 EVERY = (*HOOKED, "frozenlake", "taxi", "minesweeper")
 ERRORS = (0.2, 0.3, 0.4)
-REFLECTOR_ERRORS = (0.0, 0.25, 0.5, 0.75, 1.0)
+REFLECTOR_ERRORS = (0.0, 0.3, 0.6, 1.0)
 RULES = ("room", "signals", "signals-back", "back")
 
 
@@ -101,7 +101,7 @@ def scores(rows: list[dict[str, Any]]) -> dict[str, Any]:
 async def part_accuracy(seeds: int, model: str | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for error in ERRORS:
-        jobs = [(f"sim@{error}", (env, seed, error, True, {})) for env, seed, _ in tasks(EVERY, seeds)]
+        jobs = [(f"sim@{error}", (env, seed, error, critic, {})) for env, seed, critic in tasks(EVERY, seeds)]
         rows = await gather(jobs)
         out[f"sim error {error}"] = {
             "all": scores(rows),
@@ -133,9 +133,9 @@ def compare(rows: list[dict[str, Any]], new: str, base: str) -> dict[str, Any]:
     }
 
 
-async def part_curve(seeds: int, error: float = 0.3) -> dict[str, Any]:
+async def part_curve(seeds: int, hooks: tuple[str, ...] = ("on", "off"), error: float = 0.3) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for hook in ("on", "off"):
+    for hook in hooks:
         envs = HOOKED if hook == "on" else tuple(f"{e}-blind" for e in HOOKED)
         for r in REFLECTOR_ERRORS:
             reflector = {"reflector_model": f"sim:error={r},seed=7"}
@@ -150,14 +150,18 @@ async def part_curve(seeds: int, error: float = 0.3) -> dict[str, Any]:
     return out
 
 
-async def part_rules(seeds: int, rules: tuple[str, ...] = RULES) -> dict[str, Any]:
+async def part_rules(seeds: int, rules: tuple[str, ...] = RULES, reuse: Path | None = None) -> dict[str, Any]:
+    """`reuse`: a runs file an earlier `--parts rules` wrote, whose full-retry runs (deterministic per
+    seed) stand in for running them again.
+    """
     envs = tuple(f"{e}-blind" for e in HOOKED)
     jobs = [
         ("full", (env, seed, error, critic, {"retry": "full"}))
         for env, seed, critic in tasks(envs, seeds)
         for error in ERRORS
     ]
-    rows = await gather(jobs)
+    kept = json.loads(reuse.read_text()) if reuse and reuse.exists() else []
+    rows = [r for r in kept if r["config"] == "full"] or await gather(jobs)
     out: dict[str, Any] = {}
     for rule in rules:
         os.environ["PIVOTAL_RULE"] = rule
@@ -175,7 +179,63 @@ async def part_rules(seeds: int, rules: tuple[str, ...] = RULES) -> dict[str, An
         out[rule]["per_env"] = per_env
         print(f"rule {rule}: {json.dumps({k: v for k, v in out[rule].items() if k != 'per_env'})}", flush=True)
     os.environ.pop("PIVOTAL_RULE", None)
-    return out
+    return {**out, "_runs": rows}
+
+
+def _pct(row: dict[str, Any], kind: str) -> str:
+    value, ci = row[kind], row[f"{kind}_ci95"]
+    return "n/a" if value is None else f"{value:.0%} ({ci[0]:.0%}–{ci[1]:.0%})"
+
+
+def _accuracy_cells(found: dict[str, Any]) -> str:
+    return " | ".join(
+        _pct(found[field], kind) for field in ("named", "no_return", "kept") for kind in ("top1", "within1")
+    )
+
+
+def _ratio(row: dict[str, Any]) -> str:
+    ci, delta = row["steps_ratio_ci95"], row["success_delta_ci95"]
+    ratio = f"{row['steps_ratio']}× ({ci[0]}–{ci[1]})" if ci else f"{row['steps_ratio']}×"
+    return f"{ratio} | {row['success']} ({row['success_full']}) | {delta}"
+
+
+ACCURACY_HEAD = (
+    "reflection top-1 | reflection within one | no return top-1 | no return within one | restart top-1 | "
+    "restart within one"
+)
+
+
+def markdown(found: dict[str, Any]) -> str:
+    lines = [f"python benchmarks/bench_pivot_accuracy.py --seeds {found['seeds']}: {found['wall_s']} s", ""]
+    if "accuracy" in found:
+        lines += ["### Accuracy per model and environment (pivot best, critic on and off)", ""]
+        lines += [f"| model | env | attempts (scored) | {ACCURACY_HEAD} |", "|---" * 9 + "|"]
+        for model, envs in found["accuracy"].items():
+            for env, fields in envs.items():
+                n = f"{fields['named']['attempts']} ({fields['named']['scored']})"
+                lines.append(f"| {model} | {env} | {n} | {_accuracy_cells(fields)} |")
+        lines.append("")
+    if "curve" in found:
+        lines += ["### Retry's cost as the reflector gets worse (actor and critic sim error 0.3)", ""]
+        head = "| setting | tasks | steps vs full (95% CI) | success (full) | Δ success 95% CI | restart top-1 | "
+        lines += [head + "restart within one | reflection within one |", "|---" * 8 + "|"]
+        for name, row in found["curve"].items():
+            acc = row["accuracy"]
+            cells = f"{_pct(acc['kept'], 'top1')} | {_pct(acc['kept'], 'within1')} | {_pct(acc['named'], 'within1')}"
+            lines.append(f"| {name} | {row['tasks']} | {_ratio(row)} | {cells} |")
+        lines.append("")
+    if "rules" in found:
+        lines += ["### Pivot rules with every hook off (-blind worlds), against full retry", ""]
+        lines += [
+            "| rule | group | tasks | steps vs full (95% CI) | success (full) | Δ success 95% CI |",
+            "|---" * 6 + "|",
+        ]
+        for rule, row in found["rules"].items():
+            lines.append(f"| {rule} | all | {row['tasks']} | {_ratio(row)} |")
+            for env, cell in row["per_env"].items():
+                lines.append(f"| {rule} | {env} | {cell['tasks']} | {_ratio(cell)} |")
+        lines.append("")
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -184,6 +244,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=96, help="tasks per configuration, spread over env and critic")
     parser.add_argument("--model", help="also score this reflector model (e.g. local: slow, 8 tasks)")
     parser.add_argument("--rules", nargs="+", default=list(RULES))
+    parser.add_argument("--hooks", nargs="+", choices=("on", "off"), default=["on", "off"], help="curve: hook on, off")
+    parser.add_argument("--reuse", type=Path, help="full-retry runs from an earlier rules part (pivot_rules_runs.json)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     arguments = parser.parse_args()
     started = time.perf_counter()
@@ -192,12 +254,16 @@ def main() -> None:
         found["accuracy"] = asyncio.run(part_accuracy(arguments.seeds, arguments.model))
         print(json.dumps(found["accuracy"]["sim error 0.3"]["all"]), flush=True)
     if "curve" in arguments.parts:
-        found["curve"] = asyncio.run(part_curve(arguments.seeds))
+        found["curve"] = asyncio.run(part_curve(arguments.seeds, tuple(arguments.hooks)))
     if "rules" in arguments.parts:
-        found["rules"] = asyncio.run(part_rules(arguments.seeds, tuple(arguments.rules)))
+        runs = arguments.out / "pivot_rules_runs.json"
+        found["rules"] = asyncio.run(part_rules(arguments.seeds, tuple(arguments.rules), arguments.reuse))
+        runs.write_text(json.dumps(found["rules"].pop("_runs")))
     found["wall_s"] = round(time.perf_counter() - started, 1)
     arguments.out.mkdir(parents=True, exist_ok=True)
     (arguments.out / "pivot_accuracy.json").write_text(json.dumps(found, indent=1))
+    (arguments.out / "pivot_accuracy.md").write_text(markdown(found))
+    print(markdown(found))
     print(f"wall {found['wall_s']} s")
 
 
