@@ -98,9 +98,9 @@ def scores(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {field: accuracy(flat, field) for field in ("named", "no_return", "kept")}
 
 
-async def part_accuracy(seeds: int, model: str | None) -> dict[str, Any]:
+async def part_accuracy(seeds: int, model: str | None, sim: bool = True) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for error in ERRORS:
+    for error in ERRORS if sim else ():
         jobs = [(f"sim@{error}", (env, seed, error, critic, {})) for env, seed, critic in tasks(EVERY, seeds)]
         rows = await gather(jobs)
         out[f"sim error {error}"] = {
@@ -108,10 +108,13 @@ async def part_accuracy(seeds: int, model: str | None) -> dict[str, Any]:
             **{env: scores([r for r in rows if r["env"] == env]) for env in EVERY},
         }
     if model:  # slow: a real reflector on a sim actor's failed attempts
-        few = [(env, seed, c) for env, seed, c in tasks(("cliff-grid", "cave-quest"), 8)]
-        jobs = [(model, (env, seed, 0.3, True, {"reflector_model": model})) for env, seed, _ in few]
+        few = tasks(("cliff-grid", "cave-quest"), 8)
+        jobs = [(model, (env, seed, 0.3, critic, {"reflector_model": model})) for env, seed, critic in few]
         rows = await gather(jobs, concurrency=1)
-        out[f"{model} (actor sim error 0.3)"] = {"all": scores(rows)}
+        out[f"{model} (actor sim error 0.3)"] = {
+            "all": scores(rows),
+            **{env: scores([r for r in rows if r["env"] == env]) for env in ("cliff-grid", "cave-quest")},
+        }
     return out
 
 
@@ -240,19 +243,20 @@ def markdown(found: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--parts", nargs="+", choices=("accuracy", "curve", "rules"), default=["accuracy", "curve"])
+    parser.add_argument("--parts", nargs="*", choices=("accuracy", "curve", "rules"), default=["accuracy", "curve"])
     parser.add_argument("--seeds", type=int, default=96, help="tasks per configuration, spread over env and critic")
-    parser.add_argument("--model", help="also score this reflector model (e.g. local: slow, 8 tasks)")
+    parser.add_argument("--model", help="also score this reflector model on 8 tasks (local, the embedded one: slow)")
     parser.add_argument("--rules", nargs="+", default=list(RULES))
     parser.add_argument("--hooks", nargs="+", choices=("on", "off"), default=["on", "off"], help="curve: hook on, off")
     parser.add_argument("--reuse", type=Path, help="full-retry runs from an earlier rules part (pivot_rules_runs.json)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     arguments = parser.parse_args()
     started = time.perf_counter()
+    arguments.out.mkdir(parents=True, exist_ok=True)
     found: dict[str, Any] = {"seeds": arguments.seeds}
-    if "accuracy" in arguments.parts:
-        found["accuracy"] = asyncio.run(part_accuracy(arguments.seeds, arguments.model))
-        print(json.dumps(found["accuracy"]["sim error 0.3"]["all"]), flush=True)
+    if "accuracy" in arguments.parts or arguments.model:
+        sim = "accuracy" in arguments.parts
+        found["accuracy"] = asyncio.run(part_accuracy(arguments.seeds, arguments.model, sim))
     if "curve" in arguments.parts:
         found["curve"] = asyncio.run(part_curve(arguments.seeds, tuple(arguments.hooks)))
     if "rules" in arguments.parts:

@@ -142,7 +142,8 @@ class Context:
     (`steps_to_goal`), the state closest to the goal, no later than the point of no return, whose
     remaining steps still fit the path's room; else the point of no return when keeping the detour
     after the first mistake saves steps and still leaves the path room to finish, else the first
-    mistake, by the reflection's estimates of the steps still needed from each (`nodes/pivot.py`)."""
+    mistake, by the reflection's estimates of the steps still needed from each; without those, by what
+    the run recorded (critic verdicts, no-ops, revisited states: `nodes/pivot.py`, `recorded_restart`)."""
     memory: bool = True
     recall: RecallMode = "step"
     recall_k: int = 3

@@ -73,10 +73,21 @@ def _pivot_step(reflections: list[Reflection], context: Context, trajectory: lis
     chosen = best_restart(first, late, left_first, left_late, context)
     if PIVOTAL_RULE == "room" or (left_first is not None and left_late is not None):
         return chosen
-    return recorded_restart(trajectory, initial, chosen, late)
+    return recorded_restart(trajectory, initial, _half_way(chosen, first, late, context), late)
 
 
 PIVOTAL_RULE = os.environ.get("PIVOTAL_RULE", "signals")
+
+
+def _half_way(chosen: int, first: int, late: int, context: Context) -> int:
+    """Where nothing says how far the goal was and the point of no return would use more than half the
+    path: keep the path up to its half (not before the first mistake), not just the steps before the
+    first mistake. An attempt that ran out of steps names its last step as the point of no return, and
+    restarting at its first slip threw away the progress after it. Under "new" kept steps take no room.
+    """
+    if chosen != first or late * 2 <= context.max_steps or context.budget == "new":
+        return chosen
+    return max(first, min(late, context.max_steps // 2))
 
 
 def recorded_restart(trajectory: list[Step], initial: Any, chosen: int, late: int) -> int:

@@ -151,3 +151,10 @@ def test_without_the_hook_or_a_critic_best_keeps_the_reflections_choice_less_its
     assert _pivot_step(reflections, Context(model="sim", max_steps=20), trajectory, [0]) == 7
     looped = _walk([""] * 8, states=[1, 2, 3, 2, 1, 0, 1, 2])  # after 7 steps the world is as after 1
     assert _pivot_step(reflections, Context(model="sim", max_steps=20), looped, [0]) == 1
+
+
+def test_without_any_signal_an_attempt_that_ran_out_keeps_half_its_path_not_its_first_slip():
+    trajectory = _walk([""] * 20)
+    reflections = [{"pivotal_step": 1, "no_return_step": 19}]  # ran out of steps: its last step is the latest
+    assert _pivot_step(reflections, Context(model="sim", max_steps=20), trajectory, [0]) == 10
+    assert _pivot_step(reflections, Context(model="sim", max_steps=20, pivot="first_mistake"), trajectory, [0]) == 1
