@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from pivotal.bench.metrics import paired
 from pivotal.bench.pivot_truth import accuracy, score_run
 from pivotal.core.context import Context
 from pivotal.graphs import arun
+from pivotal.nodes import pivot as pivot_node
 
 MAX_STEPS = {"word-room": 8, "cave-quest": 16, "cliff-grid": 18, "lava-key-grid": 20, "gridworld": 20,
              "frozenlake": 20, "taxi": 30, "minesweeper": 20}  # fmt: skip
@@ -42,7 +42,8 @@ HOOKED = ("word-room", "cave-quest", "cliff-grid", "lava-key-grid", "gridworld")
 EVERY = (*HOOKED, "frozenlake", "taxi", "minesweeper")
 ERRORS = (0.2, 0.3, 0.4)
 REFLECTOR_ERRORS = (0.0, 0.3, 0.6, 1.0)
-RULES = ("room", "signals", "signals-back", "back")
+RULES = ("reflection", "record")
+"""`best` without the hook: the reflection's choice alone, or read against the run's record (the default)."""
 
 
 def limit_of(env: str) -> int:
@@ -167,7 +168,7 @@ async def part_rules(seeds: int, rules: tuple[str, ...] = RULES, reuse: Path | N
     rows = [r for r in kept if r["config"] == "full"] or await gather(jobs)
     out: dict[str, Any] = {}
     for rule in rules:
-        os.environ["PIVOTAL_RULE"] = rule
+        pivot_node.READ_THE_RECORD = rule == "record"
         mine = [
             (rule, (env, seed, error, critic, {"retry": "pivotal"}))
             for env, seed, critic in tasks(envs, seeds)
@@ -181,7 +182,7 @@ async def part_rules(seeds: int, rules: tuple[str, ...] = RULES, reuse: Path | N
             per_env[env] = compare(subset, rule, "full")
         out[rule]["per_env"] = per_env
         print(f"rule {rule}: {json.dumps({k: v for k, v in out[rule].items() if k != 'per_env'})}", flush=True)
-    os.environ.pop("PIVOTAL_RULE", None)
+    pivot_node.READ_THE_RECORD = True
     return {**out, "_runs": rows}
 
 

@@ -4,7 +4,8 @@ Which step is redone is `Context.pivot`: the reflection's first mistake, its poi
 (the last state from which the goal was still reachable, which keeps more of the path), or per
 failure the restart with the shortest retry that still fits the path budget ("best"): the state the
 environment said was closest to the goal, where it says (`Step.goal_steps_left`), else whichever of
-the two the reflection's estimates favour.
+the two the reflection's estimates favour, else the one the run's own record favours (critic
+verdicts, no-ops, revisited states: `recorded_restart`), as an application's tools know no distance.
 `full` retry goes back to step 0 instead. How the world goes back is the environment's
 declaration (`rewind`): restored from a snapshot or replayed (the trajectory is cut), undone by
 compensating actions that the actor proposes next and the critic reviews, or not at all: the
@@ -13,7 +14,6 @@ No executed action is ever run again here.
 """
 
 import json
-import os
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -71,12 +71,14 @@ def _pivot_step(reflections: list[Reflection], context: Context, trajectory: lis
         return closest
     left_first, left_late = reflection.get("steps_left_at_pivotal"), reflection.get("steps_left_at_no_return")
     chosen = best_restart(first, late, left_first, left_late, context)
-    if PIVOTAL_RULE == "room" or (left_first is not None and left_late is not None):
+    if not READ_THE_RECORD or (left_first is not None and left_late is not None):
         return chosen
     return recorded_restart(trajectory, initial, _half_way(chosen, first, late, context), late)
 
 
-PIVOTAL_RULE = os.environ.get("PIVOTAL_RULE", "signals")
+READ_THE_RECORD = True
+"""Whether `best` falls back on the run's record (`recorded_restart`) where nothing says how far the
+goal is; benchmarks/bench_pivot_accuracy.py switches it off to measure the reflection's choice alone."""
 
 
 def _half_way(chosen: int, first: int, late: int, context: Context) -> int:

@@ -136,13 +136,15 @@ def _walk(decisions: list[str], states: list[int] | None = None) -> list[dict]:
     ]  # fmt: skip
 
 
-def test_without_the_hook_best_restarts_where_the_critic_last_saw_progress():
+def test_without_the_hook_best_restarts_where_the_critic_last_saw_progress(monkeypatch):
     """Four approved steps, then six the critic doubted: the reflection's point of no return (9) would
     keep the doubted detour; the run's own record says the state after step 3 was the closest.
     """
     trajectory = _walk(["approve"] * 4 + ["revise"] * 6)
     reflections = [{"pivotal_step": 2, "no_return_step": 9}]
     assert _pivot_step(reflections, Context(model="sim", max_steps=20), trajectory, [0]) == 4
+    monkeypatch.setattr("pivotal.nodes.pivot.READ_THE_RECORD", False)  # the reflection's choice alone
+    assert _pivot_step(reflections, Context(model="sim", max_steps=20), trajectory, [0]) == 9
 
 
 def test_without_the_hook_or_a_critic_best_keeps_the_reflections_choice_less_its_loops():
