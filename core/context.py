@@ -76,8 +76,9 @@ class Context:
     no strategy gets a longer path or more steps than the other. "path": the same path limit
     without the shared total. "new": the steps an attempt executes itself, so a pivotal retry that
     kept 5 steps still gets max_steps new ones and its path can be longer than a full retry's (it
-    favoured pivotal retry in the issue 32 bench: not a fair comparison). Where the world cannot go back (rewind `forward`,
-    `compensate`) kept steps stay in the world and every budget counts an attempt's new steps."""
+    favoured pivotal retry in the issue 32 bench: not a fair comparison). Where the world cannot go
+    back (rewind `forward`, `compensate`) kept steps stay in the world and every budget counts an
+    attempt's new steps."""
     max_critique_rounds: int = 2
     """Actor proposals the critic may send back per step before `on_critique_exhausted` applies
     (every proposal of the step it reviewed counts, those a person then rejected too)."""
