@@ -46,7 +46,7 @@ def rules(config: str) -> str:
     fields = {**{name: getattr(Context, name, None) for name in ("budget", "loop_detection")}, **CONFIGS[config]}
     hook = "off" if config in HOOK_OFF else "on where the world has one"
     note = " (not a fair comparison)" if fields["budget"] == "new" else ""
-    return f"budget {fields['budget']}{note} · loop detection {fields['loop_detection']} · steps_to_goal hook {hook}"
+    return f"budget {fields['budget']}{note} · loop detection {fields['loop_detection']} · distance hook {hook}"
 
 
 def runs_on(config: str, env: str) -> bool:
