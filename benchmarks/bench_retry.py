@@ -7,7 +7,8 @@ configuration with the same environment seed and the same sim seed: full retry, 
 going back to the first mistake, the point of no return, or the better of the two per failure
 (`pivot=best`). The main tables use the default budget ("fair": one path limit per attempt, one
 total for all attempts); one more table runs pivotal retry under "path" and "new" against the same
-full-retry runs (a full retry keeps nothing, so every budget treats it alike). Per family and over
+full-retry runs (a full retry keeps nothing, so every budget treats it alike); "new" gives a pivotal retry
+more steps than a full retry gets, so its rows are labelled as not a fair comparison. Per family and over
 all: executed steps as a ratio of full retry's with a 95% paired bootstrap interval, and success
 counts with the difference's interval (pivotal.bench.metrics). Every table is headed by its budget.
 
@@ -164,7 +165,7 @@ def tables(rows: list[dict[str, Any]], loop: str) -> list[dict[str, Any]]:
     names = [f"{n}/fair{suffix}" for n in STRATEGIES if n != "full"]
     fair = table(mine, "fair", names, base)
     other = [f"{n}/{b}{suffix}" for b in OTHER_BUDGETS for n in ("first_mistake", "best")]
-    found = [fair, table(mine, "path, new (full retry: fair)", other, base)]
+    found = [fair, table(mine, "path, new — new is not a fair comparison (full retry: fair)", other, base)]
     first = {r["stream"]: r for r in mine if r["config"] == FIRST + suffix}
     if first:
         found += anatomy(mine, first, names, base)

@@ -82,8 +82,9 @@ class Context:
     no strategy gets a longer path or more steps than the other. "path": the same path limit
     without the shared total. "new": the steps an attempt executes itself, so a pivotal retry that
     kept 5 steps still gets max_steps new ones and its path can be longer than a full retry's (it
-    favoured pivotal retry in the issue 32 bench). Where the world cannot go back (rewind `forward`,
-    `compensate`) kept steps stay in the world and every budget counts an attempt's new steps."""
+    favoured pivotal retry in the issue 32 bench: not a fair comparison). Where the world cannot go
+    back (rewind `forward`, `compensate`) kept steps stay in the world and every budget counts an
+    attempt's new steps."""
     max_critique_rounds: int = 2
     """Actor proposals the critic may send back per step before `on_critique_exhausted` applies
     (every proposal of the step it reviewed counts, those a person then rejected too)."""
@@ -169,7 +170,8 @@ class Context:
     (`steps_to_goal`), the state closest to the goal, no later than the point of no return, whose
     remaining steps still fit the path's room; else the point of no return when keeping the detour
     after the first mistake saves steps and still leaves the path room to finish, else the first
-    mistake, by the reflection's estimates of the steps still needed from each (`nodes/pivot.py`)."""
+    mistake, by the reflection's estimates of the steps still needed from each; without those, by what
+    the run recorded (critic verdicts, no-ops, revisited states: `nodes/pivot.py`, `recorded_restart`)."""
     memory: bool = True
     model_screen: bool = False
     """Also ask the critic's model, after the rule screen (memory/lesson/screen.py), whether a new lesson

@@ -173,6 +173,9 @@ class Reflection(TypedDict, total=False):
     failure: str
     failed_path: list[list[Any]]
     """[action, arguments] of the steps up to and including the pivotal one."""
+    attempt_path: list[list[Any]]
+    """[action, arguments] of every step on the failed attempt's path (kept ones included): what the
+    bench scores the pivotal step against (pivotal.bench.pivot_truth)."""
     rewind: Rewind
     kept_steps: int
     not_undone: list[int]

@@ -68,6 +68,7 @@ async def reflector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         attempt=state.get("retries", 0),
         failure=state["attempt_failed"],
         failed_path=[[s["action"], s["arguments"]] for s in trajectory[: reflection["pivotal_step"] + 1]],
+        attempt_path=[[s["action"], s["arguments"]] for s in trajectory],
     )
     drafts = reflection.pop("lesson_candidates")
     verified = state.get("verified", True)
@@ -120,6 +121,7 @@ def _stuck(state: State) -> dict[str, Any]:
         "attempt": state.get("retries", 0),
         "failure": state["attempt_failed"],
         "failed_path": [[s["action"], s["arguments"]] for s in state["trajectory"]],
+        "attempt_path": [[s["action"], s["arguments"]] for s in state["trajectory"]],
     }
     return {"reflections": [*state.get("reflections", []), reflection]}
 

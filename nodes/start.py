@@ -13,6 +13,7 @@ A resume (`Command(resume=...)`, `invoke(None)`) never comes here: it continues 
 import asyncio
 import hashlib
 import json
+import re
 import uuid
 from typing import Any
 
@@ -190,14 +191,18 @@ def _handed_in(messages: list[AnyMessage], question: Question | None) -> list[Tu
 
 def _family(task: Task, env: Any) -> str:
     """The task's lesson family: the one it names, else its environment's name refined by the
-    environment's `family()` hint for this instance (`env/kind`; "" leaves the name alone).
+    environment's `family()` hint for this instance (`env/kind`; "" leaves the name alone), else by
+    the task's parameters (`_kind_by_params`).
 
     Under one environment name can sit several kinds of task (text adventures of different games):
     a guardrail learnt in one was recalled in another, and only a `--family` per kind kept them apart.
     """
     hint = getattr(env, "family", None)
-    if task.family != task.env or not callable(hint):
+    if task.family != task.env:
         return task.family
+    if not callable(hint):
+        kind = _kind_by_params(task.params)
+        return f"{task.env}/{kind}" if kind else task.env
     try:
         kind = hint()
     except Exception as exc:  # noqa: BLE001 — the application's hook: say which and go no further
@@ -206,6 +211,25 @@ def _family(task: Task, env: Any) -> str:
         raise PivotalError(f"environment {task.env!r}: family() returned {type(kind).__name__}; return a str")
     kind = "-".join(kind.replace(".", " ").split())  # a LangGraph store's namespace labels refuse "."
     return f"{task.env}/{kind}" if kind else task.env
+
+
+INSTANCE_PARAMS = frozenset({"seed"})
+"""Parameters that pick another instance of the same kind of task (a layout), not another kind."""
+KIND_CHARS = 60
+"""A longer kind is cut and given a hash of the whole, so two kinds never share a label."""
+
+
+def _kind_by_params(params: dict[str, Any]) -> str:
+    """An environment without `family()`: the kind of task is its parameters other than `seed`
+    (`adventure` with `game=zork` -> `adventure/game-zork`), so lessons of one game are never recalled
+    in another; tasks that differ only by seed share their lessons. "" without such parameters.
+    """
+    parts = [f"{name}-{json.dumps(value, sort_keys=True) if isinstance(value, dict | list) else value}"
+             for name, value in sorted(params.items()) if name not in INSTANCE_PARAMS]  # fmt: skip
+    kind = re.sub(r"[^A-Za-z0-9_-]+", "-", "_".join(parts)).strip("-")
+    if len(kind) > KIND_CHARS:
+        kind = f"{kind[: KIND_CHARS - 17]}-{hashlib.sha256(kind.encode()).hexdigest()[:16]}"
+    return kind
 
 
 def _instance(env: Any) -> str:

@@ -24,7 +24,16 @@ from pivotal.cli.bench import QUICK, local_plan, local_results
 from pivotal.core.stats import wilson
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = ["actor", "critic", "critic+full", "critic+pivotal", "critic+pivotal+memory", "critic+pivotal+memory(task)"]
+CONFIGS = ["actor", "critic", "critic+full", "critic+pivotal", "critic+pivotal+memory", "critic+pivotal+memory(task)",
+           "critic+pivotal (loops off)", "critic+pivotal (hook off)"]  # fmt: skip
+HOOKED = {"gridworld"}
+"""The quick bench's worlds with a `steps_to_goal` hook: the hook-off configuration runs only there."""
+
+
+def _configs(env: str) -> list[str]:
+    return [c for c in CONFIGS if c != "critic+pivotal (hook off)" or env in HOOKED]
+
+
 ENVS = QUICK["envs"]
 PER_CELL = QUICK["streams"] * QUICK["tasks"]
 
@@ -61,12 +70,12 @@ def test_quick_bench_writes_a_complete_report_with_a_progress_bar(tmp_path):
         [sys.executable, "-m", "pivotal.cli", "bench", "--quick", "--out", str(tmp_path)]
     )
     assert code == 0, terminal[-2000:]
-    total = len(ENVS) * len(CONFIGS) * PER_CELL
+    total = sum(len(_configs(env)) for env in ENVS) * PER_CELL
     assert f"{total}/{total}" in terminal and "task" in terminal  # the bar reached the end, on stderr
     results = json.loads((tmp_path / "results.json").read_text())
     assert sorted(results["groups"]) == sorted(f"{env}@0.3" for env in ENVS)
-    for configs in results["groups"].values():
-        assert list(configs) == CONFIGS
+    for group, configs in results["groups"].items():
+        assert list(configs) == _configs(group.split("@")[0])
         for row in configs.values():
             assert {
                 "success",
@@ -89,8 +98,12 @@ def test_quick_bench_writes_a_complete_report_with_a_progress_bar(tmp_path):
             assert row["tasks"] == PER_CELL
     assert [(c["new"], c["baseline"]) for c in results["comparisons"]] == COMPARISONS
     for comparison in results["comparisons"]:
-        assert set(comparison["groups"]) == set(results["groups"]) | {"all"}
-        assert comparison["groups"]["all"]["tasks"] == len(ENVS) * PER_CELL
+        envs = [env for env in ENVS if comparison["baseline"] in _configs(env)]
+        assert set(comparison["groups"]) == {f"{env}@0.3" for env in envs} | ({"all"} if len(envs) > 1 else set())
+        assert (comparison["groups"].get("all") or comparison["groups"]["gridworld@0.3"])["tasks"] == len(
+            envs
+        ) * PER_CELL
+    assert set(results["pivot_accuracy"]) >= {"critic+full", "critic+pivotal", "critic+pivotal (hook off)"}
     assert set(results["memory_curve"]) == {"critic+pivotal", "critic+pivotal+memory"}
     assert len(results["records"]) == total
     report = (tmp_path / "report.md").read_text()
@@ -98,6 +111,10 @@ def test_quick_bench_writes_a_complete_report_with_a_progress_bar(tmp_path):
         "## Should I turn it on?",
         "## Paired comparisons",
         "### critic+pivotal against critic+full",
+        "Compared under: both budget fair · loop detection warn",
+        "### critic+pivotal against critic+pivotal (loops off)",
+        "### critic+pivotal against critic+pivotal (hook off)",
+        "## Pivot accuracy",
         "## Memory over a stream",
         "### gridworld@0.3",
         "## Plots",

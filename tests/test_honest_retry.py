@@ -79,6 +79,31 @@ async def test_lessons_stay_within_the_kind_of_task_the_environment_names(tmp_pa
     assert named.task["family"] == "mine"  # a family the task names wins over the hint
 
 
+@pytest.mark.slow
+async def test_a_plugin_without_family_keeps_lessons_per_task_kind_by_its_params(tmp_path):
+    """word-room has no `family()`: two games under its name (`game=a`, `game=b`) get a family each
+    from the task's parameters, so a recipe learnt in game a is recalled in a again and leaks 0 lessons
+    into b; tasks that differ only by seed stay one family.
+    """
+    context = Context(model="sim", store_path=str(tmp_path / "store"))
+    first = await arun({"env": "word-room", "params": {"game": "a"}}, context)
+    again = await arun({"env": "word-room", "params": {"game": "a", "seed": 4}}, context)
+    other = await arun({"env": "word-room", "params": {"game": "b"}}, context)
+    close_stores()
+    assert first.lessons["written"] >= 1 and first.task["family"] == "word-room/game-a"
+    assert again.task["family"] == "word-room/game-a" and again.lessons["recalled"] >= 1
+    assert other.task["family"] == "word-room/game-b" and other.lessons["recalled"] == 0
+
+
+def test_the_kind_by_params_leaves_out_the_seed_and_stays_a_clean_label():
+    assert _family(Task(env="adventure", params={"seed": 3}), object()) == "adventure"
+    assert _family(Task(env="adventure", params={"game": "zork.v1", "seed": 3}), object()) == "adventure/game-zork-v1"
+    long = _family(Task(env="adventure", params={"notes": "x" * 200}), object())
+    assert len(long) <= len("adventure/") + 60 and long != _family(
+        Task(env="adventure", params={"notes": "x" * 199}), object()
+    )
+
+
 class _Hinted:
     def __init__(self, kind):
         self.kind = kind

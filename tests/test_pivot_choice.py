@@ -14,7 +14,7 @@ from pivotal.core.errors import PivotalError
 from pivotal.core.schemas import ReflectionReply, reflection_schema
 from pivotal.core.task import Task
 from pivotal.graphs import arun
-from pivotal.nodes.pivot import pivot
+from pivotal.nodes.pivot import _pivot_step, pivot
 
 REFLECTION = {"error_type": "wrong_action", "diagnosis": "d", "advice": "a"}
 
@@ -124,3 +124,39 @@ def test_the_sim_reflector_names_both_steps_and_a_wrong_one_in_its_own_words(see
     assert wrong["diagnosis"] == f"step {step} ({LATE_HOLE[step][0]}) was the mistake"
     assert step <= wrong["no_return_step"] < len(LATE_HOLE)
     ReflectionReply.model_validate(wrong)  # what the graph will accept
+
+
+def _walk(decisions: list[str], states: list[int] | None = None) -> list[dict]:
+    """Executed steps without the environment's distances: each with the critic's verdict on it."""
+    states = states or list(range(1, len(decisions) + 1))
+    return [
+        {"index": i, "action": "right", "arguments": {}, "state": [s],
+         "verdicts": [{"action": "right", "arguments": {}, "decision": d, "source": "critic"}] if d else []}
+        for i, (d, s) in enumerate(zip(decisions, states, strict=True))
+    ]  # fmt: skip
+
+
+def test_without_the_hook_best_restarts_where_the_critic_last_saw_progress(monkeypatch):
+    """Four approved steps, then six the critic doubted: the reflection's point of no return (9) would
+    keep the doubted detour; the run's own record says the state after step 3 was the closest.
+    """
+    trajectory = _walk(["approve"] * 4 + ["revise"] * 6)
+    reflections = [{"pivotal_step": 2, "no_return_step": 9}]
+    assert _pivot_step(reflections, Context(model="sim", max_steps=20), trajectory, [0]) == 4
+    monkeypatch.setattr("pivotal.nodes.pivot.READ_THE_RECORD", False)  # the reflection's choice alone
+    assert _pivot_step(reflections, Context(model="sim", max_steps=20), trajectory, [0]) == 9
+
+
+def test_without_the_hook_or_a_critic_best_keeps_the_reflections_choice_less_its_loops():
+    trajectory = _walk([""] * 8)
+    reflections = [{"pivotal_step": 2, "no_return_step": 7}]
+    assert _pivot_step(reflections, Context(model="sim", max_steps=20), trajectory, [0]) == 7
+    looped = _walk([""] * 8, states=[1, 2, 3, 2, 1, 0, 1, 2])  # after 7 steps the world is as after 1
+    assert _pivot_step(reflections, Context(model="sim", max_steps=20), looped, [0]) == 1
+
+
+def test_without_any_signal_an_attempt_that_ran_out_keeps_half_its_path_not_its_first_slip():
+    trajectory = _walk([""] * 20)
+    reflections = [{"pivotal_step": 1, "no_return_step": 19}]  # ran out of steps: its last step is the latest
+    assert _pivot_step(reflections, Context(model="sim", max_steps=20), trajectory, [0]) == 10
+    assert _pivot_step(reflections, Context(model="sim", max_steps=20, pivot="first_mistake"), trajectory, [0]) == 1

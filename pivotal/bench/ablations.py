@@ -7,8 +7,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pivotal.bench.retry_envs  # noqa: F401  (registers the -blind twins the hook-off configuration runs on)
+from pivotal.bench.pivot_truth import BLIND, score_run
 from pivotal.bench.truth import judge_trajectory
 from pivotal.core.context import Context
+from pivotal.core.environments import environment_names
 from pivotal.graphs import arun
 from pivotal.memory.policy.registry import close_store
 
@@ -19,16 +22,37 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "critic+pivotal": {"retry": "pivotal", "memory": False},
     "critic+pivotal+memory": {"retry": "pivotal", "memory": True, "recall": "step"},
     "critic+pivotal+memory(task)": {"retry": "pivotal", "memory": True, "recall": "task"},
+    "critic+pivotal (loops off)": {"retry": "pivotal", "memory": False, "loop_detection": "off"},
+    "critic+pivotal (hook off)": {"retry": "pivotal", "memory": False},
 }
+HOOK_OFF = frozenset({"critic+pivotal (hook off)"})
+"""Configurations run on the environment's twin without its `steps_to_goal` hook (`-blind`, registered by
+pivotal.bench.retry_envs), and only where the environment has one: elsewhere they would repeat another."""
 COMPARISONS: list[tuple[str, str]] = [
     ("critic+pivotal", "critic+full"),
     ("critic+pivotal", "critic"),
     ("critic+full", "critic"),
     ("critic", "actor"),
     ("critic+pivotal+memory", "critic+pivotal"),
+    ("critic+pivotal", "critic+pivotal (loops off)"),
+    ("critic+pivotal", "critic+pivotal (hook off)"),
 ]
 """(new, baseline) pairs the report compares task by task at equal seeds; a pair whose configurations
 did not both run is left out. Each pair differs in one switch, so the difference is that switch's."""
+
+
+def rules(config: str) -> str:
+    """What a configuration was compared under: its step budget, loop detection and the hook."""
+    fields = {**{name: getattr(Context, name, None) for name in ("budget", "loop_detection")}, **CONFIGS[config]}
+    hook = "off" if config in HOOK_OFF else "on where the world has one"
+    note = " (not a fair comparison)" if fields["budget"] == "new" else ""
+    return f"budget {fields['budget']}{note} · loop detection {fields['loop_detection']} · distance hook {hook}"
+
+
+def runs_on(config: str, env: str) -> bool:
+    return config not in HOOK_OFF or f"{env}{BLIND}" in environment_names()
+
+
 MAX_STEPS = {"gridworld": 20, "frozenlake": 20, "taxi": 30, "configs": 8, "minesweeper": 20}
 
 
@@ -88,8 +112,10 @@ async def run_stream(
             task = {"env": env, "params": params, "family": f"{env}-{stream}"}
             context = context_for(config, env, model_spec(plan, error, stream, index), plan, store)
             started = time.perf_counter()
-            result = await arun(task, context, checkpoint_path=":memory:")
-            records.append(record(result, env, error, config, stream, index, time.perf_counter() - started))
+            world = f"{env}{BLIND}" if config in HOOK_OFF else env
+            result = await arun({**task, "env": world}, context, checkpoint_path=":memory:")
+            row = record(result, env, error, config, stream, index, time.perf_counter() - started)
+            records.append({**row, "pivot_scores": score_run(world, params, result.reflections)})
             if on_record:
                 on_record(records[-1])
         close_store(store)  # before the folder goes: its Chroma client and lock are released
@@ -122,7 +148,8 @@ def record(result: Any, env: str, error: float, config: str, stream: int, index:
 
 
 def task_count(plan: Plan) -> int:
-    return len(plan.envs) * len(plan.errors) * len(plan.configs) * plan.streams * plan.tasks
+    cells = sum(runs_on(config, env) for env in plan.envs for config in plan.configs)
+    return cells * len(plan.errors) * plan.streams * plan.tasks
 
 
 async def run_plan(plan: Plan, concurrency: int = 4, on_record: OnRecord | None = None) -> list[dict[str, Any]]:
@@ -139,5 +166,6 @@ async def run_plan(plan: Plan, concurrency: int = 4, on_record: OnRecord | None 
         for error in plan.errors
         for config in plan.configs
         for stream in range(plan.streams)
+        if runs_on(config, env)
     ]
     return [row for rows in await asyncio.gather(*jobs) for row in rows]

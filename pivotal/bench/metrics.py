@@ -177,6 +177,20 @@ def comparisons(records: list[dict[str, Any]], pairs: list[tuple[str, str]]) -> 
     ]
 
 
+def pivot_accuracy(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per configuration that reflected on failed attempts: how often the reflection's step, its point
+    of no return, and the restart the pivot chose matched the environment's true pivotal step
+    (pivotal.bench.pivot_truth), top-1 and within one step, with Wilson intervals.
+    """
+    from pivotal.bench.pivot_truth import accuracy
+
+    scored: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in records:
+        if row.get("pivot_scores"):
+            scored[row["config"]].extend(row["pivot_scores"])
+    return {config: {f: accuracy(rows, f) for f in ("named", "no_return", "kept")} for config, rows in scored.items()}
+
+
 def sign_test(saved: int, cost: int) -> float:
     """Two-sided exact McNemar p-value for paired outcomes: `saved` tasks won only by the new mode,
     `cost` only by the baseline. Tasks both won or both lost say nothing about the difference, so a

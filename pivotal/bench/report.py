@@ -83,7 +83,8 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
         "",
         PAIRED_LEGEND,
         "",
-        *paired_tables(results["comparisons"]),
+        *paired_tables(results["comparisons"], rules=meta.get("rules") or {}),
+        *pivot_section(results.get("pivot_accuracy") or {}),
         *_memory_table(results["memory_curve"]),
         "## Per configuration",
         "",
@@ -98,13 +99,18 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def paired_tables(comparisons: list[dict[str, Any]], level: str = "###") -> list[str]:
+def paired_tables(
+    comparisons: list[dict[str, Any]], level: str = "###", rules: dict[str, str] | None = None
+) -> list[str]:
     lines = []
     for comparison in comparisons:
         groups = comparison["groups"]
+        new, base = comparison["new"], comparison["baseline"]
+        lines += [f"{level} {new} against {base}", ""]
+        if rules and new in rules and base in rules:
+            said = f"both {rules[new]}" if rules[new] == rules[base] else f"{new}: {rules[new]}; {base}: {rules[base]}"
+            lines += [f"Compared under: {said}.", ""]
         lines += [
-            f"{level} {comparison['new']} against {comparison['baseline']}",
-            "",
             "| env@error | tasks | retried | success new / baseline | Δ success (95% CI) | "
             + " | ".join(f"{label} saved (95% CI)" for _, label in COSTS)
             + " | executed saved on retried tasks | per task new / baseline: executed, LLM calls |",
@@ -130,6 +136,33 @@ def _paired_row(label: str, row: dict[str, Any]) -> str:
         f"{row['llm_calls']['new_per_task']:.1f} / {row['llm_calls']['baseline_per_task']:.1f}",
     ]
     return "| " + " | ".join(cells) + " |"
+
+
+PIVOT_LEGEND = (
+    "Each failed attempt's true pivotal step comes from the environment itself: the first step after which the "
+    "cost to go never came back down (out of reach counts as endless). *Reflection*: the reflector's pivotal step; "
+    "*no return*: its point of no return; *restart*: the step the pivot chose to redo. Attempts that ended at their "
+    "closest state (no step went wrong for good) are not scored. Intervals: 95% Wilson."
+)
+
+
+def pivot_section(found: dict[str, dict[str, Any]]) -> list[str]:
+    """How often the reflector named the step that went wrong for good, per configuration."""
+    if not found:
+        return []
+    head = "| config | attempts (scored) | " + " | ".join(
+        f"{label} {kind}" for label in ("reflection", "no return", "restart") for kind in ("top-1", "within one")
+    )
+    lines = ["## Pivot accuracy", "", PIVOT_LEGEND, "", head + " |", "|---" * 8 + "|"]
+    for config, fields in found.items():
+        cells = [f"{fields['named']['attempts']} ({fields['named']['scored']})"]
+        for field in ("named", "no_return", "kept"):
+            row = fields[field]
+            for kind in ("top1", "within1"):
+                value, ci = row[kind], row[f"{kind}_ci95"]
+                cells.append("n/a" if value is None else f"{value:.0%} ({ci[0]:.0%}–{ci[1]:.0%})")
+        lines.append(f"| {config} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
 
 
 def _memory_table(curves: dict[str, dict[str, list[float]]]) -> list[str]:

@@ -332,3 +332,25 @@ class CaveQuest(SearchWorld):
 register_environment("cliff-grid", CliffGrid)
 register_environment("lava-key-grid", LavaKeyGrid)
 register_environment("cave-quest", CaveQuest)
+
+
+def without_distance(world: type) -> type:
+    """The same world with its `steps_to_goal` hook switched off, as an application's tools have no
+    such oracle: runs then learn nothing of the distance to the goal (neither the pivot, the executor's
+    hopeless-attempt check nor the `sim` reflector's estimates), while the bench still scores them
+    against the hooked original (pivotal.bench.pivot_truth).
+    """
+    return type(f"{world.__name__}Blind", (world,), {"steps_to_goal": None})
+
+
+def _register_blind() -> None:
+    from pivotal.core.environments.gridworld import GridWorld
+    from pivotal.testing.plugin_envs import WordRoom
+
+    worlds = {"cliff-grid": CliffGrid, "lava-key-grid": LavaKeyGrid, "cave-quest": CaveQuest}
+    worlds.update({"word-room": WordRoom, "gridworld": GridWorld})
+    for name, world in worlds.items():
+        register_environment(f"{name}-blind", without_distance(world))
+
+
+_register_blind()

@@ -29,7 +29,7 @@ FULL: dict[str, Any] = {
 }
 
 
-CONFIG_COUNT = 6
+CONFIG_COUNT = 8
 """len(ablations.CONFIGS), for the help text; not imported, since that loads the graph on every command
 (tests/test_bench.py checks the two agree)."""
 SECONDS_PER_RUN = 0.24
@@ -114,7 +114,7 @@ def _tick(bar: Any, row: dict[str, Any]) -> None:
 
 def _results(records: list[dict[str, Any]], plan: Any, local: dict[str, Any] | None, wall: float) -> dict[str, Any]:
     from pivotal.bench import metrics
-    from pivotal.bench.ablations import COMPARISONS
+    from pivotal.bench.ablations import COMPARISONS, rules
 
     return {
         "meta": {
@@ -127,10 +127,12 @@ def _results(records: list[dict[str, Any]], plan: Any, local: dict[str, Any] | N
             "streams": plan.streams,
             "tasks": plan.tasks,
             "configs": plan.configs,
+            "rules": {config: rules(config) for config in plan.configs},
         },
         "groups": metrics.by_group(records),
         "comparisons": metrics.comparisons(records, COMPARISONS),
         "memory_curve": metrics.memory_curve(records),
+        "pivot_accuracy": metrics.pivot_accuracy(records),
         "local": local,
         "records": records,
     }

@@ -35,7 +35,8 @@ def context_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--budget",
         choices=get_args(StepBudget),
-        help="what --max-steps counts (default fair: the path per attempt and one total for all attempts)",
+        help="what --max-steps counts (default fair: the path per attempt and one total for all attempts; new gives a "
+        "pivotal retry more steps than a full retry: not a fair comparison)",
     )
     group.add_argument(
         "--pivot", choices=get_args(PivotChoice), help="which step a pivotal retry redoes (default best)"
