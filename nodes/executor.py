@@ -122,7 +122,10 @@ def _as_done(state: State, earlier: Step) -> tuple[StepResult, dict[str, Any] | 
     info = {"state": earlier.get("state"), **({"error": True} if earlier.get("error") else {})}
     if "goal_steps_left" in earlier:
         info[GOAL_STEPS] = earlier["goal_steps_left"]  # so the replay ends the attempt where the run did
-    return StepResult(earlier.get("observation", ""), info=info), earlier.get("snapshot")
+    result = StepResult(
+        earlier.get("observation", ""), done=bool(earlier.get("done")), success=bool(earlier.get("success")), info=info
+    )
+    return result, earlier.get("snapshot")  # a step that ended the task ends it again, as it did
 
 
 async def _not_cleared(state: State, context: Context, task: Task, env: Environment) -> str:

@@ -35,9 +35,10 @@ def emailed(task: Any, calls: list[dict[str, Any]]) -> bool | None:
 SCENARIOS = {
     # the email fails once: every step is taken as done but the failed one, which runs again
     "graph-failed-email": ("graph", {"failures": {"send_email": 1}}),
-    # the email ends the task and is irreversible: a fork's repeat is refused, or a person is asked
-    "graph-final-email-refused": ("graph", {"verifier": emailed, "irreversible": ["refund", "send_email"]}),
-    "graph-final-email-asked": (
+    # the email ends the task: a fork before it takes the sent email as done, irreversible or not,
+    # and asks no person again (it once ran again, and sent a second email)
+    "graph-final-email-once": ("graph", {"verifier": emailed}),
+    "graph-final-email-once-asked": (
         "graph",
         {"verifier": emailed, "irreversible": ["refund", "send_email"], "require_approval_for": ["send_email"]},
     ),
@@ -103,7 +104,10 @@ def test_a_fork_preview_matches_what_the_fork_does(scenario, saver, tmp_path):
             asks = {(c.action, json.dumps(c.arguments, sort_keys=True)) for c in preview.calls if c.fate == "ask"}
             assert set(asked) == asks, place
             fates.update(fate for _, fate in preview.fates())
-    wanted = {"skip", *({"refuse"} if "refused" in scenario else {"ask"} if "asked" in scenario else {"run"})}
+    if "once" in scenario:  # nothing that ran runs again, nobody is asked again
+        assert set(fates) == {"skip"}, fates
+        return
+    wanted = {"skip", *({"ask"} if "asked" in scenario else {"run"})}
     assert wanted <= set(fates), fates  # the scenario shows what it is about
 
 
@@ -133,7 +137,7 @@ studio = test_studio.studio
 
 @pytest.mark.slow
 async def test_a_studio_fork_does_what_its_preview_said(studio, capsys):
-    """The support desk's email ends the task, so a fork before it sends it again: the preview says so."""
+    """The support desk's email ends the task; a fork before the refund takes both as done, and sends nothing."""
     import pivotal.testing.ledger_env  # noqa: F401 — the served app's environment, registered here too
 
     url, folder, _ = studio
@@ -148,7 +152,7 @@ async def test_a_studio_fork_does_what_its_preview_said(studio, capsys):
     at_refund = final["trajectory"][1]["checkpoint_id"]
     history = await client.threads.get_history(thread["thread_id"], limit=1000)
     preview = await afork_preview(list(history), at_refund)
-    assert preview.fates() == [("refund", "skip"), ("send_email", "run")], preview
+    assert preview.fates() == [("refund", "skip"), ("send_email", "skip")], preview
     assert await asyncio.to_thread(main, ["fork-preview", thread["thread_id"], "--checkpoint", at_refund,
                                           "--server", url, "--json"]) == 0  # fmt: skip
     assert json.loads(capsys.readouterr().out)["calls"] == preview.model_dump()["calls"]
@@ -156,4 +160,4 @@ async def test_a_studio_fork_does_what_its_preview_said(studio, capsys):
     await client.runs.wait(thread["thread_id"], assistant["assistant_id"], input=None, context=context,
                            checkpoint_id=at_refund)  # fmt: skip
     ran = ledger_kinds(ledger)[len(before) :]
-    assert ran == [KIND[c.action] for c in preview.calls if c.fate in ("run", "ask")] == ["email"]
+    assert ran == [KIND[c.action] for c in preview.calls if c.fate in ("run", "ask")] == []

@@ -35,6 +35,7 @@ from langgraph.config import get_config
 from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 
 from pivotal.core.environments.base import ActionSpec, Environment, rewind_mode
+from pivotal.core.environments.tools import FINISH
 from pivotal.core.secrets import redact_tree
 from pivotal.core.state import Critique, Proposal, State, Step
 
@@ -145,16 +146,23 @@ async def executed_step(env: Environment, state: State, key: str, chosen: Propos
     """The step this call already is, when a replay or fork of the thread reaches it again: executed in
     this run under the same key (attempt and index), with the same action and arguments, in a world
     the fork shares. Taken as done, its tool does not run twice; None when the call is a new one.
-    (A step that ended the task, or that a compensating step undid, is not one: it runs again.)
+    A step that ended the task is one too (an email that closed the ticket is not sent again by a
+    fork before it); only the answer (`finish`, which changes nothing) is written again, and a step
+    that a compensating step undid runs again.
     """
     if rewind_mode(env) in ("snapshot", "replay"):
         return None  # the world was put back with the branch: the step is to be run
     seen = (await thread_record()).seen
     step = seen.steps.get(key)  # the key names the run: another turn's step is never this one
-    if step is None or step.get("done") or _step_id(step) in seen.undone:
-        return None  # a final step (its answer is the reply's own) and an undone one run again
+    if step is None or answers(step) or _step_id(step) in seen.undone:
+        return None  # the answer is the reply's own, and an undone step is to be done again
     same = step["action"] == chosen.get("action") and step.get("arguments") == (chosen.get("arguments") or {})
     return step if same else None
+
+
+def answers(step: Mapping[str, Any]) -> bool:
+    """The step is the run's answer (`finish`): it ends the task and touches nothing, so it is run again."""
+    return bool(step.get("done")) and step.get("action") == FINISH
 
 
 def executed_calls(trajectories: Iterable[list[Step]]) -> list[Call]:

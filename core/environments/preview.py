@@ -8,10 +8,11 @@ it decides each call from the thread's checkpoints alone. This module reads the 
 applies the same rules without running anything:
 
 - the graph (`build_graph`, `create_pivotal_agent`): a step the fork reaches again under the same
-  idempotency key with the same call is taken as done (`executed_step`): **skip**. A step that ended
-  the task, was undone by a compensating step, or raised is run again: an irreversible one that
-  already ran is a repeat, which the once-guard **refuses** unless `require_approval_for` names it, when
-  a person is **asked** to re-approve it; any other is **run** (after the person, where one is asked).
+  idempotency key with the same call is taken as done (`executed_step`): **skip**, a step that ended
+  the task too. The answer (`finish`), a step a compensating step undid, or one that raised is run
+  again: an irreversible one that already ran is a repeat, which the once-guard **refuses** unless
+  `require_approval_for` names it, when a person is **asked** to re-approve it; any other is **run**
+  (after the person, where one is asked).
   An environment that puts its world back with the branch (`snapshot`, `replay`) runs it again in there.
 - a `create_agent` agent with `PivotalCritic`: a call that ran, met again at the same place of its turn
   (or under the same tool call id), gets its recorded result (`_executed`): **skip**. A call whose tool
@@ -33,7 +34,15 @@ from pydantic import BaseModel
 from pivotal.core.environments import make_environment
 from pivotal.core.environments.base import ActionSpec, rewind_mode
 from pivotal.core.environments.critic_report import checkpointer_of, checkpoints
-from pivotal.core.environments.once import REVIEWS, Seen, ThreadRecord, irreversible, needs_person, repeat_reason
+from pivotal.core.environments.once import (
+    REVIEWS,
+    Seen,
+    ThreadRecord,
+    answers,
+    irreversible,
+    needs_person,
+    repeat_reason,
+)
 from pivotal.core.errors import PivotalError
 from pivotal.core.state import Proposal
 
@@ -221,7 +230,7 @@ def _graph_fate(env: Any, thread: Seen, step: dict[str, Any], wanted: list[str],
     proposal: Proposal = {"action": step["action"], "arguments": step.get("arguments") or {}}
     recorded = thread.steps.get(step.get("key") or "")
     undone = recorded is not None and _step_id(recorded) in thread.undone
-    if recorded is not None and not recorded.get("done") and not undone and _same(recorded, step):
+    if recorded is not None and not answers(recorded) and not undone and _same(recorded, step):
         return "skip", "executed in this run under the same step key: its recorded result is used"
     person = needs_person(wanted, env, proposal)
     why = _again(step, undone)
@@ -240,8 +249,8 @@ def _again(step: Mapping[str, Any], undone: bool) -> str:
     """Why a recorded step is not taken as done."""
     if step.get("error"):
         return "it raised, so nothing changed"
-    if step.get("done"):
-        return "it ended the task (a final step is run again)"
+    if answers(step):
+        return "it is the run's answer (finish), written again"
     return "a compensating step undid it" if undone else "it is not this run's step at this key"
 
 
