@@ -23,8 +23,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from langchain_core.messages import HumanMessage, RemoveMessage
-from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.config import get_config
+from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from pivotal.core.context import Context

@@ -28,10 +28,14 @@ def task(tmp_path: Path, env: str = "support-desk", **fields) -> dict:
     return {"env": env, "params": params, **fields}
 
 
-def refunds(tmp_path: Path) -> list[dict]:
+def refunds(tmp_path: Path, kind: str = "refund") -> list[dict]:
     path = tmp_path / "ledger.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-    return [row for row in rows if row["kind"] == "refund"]
+    return [row for row in rows if row["kind"] == kind]
+
+
+def emails(tmp_path: Path) -> list[dict]:
+    return refunds(tmp_path, "email")
 
 
 async def refunded_once(tmp_path: Path, saver: InMemorySaver, **context) -> tuple:
@@ -80,8 +84,10 @@ async def test_a_fork_at_the_refund_in_process_does_not_refund_again(tmp_path):
     fork = await graph.aupdate_state(at_refund, None, as_node="critic")  # skips the critic: a Studio edit
     final = await graph.ainvoke(None, fork, context=Context(**SIM))
     assert len(refunds(tmp_path)) == 1
-    # the very refund this run executed at this step: taken as done with its recorded result, not run
-    assert final["status"] == "success" and final["counters"]["reused"] == 1
+    # the very refund this run executed at this step, and the email that ended the task after it:
+    # taken as done with their recorded results, not run
+    assert final["status"] == "success" and final["counters"]["reused"] == 2
+    assert len(emails(tmp_path)) == 1
     assert [s["action"] for s in final["trajectory"]] == ["lookup_order", "refund", "send_email"]
     assert final["trajectory"][1]["observation"] == result.trajectory[1]["observation"]
 
