@@ -84,3 +84,18 @@ def test_only_a_model_on_the_shared_pool_is_copied_and_the_copy_keeps_its_settin
     own = ChatOpenAI(model="m", base_url="http://127.0.0.1:9/v1", api_key="k", http_async_client=httpx.AsyncClient())
     assert rebound(own) is None
     assert rebound(ClerkChatModel()) is None
+
+
+def test_a_connection_error_names_the_error_under_it():
+    """The Anthropic SDK says only "Connection error."; the refusal names what broke beneath it."""
+    import anthropic
+    import httpx
+
+    from pivotal.core.models.structured import failure
+
+    request = httpx.Request("POST", "http://127.0.0.1:5/v1/messages")
+    error = anthropic.APIConnectionError(request=request)
+    error.__cause__ = RuntimeError("Event loop is closed")
+    said = failure(error)
+    kind = type(error).__name__
+    assert said == f"no connection to 127.0.0.1:5: {kind}: Connection error. (RuntimeError: Event loop is closed)"
