@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from pivotal.core.context import Context, Role, model_label
 from pivotal.core.models.factory import make_model
+from pivotal.core.models.pools import rebound
 from pivotal.core.models.structured import Answer, ask
 from pivotal.core.models.world import World, given
 from pivotal.core.secrets import redact, redact_tree, secret_values
@@ -100,11 +101,11 @@ def _not_asked(role: str, fallback: T, earlier: str) -> tuple[Answer[T], dict[st
 
 
 async def _chat_model(spec: str | BaseChatModel, context: Context) -> BaseChatModel:
-    """An application's own model object as it is; a spec string built once, off the loop (building
+    """An application's own model object on a pool for this loop; a spec string built once, off the loop (building
     can load weights), then taken straight from `_built`: no thread hand-off per call.
     """
     if isinstance(spec, BaseChatModel):
-        return spec
+        return _on_this_loop(spec)
     key = (spec, context.local_threads, _loop_number())
     if (model := _built.get(key)) is None:
         if len(_built) > 64:  # one entry per event loop: scripts that call run() in a loop make many
@@ -114,6 +115,22 @@ async def _chat_model(spec: str | BaseChatModel, context: Context) -> BaseChatMo
 
 
 _built: dict[tuple[str, int, int], BaseChatModel] = {}
+
+
+def _on_this_loop(model: BaseChatModel) -> BaseChatModel:
+    """The application's model object, as a copy with an HTTP pool for the running loop where its
+    provider shares one pool across loops (core/models/pools.py); else the object itself.
+    """
+    key = (id(model), _loop_number())
+    if (entry := _bound.get(key)) is None:
+        if len(_bound) > 64:  # one entry per model and event loop
+            _bound.clear()
+        entry = _bound[key] = (model, rebound(model) or model)
+    return entry[1]
+
+
+_bound: dict[tuple[int, int], tuple[BaseChatModel, BaseChatModel]] = {}
+"""The model is kept in the value so its id cannot be reused by another model while cached."""
 
 
 def _loop_number() -> int:

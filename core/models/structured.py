@@ -109,8 +109,19 @@ def failure(exc: BaseException) -> str:
     if _is_timeout(exc):
         return f"timed out waiting for {where or 'the provider'}: {_one_line(exc)}"
     if where and any("Connection" in kind.__name__ for kind in type(exc).__mro__):
-        return f"no connection to {where}: {_one_line(exc)}"
+        return f"no connection to {where}: {_one_line(exc)}{_under(exc)}"
     return _one_line(exc)
+
+
+def _under(exc: BaseException) -> str:
+    """The innermost error under an SDK's bare "Connection error.": what broke (a refused port, a pooled
+    connection of an event loop that is closed), in brackets; "" when there is none.
+    """
+    root, seen = exc, {id(exc)}
+    while (below := root.__cause__ or root.__context__) is not None and id(below) not in seen:
+        root = below
+        seen.add(id(root))
+    return "" if root is exc else f" ({_one_line(root)})"
 
 
 def _address(exc: BaseException) -> str:
