@@ -199,7 +199,8 @@ class Context:
     """Lessons whose utility falls below this, once recalled `min_recalls_to_retire` times, retire."""
     min_recalls_to_retire: int = 3
     max_lessons: int = _setting("max_lessons")
-    """Cap on approved lessons in the store; the lowest utility ones retire first."""
+    """Cap on an owner's approved lessons; the lowest utility ones retire first. Its pending ones
+    (quarantined) have their own cap, a quarter of it (memory/policy/rules.py `pending_cap`)."""
     confirmations_skill: int = 2
     """A new lesson waits in quarantine (stored, never recalled) until this many independent runs
     (other threads, tasks or owners) with agreeing outcomes have given it, its own run included;

@@ -32,6 +32,26 @@ def test_over_cap_retires_the_lowest_utility_oldest_first_and_counts_what_stays(
     assert all(g.status == "retired" and "cap of 1" in g.retired_reason for g in gone)
 
 
+def test_over_quarantine_retires_the_oldest_pending_beyond_a_quarter_of_the_cap_and_no_approved():
+    pending = [lesson(f"p{i}", status="pending", created_at=10 - i) for i in range(5)]  # p4 oldest
+    approved = [lesson(f"a{i}", utility=0.1) for i in range(3)]
+    gone, left = policy.over_quarantine([*approved, *pending, lesson("r", status="retired")], cap=8)
+    assert policy.pending_cap(8) == 2 and left == 2
+    assert [g.text for g in gone] == ["p4", "p3", "p2"]
+    assert all(g.status == "retired" and "2 pending" in g.retired_reason for g in gone)
+    assert policy.pending_cap(1) == 1 and policy.over_quarantine(pending[:1], cap=1) == ([], 1)
+
+
+def test_a_pending_lesson_settles_as_approved_only_with_enough_witnesses():
+    waiting = lesson(status="pending", needs=3, witnesses="a b")
+    assert waiting.settled().status == "pending"
+    assert waiting.model_copy(update={"witnesses": "a b a"}).settled().status == "pending"  # one witness twice
+    assert waiting.model_copy(update={"witnesses": "a b c"}).settled().status == "approved"
+    # an import stored before quarantine (needs 0) still waits for a run's witness
+    assert lesson(status="pending", needs=0).settled().status == "pending"
+    assert lesson(status="retired", needs=1, witnesses="a b").settled().status == "retired"
+
+
 def test_the_fold_counts_each_record_once_whatever_the_order():
     stored = lesson(run_id="r1")
     records = [

@@ -137,6 +137,55 @@ def test_a_run_confirms_and_gives_advice_to_an_import_only_with_enough_witnesses
     assert next(store.lessons()).status == "approved"
 
 
+def test_many_pending_lessons_stay_within_the_quarantines_cap_and_never_push_out_an_approved_one(store):
+    cap = 8
+    confirmed = [
+        # the weakest there is: the first to go were approved lessons ever pushed out for pending ones
+        Lesson(
+            kind="skill", situation="start", text=f"Approved {i}.", outcome="success", family="gridworld", utility=0.1
+        )
+        for i in range(cap)
+    ]
+    store.add(confirmed, dedup_similarity=1.0)
+    for i in range(30):  # a flood of lessons no other run ever confirms
+        flood = _run_lesson("flood", f"f{i}", text=f"Unconfirmed lesson {i}: go left.")
+        store.add([flood.model_copy(update={"created_at": 1000.0 + i})], dedup_similarity=1.0)
+        store.enforce_limits(floor=0.0, min_retrievals=99, cap=cap)
+        stored = store.get(family="gridworld")
+        live = [lesson for lesson in stored.values() if lesson.status != "retired"]
+        assert len(live) <= cap + policy.pending_cap(cap)
+        assert all(stored[lesson.id].status == "approved" for lesson in confirmed)
+    pending = sorted(lesson.created_at for lesson in stored.values() if lesson.status == "pending")
+    assert pending == [1028.0, 1029.0]  # the newest two; the oldest unconfirmed went first
+    gone = [lesson for lesson in stored.values() if lesson.status == "retired"]
+    assert len(gone) == 28 and all("oldest unconfirmed" in lesson.retired_reason for lesson in gone)
+
+
+def test_two_writers_confirming_a_lesson_at_once_approve_it_on_the_next_read(tmp_path):
+    """Each writer reads the row before the other writes: each writes "pending" with its own
+    witness, the ledger holds both; the status follows the ledger when read.
+    """
+    import chromadb
+
+    from pivotal.memory.policy.store import ExperienceStore
+    from pivotal.memory.storage.chroma import collection_name, on_client
+
+    client = chromadb.PersistentClient(path=str(tmp_path / "shared"))
+    first, second = (ExperienceStore(on_client(client, "shared", private=False)) for _ in range(2))
+    lesson = _run_lesson("thread-a", "r1", kind="guardrail")  # needs 3 witnesses
+    first.add([lesson], dedup_similarity=0.9)
+    with first.batch():
+        first.add([_run_lesson("thread-b", "r2", kind="guardrail")], dedup_similarity=0.9)
+        with second.batch():  # reads the row before the first writer's batch is written
+            second.add([_run_lesson("thread-c", "r3", kind="guardrail")], dedup_similarity=0.9)
+    row = client.get_collection(collection_name("gridworld")).get(ids=[lesson.id])
+    assert [m["status"] for m in row["metadatas"]] == ["pending"]  # the race: each row has 2 witnesses
+    for reader in (first, second, ExperienceStore(on_client(client, "shared", private=False))):
+        stored = reader.get([lesson.id])[lesson.id]
+        assert (stored.status, sorted(stored.witnesses.split())) == ("approved", ["thread-a", "thread-b", "thread-c"])
+        assert _recalled(reader) == [lesson.id]
+
+
 def test_lessons_show_prints_each_span_with_its_origin_and_the_quarantine(capsys, tmp_path):
     folder = str(tmp_path / "shown")
     lesson = _run_lesson("thread-a", "r1")

@@ -12,7 +12,7 @@ from pivotal.core.errors import PivotalError
 from pivotal.memory.lesson import SHARED, Lesson
 from pivotal.memory.policy import write_buffer
 from pivotal.memory.policy.lesson_io import LessonIO, owned
-from pivotal.memory.policy.limits import ApprovedCounts, FamilyRuns
+from pivotal.memory.policy.limits import FamilyRuns, OwnerCounts
 from pivotal.memory.policy.registry import close_store, lesson_store, open_store, opened_store
 from pivotal.memory.policy.store import ExperienceStore
 from pivotal.memory.policy.write_buffer import WriteBuffer
@@ -135,7 +135,7 @@ def test_a_resumed_run_counts_once_in_its_familys_runs(tmp_path):
 
 
 def test_approved_counts_move_only_once_counted():
-    counts = ApprovedCounts()
+    counts = OwnerCounts("approved")
     counts.added([lesson("one", owner=ALICE)])
     assert counts.known(ALICE) is None
     counts.counted(ALICE, 2)

@@ -158,3 +158,37 @@ def test_writers_on_two_machines_merging_into_one_lesson_at_once_lose_no_count(s
     assert (lesson.evidence, lesson.retrievals, lesson.successes) == (runs, runs, runs // 2)
     assert (lesson.step_retrievals, lesson.step_approvals) == (2 * runs, runs)
     assert open_store("", server_url).family_runs("server-race") == (runs, runs // 2)
+
+
+@pytest.mark.slow
+def test_two_writers_confirming_a_lesson_at_once_through_the_server_approve_it(server_url):
+    """Two stores on the server (its two spellings: two clients), each reading the lesson's row
+    before the other writes: each row says "pending" with its own witness, the ledger holds both,
+    and each reader, a third one too, sees the lesson approved and recalls it.
+    """
+    from pivotal.memory.policy.rules import CONFIRMATIONS, quarantined
+
+    def confirming(witness: str) -> Lesson:
+        lesson = Lesson(
+            kind="guardrail",
+            situation="deleting files",
+            text="Check the path before deleting it.",
+            outcome="success",
+            family="server-confirm",
+            run_id=f"run-{witness}",
+        )
+        return quarantined(lesson, witness_key=witness, confirmations=CONFIRMATIONS)  # needs 3
+
+    first, second = open_store("", server_url), open_store("", server_url.replace("127.0.0.1", "localhost"))
+    assert first is not second
+    first.add([confirming("thread-a")], dedup_similarity=0.9)
+    with first.batch():
+        first.add([confirming("thread-b")], dedup_similarity=0.9)
+        with second.batch():
+            second.add([confirming("thread-c")], dedup_similarity=0.9)
+    lesson_id = confirming("thread-a").id
+    for reader in (first, second, open_store("", server_url)):
+        stored = reader.get([lesson_id])[lesson_id]
+        assert (stored.status, len(stored.witnesses.split())) == ("approved", 3)
+        found = reader.search("about to delete a file", family="server-confirm", k=3, min_similarity=0.0)
+        assert [r.id for r in found] == [lesson_id]

@@ -213,6 +213,17 @@ class Lesson(BaseModel):
             }
         )
 
+    def settled(self) -> "Lesson":
+        """Approved when pending and its witnesses are enough (at least one, and `needs`): the
+        status the ledger's folded witnesses give, so a lesson that two writers confirmed at the
+        same moment (each wrote its row before seeing the other's record) is approved when next
+        read, not only at the next merge. Never the other way: only a revocation takes a lesson
+        back into quarantine.
+        """
+        if self.status != "pending" or len(set(self.witnesses.split())) < max(self.needs, 1):
+            return self
+        return self.model_copy(update={"status": "approved"})
+
     def scored(self, run_id: str, *, success: bool, steps: int, approved_steps: int) -> "Lesson":
         """Count one run that recalled this lesson; a run already counted changes nothing."""
         if run_id in self.scored_runs.split():

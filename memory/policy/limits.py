@@ -1,6 +1,6 @@
 """What the store's rules (memory/policy/rules.py) are applied with: each family's run record (the
-baseline a lesson's runs are compared with) and each owner's count of approved lessons (so the
-whole store is scanned for a cap only when an owner may be over it). Both backends keep them the
+baseline a lesson's runs are compared with) and each owner's count of approved and of pending
+lessons (so the whole store is scanned for a cap only when an owner may be over one). Both backends keep them the
 same way, as both read and write through the same ledger and store calls; no storage is
 called here but through them. Tested alone in tests/test_store_parts.py.
 """
@@ -58,42 +58,55 @@ class FamilyRuns:
         return self._runs[family]
 
 
-class ApprovedCounts:
-    """Each owner's approved lessons, once a cap scan counted them, kept up to date by this
-    process's own writes (retired lessons stay stored, so the stored count says nothing once any
-    was retired).
+class OwnerCounts:
+    """Each owner's lessons of one status (approved, pending), once a cap scan counted them, kept
+    up to date by this process's own writes (retired lessons stay stored, so the stored count says
+    nothing once any was retired).
     """
 
-    def __init__(self) -> None:
-        self._approved: dict[str, int] = {}
+    def __init__(self, status: str) -> None:
+        self.status = status
+        self._counts: dict[str, int] = {}
 
     def known(self, owner: str) -> int | None:
-        return self._approved.get(owner)
+        return self._counts.get(owner)
 
     def added(self, lessons: Iterable[Lesson]) -> None:
         for lesson in lessons:
-            if lesson.owner in self._approved:
-                self._approved[lesson.owner] += 1
+            if lesson.owner in self._counts and lesson.status == self.status:
+                self._counts[lesson.owner] += 1
 
     def retired(self, owner: str, count: int) -> None:
-        if owner in self._approved:
-            self._approved[owner] -= count
+        if owner in self._counts:
+            self._counts[owner] -= count
 
-    def counted(self, owner: str, approved: int) -> None:
-        self._approved[owner] = approved
+    def counted(self, owner: str, count: int) -> None:
+        self._counts[owner] = count
 
     def forget(self) -> None:
         """Lessons changed in ways not counted (an import, a retirement by id, a revocation)."""
-        self._approved.clear()
+        self._counts.clear()
 
 
 class Limits:
-    """The policy applied to a store's lessons: weak ones retired, each owner held to its cap."""
+    """The policy applied to a store's lessons: weak ones retired, each owner held to its cap of
+    approved lessons and its quarantine's of pending ones (`rules.pending_cap`).
+    """
 
     def __init__(self, shelf: Shelf, runs: FamilyRuns) -> None:
         self.shelf = shelf
         self.runs = runs
-        self.approved = ApprovedCounts()
+        self.approved = OwnerCounts("approved")
+        self.pending = OwnerCounts("pending")
+
+    def added(self, lessons: list[Lesson]) -> None:
+        self.approved.added(lessons)
+        self.pending.added(lessons)
+
+    def confirmed(self, lesson: Lesson) -> None:
+        """A merge took `lesson` out of quarantine: one pending less, one approved more."""
+        self.pending.retired(lesson.owner, 1)
+        self.approved.added([lesson])
 
     def family_runs(self, family: str) -> tuple[int, int]:
         record = self.shelf.io.storage.family_record(family)
@@ -103,8 +116,8 @@ class Limits:
         self, *, floor: float, min_retrievals: int, cap: int, scored: list[Lesson] | None, owner: str
     ) -> list[Lesson]:
         """The lessons retired, as written. `scored`: only these can newly fall below the floor.
-        The store is scanned for the cap only when `owner` may be over it: once counted, not
-        again while this process's writes keep the count (in a store no one else writes; the
+        The store is scanned for the caps only when `owner` may be over one: once counted, not
+        again while this process's writes keep the counts (in a store no one else writes; the
         default owner's everywhere, as before owners).
         """
         candidates = scored if scored is not None else self._owned(owner)
@@ -118,26 +131,38 @@ class Limits:
                 weak.append(rules.retired(lesson, reason))
                 self.approved.retired(lesson.owner, 1)
         self.shelf.update(weak)
-        over = self._over_cap(cap, owner) if self._may_exceed(cap, owner) else []
+        over = self._over_caps(cap, owner) if self._may_exceed(cap, owner) else []
         self.shelf.update(over)
         return [*weak, *over]
 
     def forget(self) -> None:
         self.runs.forget()
         self.approved.forget()
+        self.pending.forget()
 
     def _may_exceed(self, cap: int, owner: str) -> bool:
-        approved = self.approved.known(owner)
-        if approved is not None:
-            return approved > cap
+        approved, pending = self.approved.known(owner), self.pending.known(owner)
+        if approved is not None and pending is not None:
+            return approved > cap or pending > rules.pending_cap(cap)
         # the stored count misses a batch's inserts, and counts every owner's lessons
-        return self.shelf.buffer.pending is not None or owner != DEFAULT_OWNER or self.shelf.count() > cap
+        return (
+            self.shelf.buffer.pending is not None
+            or owner != DEFAULT_OWNER
+            or self.shelf.count() > rules.pending_cap(cap)
+        )
 
-    def _over_cap(self, cap: int, owner: str) -> list[Lesson]:
-        gone, kept = rules.over_cap(self._owned(owner), cap)
+    def _over_caps(self, cap: int, owner: str) -> list[Lesson]:
+        """The oldest pending lessons beyond the quarantine's cap, and the weakest approved beyond
+        `cap`: each held to its own, so unconfirmed lessons, however many, never push out one
+        that runs confirmed.
+        """
+        owned = self._owned(owner)
+        unconfirmed, pending = rules.over_quarantine(owned, cap)
+        gone, approved = rules.over_cap(owned, cap)
         if self.shelf.private or owner == DEFAULT_OWNER:  # elsewhere other writers add an owner's lessons unseen
-            self.approved.counted(owner, kept)
-        return gone
+            self.approved.counted(owner, approved)
+            self.pending.counted(owner, pending)
+        return [*unconfirmed, *gone]
 
     def _owned(self, owner: str) -> list[Lesson]:
         """`owner`'s own lessons, every family's (not the shared tier's: those are no one's to cap)."""

@@ -51,6 +51,35 @@ def over_cap(lessons: Iterable[Lesson], cap: int) -> tuple[list[Lesson], int]:
     return [retired(lesson, reason) for lesson in gone], min(len(approved), cap)
 
 
+PENDING_SHARE = 4
+"""An owner's quarantine holds at most 1/PENDING_SHARE of its cap (`pending_cap`)."""
+
+
+def pending_cap(cap: int) -> int:
+    """Pending lessons an owner may hold beside its `cap` approved ones: a quarter of the cap, at
+    least one. Their own cap, not a share of the approved lessons' room: a store full of approved
+    lessons still takes in new ones to confirm, and unconfirmed ones never displace confirmed ones.
+    """
+    return max(1, cap // PENDING_SHARE)
+
+
+def over_quarantine(lessons: Iterable[Lesson], cap: int) -> tuple[list[Lesson], int]:
+    """The pending lessons beyond `pending_cap(cap)`, oldest first, each retired with its reason;
+    and how many stay pending. Oldest first: a lesson no independent run confirmed for longest is
+    the least likely ever to be, and a flood of new ones (an attacker's, a noisy app's) pushes out
+    only lessons as unconfirmed as itself.
+    """
+    pending = sorted((lesson for lesson in lessons if lesson.status == "pending"), key=_oldest_first)
+    room = pending_cap(cap)
+    reason = f"quarantine over its cap of {room} pending lessons (oldest unconfirmed)"
+    gone = pending[: max(0, len(pending) - room)]
+    return [retired(lesson, reason) for lesson in gone], min(len(pending), room)
+
+
+def _oldest_first(lesson: Lesson) -> tuple[float, str]:
+    return lesson.created_at, lesson.id
+
+
 def retired(lesson: Lesson, reason: str) -> Lesson:
     return lesson.model_copy(update={"status": "retired", "retired_reason": reason})
 

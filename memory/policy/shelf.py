@@ -92,8 +92,12 @@ class Shelf:
     def query(
         self, family: str, vector: np.ndarray | list[float], n: int, only: Only | None, text: str
     ) -> list[tuple[Lesson, float]]:
-        """`LessonIO.query`, each lesson in its latest version."""
-        return [(self.buffer.held(lesson), s) for lesson, s in self.io.query(family, vector, n, only, text)]
+        """`LessonIO.query`, each lesson in its latest version; in a shared store a pending one
+        with the status its ledger gives (`_settled`), so recall sees a lesson confirmed at once.
+        """
+        found = [(self.buffer.held(lesson), s) for lesson, s in self.io.query(family, vector, n, only, text)]
+        settled = self._settled(family, [lesson for lesson, _ in found])
+        return [(settled.get(lesson.id, lesson), s) for lesson, s in found]
 
     def nearest(self, lesson: Lesson) -> tuple[Lesson, float] | None:
         """The stored (or held) lesson of the same kind, family and owner most like `lesson`, any status."""
@@ -172,6 +176,18 @@ class Shelf:
         wanted = [lesson.id for lesson in lessons if lesson.ledgered] if ids is not None else None
         counts = fold([*self.ledger.read(family, wanted), *self.buffer.records.values()])
         return [
-            lesson.model_copy(update=counts[lesson.id].fields()) if lesson.ledgered and lesson.id in counts else lesson
+            lesson.model_copy(update=counts[lesson.id].fields()).settled()
+            if lesson.ledgered and lesson.id in counts
+            else lesson
             for lesson in lessons
         ]
+
+    def _settled(self, family: str, lessons: list[Lesson]) -> dict[str, Lesson]:
+        """A shared store's pending `lessons` folded (`_folded`), by id: a lesson's status is
+        written with its row, and two writers confirming it at once each wrote "pending" (each
+        row has its own witness, the ledger both). Only pending ones: the rest need no ledger read.
+        """
+        pending = [lesson for lesson in lessons if lesson.status == "pending" and lesson.ledgered]
+        if self.private or not pending:
+            return {}
+        return {lesson.id: lesson for lesson in self._folded(pending, [lesson.id for lesson in pending])}

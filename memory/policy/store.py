@@ -140,12 +140,14 @@ class ExperienceStore:
                 if match is None:
                     self.buffer.note([evidence(lesson, lesson.id)])
                     self.shelf.put([lesson])
-                    self._limits.approved.added([lesson])
+                    self._limits.added([lesson])
                     written.append(Written(lesson.id, merged=False))
                     continue
                 stored = self.buffer.carried(counted.get(match.lesson.id, match.lesson))
                 self.buffer.note([evidence(lesson, stored.id, agrees=lesson.outcome == stored.outcome)])
                 merged = stored.merged_with(lesson, keep_text=keep_text)
+                if stored.status == "pending" and merged.status == "approved":
+                    self._limits.confirmed(merged)
                 if merged != stored:  # the same run again (a resume) changes nothing
                     if merged.document == stored.document:
                         counted[merged.id] = merged
