@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+import pivotal.memory.lesson as lesson_module
 from pivotal.cli import main
 from pivotal.core.context import Context
 from pivotal.graphs import arun
@@ -247,8 +248,18 @@ async def _hostile_runs(folder: str, confirmations: int | None) -> list[tuple[in
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("confirmations", [None, 1], ids=["quarantine", "no-quarantine"])
-async def test_no_hostile_observation_reaches_a_later_prompt_as_advice(tmp_path, confirmations):
+@pytest.mark.parametrize(
+    "confirmations, rule_screen", [(None, True), (1, False)], ids=["quarantine-and-screen", "provenance-alone"]
+)
+async def test_no_hostile_observation_reaches_a_later_prompt_as_advice(
+    tmp_path, monkeypatch, confirmations, rule_screen
+):
+    """With everything on, the rule screen refuses every tainted lesson at the gate; with the screen
+    and the quarantine switched off, provenance alone keeps each hostile text out of the advice, and
+    the lessons do reach later prompts, the hostile text in them only as quoted data.
+    """
+    if not rule_screen:
+        monkeypatch.setattr(lesson_module, "_screened", lambda fields, capped: None)
     later = await _hostile_runs(str(tmp_path), confirmations)
     close_stores()
     as_advice, as_data, lessons_shown = set(), set(), 0
@@ -257,6 +268,7 @@ async def test_no_hostile_observation_reaches_a_later_prompt_as_advice(tmp_path,
         lessons_shown += len(advice)
         as_advice |= {index for line in advice if _carries(line, HOSTILE[index])}
         as_data |= {index for line in quoted if _carries(line, HOSTILE[index])}
-    assert lessons_shown > 0  # lessons were recalled into later runs' prompts
     assert as_advice == set(), f"{len(as_advice)} of {len(HOSTILE)} hostile texts reached advice"
-    assert len(as_data) >= len(HOSTILE) // 2  # ...and the hostile texts did reach them, as quoted data
+    if not rule_screen:
+        assert lessons_shown > 0  # lessons were recalled into later runs' prompts
+        assert len(as_data) >= len(HOSTILE) // 2  # ...and the hostile texts did reach them, as quoted data
