@@ -311,7 +311,7 @@ SAME_CASES = [
 
 
 def _fresh() -> Context:
-    return Context(lessons_backend="dicts", lessons_namespace=("pivotal", uuid.uuid4().hex), **FAILING)
+    return Context(lessons_backend="dicts", lessons_namespace=("pivotal", uuid.uuid4().hex), **FAILING, **NO_QUARANTINE)
 
 
 def test_a_new_backend_is_one_module_and_one_row(monkeypatch):
