@@ -3,7 +3,9 @@
 import shutil
 import subprocess
 import sys
+import uuid
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,28 @@ import pytest
 from pivotal.memory.policy.registry import close_stores
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+POSTGRES_SERVER = "postgresql://postgres@127.0.0.1:5432"
+
+
+@pytest.fixture(scope="module")
+def postgres(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A database of the test module's own on the local server, dropped at the end; skipped in one
+    line where the postgres extra or the server is missing.
+    """
+    psycopg = pytest.importorskip("psycopg", reason="no postgres extra: pip install 'pivotal[postgres]'")
+    name = f"pivotal_{request.module.__name__.rsplit('.', 1)[-1]}_{uuid.uuid4().hex[:12]}"
+    try:
+        with psycopg.connect(f"{POSTGRES_SERVER}/postgres", autocommit=True, connect_timeout=3) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+    except Exception as exc:  # noqa: BLE001 — whatever stops us reaching it, the reason is the skip
+        pytest.skip(f"no Postgres at 127.0.0.1:5432 ({type(exc).__name__})")
+    yield f"{POSTGRES_SERVER}/{name}"
+    with psycopg.connect(f"{POSTGRES_SERVER}/postgres", autocommit=True, connect_timeout=3) as admin:
+        admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
 SCRATCH = (".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".pivotal", ".langgraph_api", ".*_cache")
 
 

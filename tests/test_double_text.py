@@ -14,8 +14,7 @@ import subprocess
 import sys
 import textwrap
 import threading
-import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -41,7 +40,6 @@ POLICIES = ["reject", "enqueue", "interrupt", "rollback"]
 FACES = [pytest.param("pivotal_agent", marks=pytest.mark.slow), "middleware"]
 """Pivotal's graph runs ~9 model calls a turn on the loopback server: over a second a test, so slow."""
 SETTINGS = {"memory": False, "max_steps": 8, "max_pivot_retries": 1}
-POSTGRES = "postgresql://postgres@127.0.0.1:5432"
 
 
 @pytest.fixture(scope="module")
@@ -80,21 +78,6 @@ def count(ledger: Path, kind: str) -> int:
 
 def texts(values: dict[str, Any], kind: type) -> list[str]:
     return [str(m.content) for m in values.get("messages") or [] if isinstance(m, kind)]
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[str]:
-    """A database of this module's own on the local server; skipped in one line where none answers."""
-    psycopg = pytest.importorskip("psycopg", reason="no postgres extra: pip install 'pivotal[postgres]'")
-    name = f"pivotal_double_text_{uuid.uuid4().hex[:12]}"
-    try:
-        with psycopg.connect(f"{POSTGRES}/postgres", autocommit=True, connect_timeout=3) as admin:
-            admin.execute(f'CREATE DATABASE "{name}"')
-    except Exception as exc:  # noqa: BLE001 — whatever stops us reaching it, the reason is the skip
-        pytest.skip(f"no Postgres at 127.0.0.1:5432 ({type(exc).__name__})")
-    yield f"{POSTGRES}/{name}"
-    with psycopg.connect(f"{POSTGRES}/postgres", autocommit=True, connect_timeout=3) as admin:
-        admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
 @asynccontextmanager

@@ -13,7 +13,6 @@ import shutil
 import signal
 import sqlite3
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -21,23 +20,7 @@ import pytest
 from pivotal.testing.cli import cli, finish
 from pivotal.testing.journal_env import just_started
 
-SERVER = "postgresql://postgres@127.0.0.1:5432"
 PLUGIN = ("--plugin", "pivotal.testing.ledger_env")
-
-
-@pytest.fixture(scope="module")
-def postgres() -> str:
-    """A database of this module's own, dropped at the end; skipped in one line without a server."""
-    psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
-    name = f"pivotal_test_{uuid.uuid4().hex[:12]}"
-    try:
-        with psycopg.connect(f"{SERVER}/postgres", autocommit=True, connect_timeout=3) as admin:
-            admin.execute(f'CREATE DATABASE "{name}"')
-    except Exception as exc:  # noqa: BLE001 — whatever stops us reaching it, the reason is the skip
-        pytest.skip(f"no Postgres at 127.0.0.1:5432 ({type(exc).__name__})")
-    yield f"{SERVER}/{name}"
-    with psycopg.connect(f"{SERVER}/postgres", autocommit=True, connect_timeout=3) as admin:
-        admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
 def lines(path: Path) -> list[dict]:

@@ -48,7 +48,6 @@ SLACK = 4
 STALL = 100
 """Graph steps after which a turn that does not stop by itself fails (GraphRecursionError) instead of
 running on to LangGraph's default ceiling of 10,000."""
-POSTGRES = "postgresql://postgres@127.0.0.1:5432"
 
 
 # --- the world and the models -----------------------------------------------------------------
@@ -171,21 +170,6 @@ def surface(request, server, ledger) -> Surface:
 
 
 # --- the checkpointers --------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[str]:
-    """A database of this module's own on the local server; skipped in one line where none answers."""
-    psycopg = pytest.importorskip("psycopg", reason="no postgres extra: pip install 'pivotal[postgres]'")
-    name = f"pivotal_promises_{uuid.uuid4().hex[:12]}"
-    try:
-        with psycopg.connect(f"{POSTGRES}/postgres", autocommit=True, connect_timeout=3) as admin:
-            admin.execute(f'CREATE DATABASE "{name}"')
-    except Exception as exc:  # noqa: BLE001 — whatever stops us reaching it, the reason is the skip
-        pytest.skip(f"no Postgres at 127.0.0.1:5432 ({type(exc).__name__})")
-    yield f"{POSTGRES}/{name}"
-    with psycopg.connect(f"{POSTGRES}/postgres", autocommit=True, connect_timeout=3) as admin:
-        admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
 @contextmanager
