@@ -85,7 +85,7 @@ async def test_a_plugin_without_family_keeps_lessons_per_task_kind_by_its_params
     from the task's parameters, so a recipe learnt in game a is recalled in a again and leaks 0 lessons
     into b; tasks that differ only by seed stay one family.
     """
-    context = Context(model="sim", store_path=str(tmp_path / "store"))
+    context = Context(model="sim", store_path=str(tmp_path / "store"), **NO_QUARANTINE)  # recalled from the next run
     first = await arun({"env": "word-room", "params": {"game": "a"}}, context)
     again = await arun({"env": "word-room", "params": {"game": "a", "seed": 4}}, context)
     other = await arun({"env": "word-room", "params": {"game": "b"}}, context)
