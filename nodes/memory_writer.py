@@ -66,7 +66,9 @@ def _write(store: Any, state: State, context: Context, family: str) -> list[Any]
     values = secret_values()
     approved = [_traced(redacted(c, values), values) for c in state.get("approved_lessons", [])]
     # each new lesson waits in quarantine until independent runs agree (memory/policy/rules.py)
-    witness = policy.witness(owner, _thread() or state["run_id"], str(state["task"].get("id", "")))
+    witness = policy.witness(
+        owner, _thread() or state["run_id"], str(cast(dict[str, Any], state["task"]).get("id", ""))
+    )
     drafts = [
         (
             bool(c.get("duplicate_of")),

@@ -202,7 +202,7 @@ def traced(
 def untraced(draft: Mapping[str, Any]) -> dict[str, str]:
     """For a draft that reached the writer without provenance: no advice, every word the model's."""
     spans = [
-        Span(field=name, origin="model", text=str(draft.get(name, "")))  # type: ignore[arg-type]
+        Span(field=name, origin="model", text=str(draft.get(name, "")))
         for name in ("situation", "text")
         if draft.get(name)
     ]
@@ -214,7 +214,7 @@ def documented(lesson: Mapping[str, Any]) -> dict[str, str]:
     lesson, composed from that run's trusted record, merges into it.
     """
     spans = [
-        Span(field=name, origin="document", text=str(lesson.get(name, "")))  # type: ignore[arg-type]
+        Span(field=name, origin="document", text=str(lesson.get(name, "")))
         for name in ("situation", "text")
         if lesson.get(name)
     ]

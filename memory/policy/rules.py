@@ -7,6 +7,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import fields
+from typing import cast
 
 from pivotal.core.context import Context
 from pivotal.core.stats import wilson
@@ -90,7 +91,7 @@ def _weakest_first(lesson: Lesson) -> tuple[float, float]:
 
 # ---- quarantine: a new lesson is recalled only once independent runs agree -----------------
 CONFIRMATIONS: dict[str, int] = {
-    f.name.removeprefix("confirmations_"): int(f.default)  # type: ignore[call-overload]
+    f.name.removeprefix("confirmations_"): int(cast(int, f.default))
     for f in fields(Context)
     if f.name.startswith("confirmations_")
 }

@@ -347,7 +347,7 @@ def _register_blind() -> None:
     from pivotal.core.environments.gridworld import GridWorld
     from pivotal.testing.plugin_envs import WordRoom
 
-    worlds = {"cliff-grid": CliffGrid, "lava-key-grid": LavaKeyGrid, "cave-quest": CaveQuest}
+    worlds: dict[str, type] = {"cliff-grid": CliffGrid, "lava-key-grid": LavaKeyGrid, "cave-quest": CaveQuest}
     worlds.update({"word-room": WordRoom, "gridworld": GridWorld})
     for name, world in worlds.items():
         register_environment(f"{name}-blind", without_distance(world))
