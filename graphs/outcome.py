@@ -155,21 +155,28 @@ def _from_graph(values: Mapping[str, Any]) -> Result:
                      text=c.get("text", ""))
         for c in values.get("candidates") or [] if c.get("verdict")
     ]  # fmt: skip
-    status = values.get("status") or "running"
     return Result(
         face="graph",
-        status=status,
-        answer=str(values.get("answer") or "") if status == "success" else "",
-        reason=str(values.get("reason") or ""),
-        verified=status == "success" and values.get("verified", True) is not False,
-        run_id=str(values.get("run_id") or ""),
+        **_ending(values),
         steps=steps,
         reviews=reviews,
         approvals=[r for r in reviews if r.source == "human"],
         lessons=lessons,
-        usage=_usage(values.get("usage") or {}),
-        retries=int(values.get("retries") or 0),
     )
+
+
+def _ending(values: Mapping[str, Any]) -> dict[str, Any]:
+    """How a run ended, read alike from the graph's state and a parent's `pivotal_result`."""
+    status = values.get("status") or "running"
+    return {
+        "status": status,
+        "answer": str(values.get("answer") or "") if status == "success" else "",
+        "reason": str(values.get("reason") or ""),
+        "verified": status == "success" and values.get("verified", True) is not False,
+        "run_id": str(values.get("run_id") or ""),
+        "usage": _usage(values.get("usage") or {}),
+        "retries": int(values.get("retries") or 0),
+    }
 
 
 def _from_node(outcome: Mapping[str, Any]) -> Result:
@@ -177,18 +184,7 @@ def _from_node(outcome: Mapping[str, Any]) -> Result:
     steps = [
         StepRecord(index=i, action=a, arguments=args or {}) for i, (a, args) in enumerate(outcome.get("actions") or [])
     ]
-    status = outcome.get("status") or "running"
-    return Result(
-        face="node",
-        status=status,
-        answer=str(outcome.get("answer") or "") if status == "success" else "",
-        reason=str(outcome.get("reason") or ""),
-        verified=status == "success" and outcome.get("verified", True) is not False,
-        run_id=str(outcome.get("run_id") or ""),
-        steps=steps,
-        usage=_usage(outcome.get("usage") or {}),
-        retries=int(outcome.get("retries") or 0),
-    )
+    return Result(face="node", **_ending(outcome), steps=steps)
 
 
 def _from_agent(values: Mapping[str, Any]) -> Result:

@@ -7,19 +7,11 @@ import re
 from pathlib import Path
 
 import pytest
+from test_docs import anchors
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ("core", "graphs", "nodes", "memory", "middleware", "prompts", "pivotal", "benchmarks", "examples", "tests")
 CITED = re.compile(r"(docs/[\w.-]+\.md)(?:#([\w-]+))?(?:, \"([^\"\n]+)\")?")
-
-
-def _anchor(heading: str) -> str:
-    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
-    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
-
-
-def _anchors(page: Path) -> set[str]:
-    return {_anchor(line.lstrip("#")) for line in page.read_text().splitlines() if line.startswith("#")}
 
 
 def _citations() -> list[tuple[str, str, str | None, str | None]]:
@@ -37,7 +29,7 @@ def _citations() -> list[tuple[str, str, str | None, str | None]]:
 def test_a_cited_page_and_section_exist(source, page, anchor, section):
     assert (ROOT / page).is_file(), f"{source} cites {page}, which does not exist"
     if anchor:
-        assert anchor in _anchors(ROOT / page), f"{source} cites {page}#{anchor}: no such heading"
+        assert anchor in anchors(ROOT / page), f"{source} cites {page}#{anchor}: no such heading"
     if section:
         assert section in (ROOT / page).read_text(), f'{source} cites {page} "{section}", not in that page'
 

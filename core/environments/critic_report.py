@@ -15,13 +15,13 @@ without error and, on the graph, its run succeeded; until then it is pending.
 import asyncio
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel
 
-from pivotal.core.environments.once import REVIEWS, VERDICTS, verdict_key
+from pivotal.core.environments.once import REVIEWS, VERDICTS, step_key, verdict_key
 from pivotal.core.errors import PivotalError
-from pivotal.core.state import Observation
+from pivotal.core.state import Observation, State, same_call
 
 Outcome = Literal["fine", "failed", "rejected", "edited", "blamed", "task_failed", "revoked", "pending"]
 BAD: frozenset[str] = frozenset({"failed", "rejected", "edited", "blamed", "task_failed", "revoked"})
@@ -157,7 +157,7 @@ class _Thread:
             if step.get("review"):
                 self.ran[step["review"]] = self.ran.get(step["review"], False) or bool(step.get("error"))
             self._people(step.get("verdicts") or [], step.get("key", ""))
-        self._people(state.get("critiques") or [], _key(state))
+        self._people(state.get("critiques") or [], step_key(cast(State, state)))
         for turn in state.get("turns") or []:
             if turn.get("run_id") and turn.get("status") in ("success", "failure"):
                 self.status[turn["run_id"]] = turn["status"]
@@ -178,7 +178,7 @@ class _Thread:
         for i, critique in enumerate(critiques):
             if critique.get("source") != "observe":
                 continue
-            said = next((c for c in critiques[i + 1 :] if c.get("source") == "human" and _same(c, critique)), None)
+            said = next((c for c in critiques[i + 1 :] if c.get("source") == "human" and same_call(c, critique)), None)
             if said is not None:
                 decision = str(said.get("decision"))
                 self.person[_place(key, critique)] = decision
@@ -239,14 +239,5 @@ def _call(thread: str, seen: Observation, outcome: Outcome, review: str) -> Watc
     )
 
 
-def _key(state: Mapping[str, Any]) -> str:
-    """The step key of the step a state is deciding (`once.step_key`)."""
-    return f"{state.get('run_id', '')}:{state.get('retries', 0)}:{len(state.get('trajectory') or [])}"
-
-
 def _place(key: str, call: Mapping[str, Any]) -> str:
     return f"{key}|{verdict_key('', str(call.get('action')), call.get('arguments') or {})}"
-
-
-def _same(one: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
-    return _place("", one) == _place("", other)

@@ -154,7 +154,7 @@ async def executed_step(env: Environment, state: State, key: str, chosen: Propos
         return None  # the world was put back with the branch: the step is to be run
     seen = (await thread_record()).seen
     step = seen.steps.get(key)  # the key names the run: another turn's step is never this one
-    if step is None or answers(step) or _step_id(step) in seen.undone:
+    if step is None or answers(step) or step_id(step) in seen.undone:
         return None  # the answer is the reply's own, and an undone step is to be done again
     same = step["action"] == chosen.get("action") and step.get("arguments") == (chosen.get("arguments") or {})
     return step if same else None
@@ -187,7 +187,7 @@ class Seen:
     """Each executed step by its idempotency key (`Step.key`)."""
 
     def add(self, trajectory: list[Step]) -> None:
-        ids = {step["index"]: _step_id(step) for step in trajectory}
+        ids = {step["index"]: step_id(step) for step in trajectory}
         for step in trajectory:
             if not step.get("error"):  # the tool raised: the world did not change
                 self.done.setdefault(ids[step["index"]], (step["action"], step.get("arguments") or {}))
@@ -210,7 +210,7 @@ class Seen:
         return [call for ident, call in self.done.items() if ident not in self.undone]
 
 
-def _step_id(step: Step) -> str:
+def step_id(step: Step) -> str:
     """A step the same in every branch that shares it: its review, else the checkpoint it ran from."""
     return step.get("review") or f"{step.get('checkpoint_id')}:{step['index']}"
 

@@ -42,9 +42,10 @@ from pivotal.core.environments.once import (
     irreversible,
     needs_person,
     repeat_reason,
+    step_id,
 )
 from pivotal.core.errors import PivotalError
-from pivotal.core.state import Proposal
+from pivotal.core.state import Proposal, same_call
 
 Fate = Literal["skip", "refuse", "ask", "run"]
 """skip: its recorded result is used, nothing runs; refuse: the once-guard turns the repeat down;
@@ -229,8 +230,8 @@ def _graph_fate(env: Any, thread: Seen, step: dict[str, Any], wanted: list[str],
         return "run", "the environment puts its world back with the branch: the step runs again in it"
     proposal: Proposal = {"action": step["action"], "arguments": step.get("arguments") or {}}
     recorded = thread.steps.get(step.get("key") or "")
-    undone = recorded is not None and _step_id(recorded) in thread.undone
-    if recorded is not None and not answers(recorded) and not undone and _same(recorded, step):
+    undone = recorded is not None and step_id(recorded) in thread.undone
+    if recorded is not None and not answers(recorded) and not undone and same_call(recorded, step):
         return "skip", "executed in this run under the same step key: its recorded result is used"
     person = needs_person(wanted, env, proposal)
     why = _again(step, undone)
@@ -258,10 +259,6 @@ def _ident(step: Mapping[str, Any]) -> tuple[str, ...]:
     """A step the same in every branch that holds it: its key and call (a reused step has a new review)."""
     key = step.get("key") or f"{step.get('checkpoint_id')}:{step.get('index')}"
     return (key, *_call(step))
-
-
-def _step_id(step: Mapping[str, Any]) -> str:
-    return step.get("review") or f"{step.get('checkpoint_id')}:{step['index']}"
 
 
 # --- a create_agent agent ----------------------------------------------------------------------
@@ -333,10 +330,6 @@ class _Named:
 
 def _call(step: Mapping[str, Any]) -> tuple[str, str]:
     return str(step.get("action")), json.dumps(step.get("arguments") or {}, sort_keys=True, default=str)
-
-
-def _same(one: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
-    return _call(one) == _call(other)
 
 
 def _previewed(step: Mapping[str, Any], fate: Fate, why: str, recorded_at: str, failed: bool) -> PreviewedCall:
