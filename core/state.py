@@ -17,6 +17,7 @@ from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 from pivotal.core.schemas import Decision, ErrorType, LessonKind, LessonLevel, Outcome
+from pivotal.core.task import Task
 
 Rewind = Literal["snapshot", "replay", "compensate", "forward"]
 """How an environment goes back to the state before the pivotal step:
@@ -345,6 +346,111 @@ class State(InputState, total=False):
     critic_observed: Annotated[list[Observation], append_list]
     """Every review a watching critic let through (`observe_only`), oldest first: never cut back by a
     pivot or a new turn, so the thread's latest checkpoint alone holds the whole record."""
+
+
+class Spent(TypedDict, total=False):
+    """What a node's model calls cost, as deltas (`add_counts` adds them to the run's): `ask_role` hands
+    them to the node that asked, which returns them with its own update.
+    """
+
+    counters: dict[str, Any]
+    usage: dict[str, Any]
+
+
+def add_spent(one: Spent, other: Spent) -> Spent:
+    """Two calls' costs as one: both keys, each added key by key."""
+    return {
+        "counters": add_counts(one.get("counters"), other.get("counters")),
+        "usage": add_counts(one.get("usage"), other.get("usage")),
+    }
+
+
+# What each node returns: a partial update of `State`, its keys and their types checked where the node
+# builds it (LangGraph merges it by the reducers declared on `State`). `start` opens a turn and sets
+# every working key, so it returns a `State`.
+
+
+class ActorUpdate(Spent, total=False):
+    proposal: Proposal | None
+    compensations: list[Proposal]
+
+
+class CriticUpdate(Spent, total=False):
+    critiques: list[Critique]
+    chosen: Proposal | None
+    attempt_failed: str
+    stuck: bool
+    verified: bool
+    critic_observed: list[Observation]
+
+
+class ApprovalUpdate(Spent, total=False):
+    chosen: Proposal | None
+    critiques: list[Critique]
+    attempt_failed: str
+
+
+class ExecutorUpdate(Spent, total=False):
+    trajectory: list[Step]
+    observation: str
+    proposal: Proposal | None
+    chosen: Proposal | None
+    critiques: list[Critique]
+    answer: str
+    status: Status
+    verified: bool
+    reason: str
+    attempt_failed: str
+
+
+class RecallUpdate(Spent, total=False):
+    lessons: list[Recalled]
+    recalled: list[str]
+
+
+class ReflectorUpdate(Spent, total=False):
+    reflections: list[Reflection]
+    candidates: list[Candidate]
+    status: Status
+    reason: str
+
+
+class PivotUpdate(Spent, total=False):
+    trajectory: list[Step]
+    observation: str
+    attempt_failed: str
+    stuck: bool
+    reflections: list[Reflection]
+    retries: int
+    proposal: Proposal | None
+    chosen: Proposal | None
+    critiques: list[Critique]
+    compensations: list[Proposal]
+    attempt_start: int
+
+
+class LessonUpdate(Spent, total=False):
+    """distill, dedup, gate and memory_writer: the lessons on their way to the store, and what was stored."""
+
+    candidates: list[Candidate]
+    approved_lessons: list[Candidate]
+    written: list[str]
+    retired: list[str]
+
+
+class RespondUpdate(TypedDict, total=False):
+    messages: list[AnyMessage]
+    turns: list[Turn]
+    pivotal_result: NodeResult
+
+
+def task_of(state: "State") -> Task:
+    """The run's task as `start` validated it (redacted, its family and goal filled in): validated once,
+    at the edge, and read as it is by every node after it. `start` writes it whole, so nothing is
+    missing and nothing is checked twice.
+    """
+    task = state["task"]
+    return task if isinstance(task, Task) else Task.model_construct(**cast(dict[str, Any], task))
 
 
 def state_before(state: "State", index: int) -> Any:

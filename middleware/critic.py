@@ -54,7 +54,7 @@ from pivotal.core.environments.tools import ToolEnvironment
 from pivotal.core.errors import PivotalError
 from pivotal.core.schemas import Verdict
 from pivotal.core.secrets import redact_tree
-from pivotal.core.state import Critique, Observation, Proposal, Step, add_counts
+from pivotal.core.state import Critique, Observation, Proposal, Spent, Step, add_counts
 from pivotal.graphs.blocking import run_blocking
 from pivotal.memory.lesson import lessons_block
 from pivotal.middleware.busy import ends_turn, pausing, resumed, running, turn_opens, turn_over
@@ -131,7 +131,7 @@ class CriticState(AgentState):
 class _World:
     """What a `sim` critic reads of the world (pivotal.core.models.world.World)."""
 
-    env: Any
+    env: Environment
     applied: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     first_observation: str = ""
 
@@ -307,7 +307,9 @@ class PivotalCritic(AgentMiddleware):
         rulings = await asyncio.gather(*(self._rule(state, call, env, record) for call in calls))
         return {VERDICTS: {_key(call): ruling for call, ruling in zip(calls, rulings, strict=True)}}
 
-    async def _rule(self, state: dict[str, Any], call: Mapping[str, Any], env: Any, record: ThreadRecord) -> Ruling:
+    async def _rule(
+        self, state: dict[str, Any], call: Mapping[str, Any], env: Environment, record: ThreadRecord
+    ) -> Ruling:
         reviews = state.get(REVIEWS) or []
         done = _uncompensated(env, _ran(reviews, record))
         pending = _pending(reviews)
@@ -332,7 +334,7 @@ class PivotalCritic(AgentMiddleware):
         verdict, source, observed = watched(self.context, call, verdict, source)
         return noted(_ruling(verdict, source, updates, rules), observed)
 
-    def _rules(self, env: Any) -> Rules:
+    def _rules(self, env: Environment) -> Rules:
         return {
             "require_approval_for": list(self.context.require_approval_for),
             "irreversible": sorted(s.name for s in env.describe_actions() if s.irreversible),
@@ -416,13 +418,13 @@ class PivotalCritic(AgentMiddleware):
             return _after_async(result, request, entry, within)
         return _recorded(result, request, entry)
 
-    def _repeat(self, request: ToolCallRequest, record: ThreadRecord, env: Any) -> str:
+    def _repeat(self, request: ToolCallRequest, record: ThreadRecord, env: Environment) -> str:
         """Why the call repeats one that ran in the thread (or that this step already let through), or ""."""
         with self._lock:
             standing = self._standing(request, record, env)
         return repeat_reason(env, request.tool_call["name"], request.tool_call["args"], standing) or ""
 
-    def _claim(self, request: ToolCallRequest, record: ThreadRecord, env: Any, again: bool) -> str | None:
+    def _claim(self, request: ToolCallRequest, record: ThreadRecord, env: Environment, again: bool) -> str | None:
         """The once guard at the moment of running, over what the thread executed and what this step
         already let through; None claims the call for this thread. `again`: a person re-approved a repeat.
         """
@@ -437,7 +439,9 @@ class PivotalCritic(AgentMiddleware):
                 return None
             return reason
 
-    def _standing(self, request: ToolCallRequest, record: ThreadRecord, env: Any) -> list[tuple[str, dict[str, Any]]]:
+    def _standing(
+        self, request: ToolCallRequest, record: ThreadRecord, env: Environment
+    ) -> list[tuple[str, dict[str, Any]]]:
         """Under the lock: the thread's executed, uncompensated calls and this step's claims but the call's own."""
         reviews = request.state.get(REVIEWS) or []
         recorded = {r.get("tool_call_id") for r in reviews} | set(record.ran)
@@ -447,7 +451,7 @@ class PivotalCritic(AgentMiddleware):
         others = [c for key, c in claims.items() if key != request.tool_call["id"]]
         return _uncompensated(env, [*_ran(reviews, record), *others])
 
-    def _best_effort(self, request: ToolCallRequest, entry: Review, env: Any) -> bool:
+    def _best_effort(self, request: ToolCallRequest, entry: Review, env: Environment) -> bool:
         """After the last round a call the critic asked to revise runs, as in the graph
         (`on_critique_exhausted="execute_best"`); a rejected one never, nor an irreversible one.
         """
@@ -460,7 +464,7 @@ class PivotalCritic(AgentMiddleware):
         )
 
     def _ask_person(
-        self, request: ToolCallRequest, entry: Review, env: Any, repeat: str
+        self, request: ToolCallRequest, entry: Review, env: Environment, repeat: str
     ) -> tuple[ToolCallRequest, Review, bool]:
         """`interrupt` with the call and the critic's view; HumanInTheLoopMiddleware's decisions read too.
         The flag: the person re-approved a repeat (`{"type": "approve", "repeat": true}`).
@@ -523,7 +527,7 @@ class PivotalCritic(AgentMiddleware):
         named = {*self.irreversible, *marked}
         return ToolEnvironment(list(tools.values()), _undecided, irreversible=[n for n in tools if n in named])
 
-    def _prompt(self, state: dict[str, Any], env: Any, proposal: Proposal, pending: list[Review]) -> str:
+    def _prompt(self, state: dict[str, Any], env: Environment, proposal: Proposal, pending: list[Review]) -> str:
         reviews = state.get("pivotal_reviews") or []
         limit = self.context.max_observation_chars
         return prompts.render(
@@ -566,7 +570,7 @@ def _refused(reason: str) -> Review:
             "revision": "choose a different action"}  # fmt: skip
 
 
-def _ruling(verdict: Verdict, source: str, updates: dict[str, Any], rules: Rules, repeat: str = "") -> Ruling:
+def _ruling(verdict: Verdict, source: str, updates: Spent, rules: Rules, repeat: str = "") -> Ruling:
     counters = {COUNTER[verdict.decision]: 1, "prechecked": int(source == "precheck")}
     return {
         "decision": verdict.decision,
@@ -756,7 +760,7 @@ def _exhausted(pending: list[Review], context: Context, current: str = "") -> bo
     return reviewed > context.max_critique_rounds or prechecked > context.precheck_bounces_allowed()
 
 
-def _uncompensated(env: Any, executed: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
+def _uncompensated(env: Environment, executed: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
     """The calls that ran and still stand: a later call that is an earlier one's declared compensation
     (`Compensating`, e.g. reverse_refund for refund) takes that one back, so it may run again.
     """

@@ -1,7 +1,5 @@
 """Propose the next action."""
 
-from typing import Any
-
 from langgraph.runtime import Runtime
 
 from pivotal import prompts
@@ -10,15 +8,14 @@ from pivotal.core.environments.live import attach
 from pivotal.core.models.roles import ask_role
 from pivotal.core.schemas import NO_PROPOSAL, proposal_schema
 from pivotal.core.secrets import redact
-from pivotal.core.state import Critique, Proposal, Reflection, State, Step
-from pivotal.core.task import Task
+from pivotal.core.state import ActorUpdate, Critique, Proposal, Reflection, State, Step, task_of
 from pivotal.memory.lesson import lessons_block
 from pivotal.prompts import show
 
 
-async def actor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+async def actor(state: State, runtime: Runtime[Context]) -> ActorUpdate:
     context = runtime.context
-    task = Task.model_validate(state["task"])
+    task = task_of(state)
     live, replayed = await attach(state["run_id"], task, state["trajectory"], runtime.context.step_timeout)
     if state.get("compensations"):
         return _compensate(state["compensations"], replayed)
@@ -62,7 +59,7 @@ async def actor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     return {"proposal": proposal, **updates}
 
 
-def _compensate(queue: list[Proposal], replayed: int) -> dict[str, Any]:
+def _compensate(queue: list[Proposal], replayed: int) -> ActorUpdate:
     """A pivot's undo actions come first, without an LLM call; the critic still reviews each."""
     proposal: Proposal = {**queue[0], "error": ""}
     return {"proposal": proposal, "compensations": queue[1:], "counters": {"replayed": replayed}}

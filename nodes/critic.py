@@ -2,13 +2,12 @@
 
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from langgraph.runtime import Runtime
 
 from pivotal import prompts
 from pivotal.core.context import Context
-from pivotal.core.environments import check_action, deterministic
+from pivotal.core.environments import Environment, check_action, deterministic
 from pivotal.core.environments.live import attach
 from pivotal.core.environments.observe import observed_counts, watch
 from pivotal.core.environments.once import executed, executed_step, needs_person, repeat_reason, step_key
@@ -17,14 +16,17 @@ from pivotal.core.models.roles import ask_role
 from pivotal.core.models.world import World
 from pivotal.core.schemas import Decision, Verdict
 from pivotal.core.state import (
+    CriticUpdate,
     Critique,
     Observation,
     Observed,
     Proposal,
+    Spent,
     State,
     VerdictSource,
     same_call,
     state_before,
+    task_of,
 )
 from pivotal.core.task import Task
 from pivotal.memory.lesson import lessons_block
@@ -35,17 +37,17 @@ IRREVERSIBLE_CONFIDENCE = 0.9
 """An irreversible action runs only on an approval at least this confident."""
 
 
-async def critic(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+async def critic(state: State, runtime: Runtime[Context]) -> CriticUpdate:
     context = runtime.context
-    task = Task.model_validate(state["task"])
+    task = task_of(state)
     live, replayed = await attach(state["run_id"], task, state["trajectory"], runtime.context.step_timeout)
     proposal = state["proposal"] or {}
     source: VerdictSource
-    updates: dict[str, Any]
+    spent: Spent
     if useless := _known_no_op(context, state, live.env, proposal):
-        verdict, source, updates = _reject(useless), "precheck", {}
+        verdict, source, spent = _reject(useless), "precheck", {}
     else:
-        verdict, source, updates = await review(
+        verdict, source, spent = await review(
             context,
             state,
             live.env,
@@ -54,6 +56,7 @@ async def critic(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             world=live,
             guard=lambda: _repeat(state, task, live.env, proposal),
         )
+    updates: CriticUpdate = {**spent}
     verdict, source, observed = watch(context, proposal.get("action"), verdict, source)
     critique: Critique = {
         **proposal,
@@ -98,13 +101,13 @@ def _observation(state: State, critique: Critique, observed: Observed) -> Observ
 async def review(
     context: Context,
     state: State,
-    env: Any,
+    env: Environment,
     proposal: Proposal,
     *,
     prompt: Callable[[], str],
     world: World | None,
     guard: Callable[[], Awaitable[str | None]] | None = None,
-) -> tuple[Verdict, VerdictSource, dict[str, Any]]:
+) -> tuple[Verdict, VerdictSource, Spent]:
     """The verdict on one proposal: the pre-check, the repeat guard, then the critic model, then the
     irreversible rule.
 
@@ -119,12 +122,12 @@ async def review(
 async def _judge(
     context: Context,
     state: State,
-    env: Any,
+    env: Environment,
     proposal: Proposal,
     prompt: Callable[[], str],
     world: World | None,
     guard: Callable[[], Awaitable[str | None]] | None,
-) -> tuple[Verdict, VerdictSource, dict[str, Any]]:
+) -> tuple[Verdict, VerdictSource, Spent]:
     if not proposal.get("action"):
         why = describe_model_error(proposal.get("error") or "empty action")
         return _reject(f"the actor gave no valid proposal ({why})"), "actor", {}
@@ -157,7 +160,7 @@ async def _judge(
     return answer.value, "critic", updates
 
 
-def _known_no_op(context: Context, state: State, env: Any, proposal: Proposal) -> str:
+def _known_no_op(context: Context, state: State, env: Environment, proposal: Proposal) -> str:
     """Why the proposal cannot help, or "": in a deterministic environment, the same call already ran
     from this very state in this attempt and changed nothing, so it would change nothing again.
 
@@ -199,7 +202,7 @@ def _proposed_here(state: State, proposal: Proposal) -> bool:
     return any(c.get("action") and same_call(c, proposal) for c in earlier)
 
 
-def _prompt(context: Context, state: State, task: Task, env: Any, proposal: Proposal) -> str:
+def _prompt(context: Context, state: State, task: Task, env: Environment, proposal: Proposal) -> str:
     return prompts.render(
         "critic",
         task=task.goal,
@@ -216,7 +219,7 @@ def _prompt(context: Context, state: State, task: Task, env: Any, proposal: Prop
     )
 
 
-async def _repeat(state: State, task: Task, env: Any, proposal: Proposal) -> str | None:
+async def _repeat(state: State, task: Task, env: Environment, proposal: Proposal) -> str | None:
     """The guard, whatever the switches: a repeat of an executed irreversible call is never a model's to allow.
 
     Reads the thread's executed history only for an irreversible proposal (a fork shares the world).
@@ -264,21 +267,21 @@ def _fit(text: str, field: str) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _irreversible(env: Any, proposal: Proposal) -> bool:
+def _irreversible(env: Environment, proposal: Proposal) -> bool:
     return _marked(env, proposal, "irreversible")
 
 
-def _final(env: Any, proposal: Proposal) -> bool:
+def _final(env: Environment, proposal: Proposal) -> bool:
     """The proposal ends the task with the agent's own answer (no verifier checks it)."""
     return _marked(env, proposal, "final")
 
 
-def _marked(env: Any, proposal: Proposal, flag: str) -> bool:
+def _marked(env: Environment, proposal: Proposal, flag: str) -> bool:
     """The environment's ActionSpec for the proposed action carries `flag`."""
     return proposal.get("action") in {s.name for s in env.describe_actions() if getattr(s, flag)}
 
 
-def _stricter_if_irreversible(verdict: Verdict, env: Any, proposal: Proposal) -> Verdict:
+def _stricter_if_irreversible(verdict: Verdict, env: Environment, proposal: Proposal) -> Verdict:
     if verdict.decision == "approve" and _irreversible(env, proposal) and verdict.confidence < IRREVERSIBLE_CONFIDENCE:
         return _verdict(
             "reject",

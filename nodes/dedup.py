@@ -3,25 +3,23 @@ costs no gate call: it only adds evidence to the stored one, whose text was gate
 """
 
 import asyncio
-from typing import Any
 
 from langgraph.runtime import Runtime
 
 from pivotal.core.context import Context, model_label
-from pivotal.core.state import State
-from pivotal.core.task import Task
+from pivotal.core.state import Candidate, LessonUpdate, State, task_of
 from pivotal.memory.lesson import Lesson, better_text, owner_of
 from pivotal.memory.policy.registry import lesson_store
 
 
-async def dedup(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+async def dedup(state: State, runtime: Runtime[Context]) -> LessonUpdate:
     context = runtime.context
     candidates = state.get("candidates", [])
     if not context.memory or not candidates:
         return {}
-    task = Task.model_validate(state["task"])
+    task = task_of(state)
     store = await asyncio.to_thread(lesson_store, context, runtime.store)
-    marked = []
+    marked: list[Candidate] = []
     for candidate in candidates:
         lesson = Lesson.from_candidate(
             candidate,

@@ -1,6 +1,6 @@
 """Collect lesson candidates from the finished run: skills from a success, guardrails from reflections."""
 
-from typing import Any
+from typing import cast
 
 from langgraph.runtime import Runtime
 
@@ -9,17 +9,16 @@ from pivotal.core.context import Context
 from pivotal.core.environments.live import lookup
 from pivotal.core.models.roles import ask_role
 from pivotal.core.schemas import LessonDrafts
-from pivotal.core.state import State
-from pivotal.core.task import Task
+from pivotal.core.state import Candidate, LessonUpdate, State, task_of
 from pivotal.memory.lesson import provenance
 from pivotal.prompts import show
 
 
-async def distill(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+async def distill(state: State, runtime: Runtime[Context]) -> LessonUpdate:
     context = runtime.context
     if not context.memory or state.get("status") != "success":
         return {}  # failure candidates already came from the reflector
-    task = Task.model_validate(state["task"])
+    task = task_of(state)
     user = prompts.render(
         "distiller",
         task=task.goal,
@@ -51,4 +50,4 @@ async def distill(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         }
         for lesson in answer.value.lessons
     ]
-    return {"candidates": [*state.get("candidates", []), *drafts], **updates}
+    return {"candidates": [*state.get("candidates", []), *cast(list[Candidate], drafts)], **updates}

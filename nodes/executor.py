@@ -31,14 +31,14 @@ from pivotal.core.environments.once import (
     unreviewed,
 )
 from pivotal.core.logs import logger
-from pivotal.core.state import Critique, Proposal, State, Step, same_call, state_before
+from pivotal.core.state import Critique, ExecutorUpdate, Proposal, State, Step, same_call, state_before, task_of
 from pivotal.core.task import Task
 from pivotal.prompts import SEE_MORE, clip
 
 
-async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+async def executor(state: State, runtime: Runtime[Context]) -> ExecutorUpdate:
     context = runtime.context
-    task = Task.model_validate(state["task"])
+    task = task_of(state)
     live, replayed = await attach(state["run_id"], task, state["trajectory"], context.step_timeout)
     chosen = state["chosen"] or {}
     key = step_key(state)
@@ -83,7 +83,7 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     step["no_op"], step["repeat_of"] = not result.done and _no_op(state, step), _repeat_of(state, step)
     trajectory = [*state["trajectory"], step]
     attempt_steps = len(trajectory) - state.get("attempt_start", 0)
-    update: dict[str, Any] = {
+    update: ExecutorUpdate = {
         "trajectory": trajectory,
         "observation": observation,
         "proposal": None,
@@ -101,8 +101,9 @@ async def executor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         update["answer"] = str(result.info["answer"])
     if result.success:
         verified = result.info.get("verified", True) is not False
-        update.update(status="success", verified=verified, reason=f"goal reached in {len(trajectory)} steps"
-                      if verified else f"the agent answered after {len(trajectory)} steps (not verified)")  # fmt: skip
+        said = f"goal reached in {len(trajectory)} steps"
+        said = said if verified else f"the agent answered after {len(trajectory)} steps (not verified)"
+        update.update({"status": "success", "verified": verified, "reason": said})
     elif result.done:
         update["attempt_failed"] = f"the environment ended the task at step {step['index']}: {_first_line(observation)}"
     elif why := context.budget_spent(attempt_steps, _executed(state) + 1):
@@ -141,7 +142,7 @@ async def _not_cleared(state: State, context: Context, task: Task, env: Environm
     return repeat_reason(env, chosen["action"], chosen.get("arguments") or {}, done, allow=task.allow_repeat) or ""
 
 
-def _send_back(state: State, chosen: Proposal, why: str) -> dict[str, Any]:
+def _send_back(state: State, chosen: Proposal, why: str) -> ExecutorUpdate:
     """To the critic (graphs/routes.py), as the proposal of this step: reviewed like a first run's."""
     proposal: Proposal = {
         "action": chosen["action"],

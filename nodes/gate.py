@@ -11,23 +11,23 @@ from pivotal import prompts
 from pivotal.core.context import Context
 from pivotal.core.models.roles import ask_role
 from pivotal.core.schemas import LessonVerdict, ScreenVerdict
-from pivotal.core.state import Candidate, State, add_counts
+from pivotal.core.state import Candidate, LessonUpdate, Spent, State, add_counts, add_spent, task_of
 from pivotal.core.task import Task
 from pivotal.memory.lesson import rendered, screened
 from pivotal.prompts import show
 
 
-async def gate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+async def gate(state: State, runtime: Runtime[Context]) -> LessonUpdate:
     context = runtime.context
     candidates = state.get("candidates", [])
     if not context.memory or not candidates:
         return {}
-    task = Task.model_validate(state["task"])
+    task = task_of(state)
     reviewed: list[Candidate] = []
-    totals: dict[str, dict[str, Any]] = {"counters": {}, "usage": {}}
+    totals: Spent = {"counters": {}, "usage": {}}
     for candidate in candidates:
         verdict, updates = await _review(state, context, task, candidate)
-        totals = {key: add_counts(totals[key], updates.get(key)) for key in totals}
+        totals = add_spent(totals, updates)
         totals["counters"] = add_counts(
             totals["counters"], {("lessons_approved" if verdict.decision == "approve" else "lessons_rejected"): 1}
         )
@@ -36,9 +36,7 @@ async def gate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     return {"approved_lessons": approved, "candidates": reviewed, **totals}
 
 
-async def _review(
-    state: State, context: Context, task: Task, candidate: Candidate
-) -> tuple[LessonVerdict, dict[str, Any]]:
+async def _review(state: State, context: Context, task: Task, candidate: Candidate) -> tuple[LessonVerdict, Spent]:
     problem = screened(candidate)
     if problem:
         return LessonVerdict(decision="reject", reason=f"poisoning screen: {problem}"), {}
@@ -55,7 +53,7 @@ async def _review(
         if refused is not None:
             return LessonVerdict(decision="reject", reason=f"model screen: {refused}"), updates
     else:
-        updates = {}
+        updates = Spent()
     user = prompts.render(
         "gate",
         task=task.goal,
@@ -72,12 +70,12 @@ async def _review(
         system=prompts.system("gate_system"),
         fallback=LessonVerdict(decision="reject", reason="the gate gave no valid verdict"),
     )
-    return answer.value, {key: add_counts(updates.get(key), asked.get(key)) for key in ("counters", "usage")}
+    return answer.value, add_spent(updates, asked)
 
 
 async def model_screen(
     context: Context, state: Mapping[str, Any], draft: Mapping[str, Any]
-) -> tuple[str | None, dict[str, Any]]:
+) -> tuple[str | None, Spent]:
     """Why the critic's model reads this lesson as an order no task gave, or None; with the call's
     counters. A second screen measured apart from the rule screen (benchmarks/bench_screen.py): it
     reads paraphrases and languages no pattern names, and a small model misreads much. A model

@@ -16,18 +16,17 @@ from pivotal.core.environments import require_environment
 from pivotal.core.environments.live import attach
 from pivotal.core.environments.once import executed_step, step_key
 from pivotal.core.secrets import redact
-from pivotal.core.state import Critique, Proposal, State
-from pivotal.core.task import Task
+from pivotal.core.state import ApprovalUpdate, Critique, Proposal, State, task_of
 
 QUESTION = 'Approve this action? Resume with {"decision": "approve" | "reject", "reason": "..."}.'
 AGAIN = 'Only a person can run it again: answer {"type": "approve", "repeat": true}'
 """Asked when the call repeats an executed irreversible one (the once-guard's reason comes first)."""
 
 
-async def human_approval(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+async def human_approval(state: State, runtime: Runtime[Context]) -> ApprovalUpdate:
     chosen = state["chosen"] or {}
     critiques = state.get("critiques", [])
-    task = Task.model_validate(state["task"])
+    task = task_of(state)
     # before the reply is read: a resume where the action cannot run leaves the decision unspent
     require_environment(task.env)
     live, _ = await attach(state["run_id"], task, state["trajectory"], runtime.context.step_timeout)
@@ -62,7 +61,7 @@ async def human_approval(state: State, runtime: Runtime[Context]) -> dict[str, A
     return after_person(chosen, critiques, verdict, runtime.context.human_rejections_allowed())
 
 
-def after_person(chosen: Proposal, critiques: list[Critique], verdict: Critique, allowed: int) -> dict[str, Any]:
+def after_person(chosen: Proposal, critiques: list[Critique], verdict: Critique, allowed: int) -> ApprovalUpdate:
     """An approval lets the chosen action run; a rejection sends the actor back, at most `allowed` times a step."""
     if verdict["decision"] == "approve":
         return {

@@ -9,19 +9,18 @@ from langgraph.runtime import Runtime
 
 from pivotal.core.context import Context, model_label
 from pivotal.core.secrets import redact, secret_values
-from pivotal.core.state import Candidate, State
-from pivotal.core.task import Task
+from pivotal.core.state import Candidate, LessonUpdate, State, task_of
 from pivotal.memory.lesson import Lesson, owner_of, provenance, redacted
 from pivotal.memory.lesson.ledger import digest
 from pivotal.memory.policy import rules as policy
 from pivotal.memory.policy.registry import lesson_store
 
 
-async def memory_writer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+async def memory_writer(state: State, runtime: Runtime[Context]) -> LessonUpdate:
     context = runtime.context
     if not context.memory:
         return {}
-    task = Task.model_validate(state["task"])
+    task = task_of(state)
     store = await asyncio.to_thread(lesson_store, context, runtime.store)
     written, scored, retired = await asyncio.to_thread(_commit, store, state, context, task.family)
     inserted = {w.id for w in written if not w.merged}

@@ -20,21 +20,20 @@ from langgraph.runtime import Runtime
 
 from pivotal.core.context import Context
 from pivotal.core.environments.live import rewind
-from pivotal.core.state import Proposal, Reflection, State, Step
-from pivotal.core.task import Task
+from pivotal.core.state import PivotUpdate, Proposal, Reflection, State, Step, task_of
 
 
-async def pivot(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+async def pivot(state: State, runtime: Runtime[Context]) -> PivotUpdate:
     reflections = state["reflections"]
     pivotal = runtime.context.retry == "pivotal"
     keep = _pivot_step(reflections, runtime.context, state["trajectory"], state.get("initial_state")) if pivotal else 0
-    task = Task.model_validate(state["task"])
+    task = task_of(state)
     rewound = await rewind(state["run_id"], task, state["trajectory"], keep, runtime.context.step_timeout)
     trajectory = rewound.trajectory
     observation = trajectory[-1]["observation"] if trajectory else state["first_observation"]
     went_back = rewound.mode in ("snapshot", "replay")  # else every executed step stays in the trajectory
     kept = len(trajectory)
-    note = {
+    note: Reflection = {
         "rewind": rewound.mode,
         "kept_steps": kept,
         "not_undone": [] if went_back else _not_undone(trajectory, keep, rewound.compensations),

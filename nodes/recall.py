@@ -7,18 +7,17 @@ from langgraph.runtime import Runtime
 
 from pivotal.core.context import Context
 from pivotal.core.environments.live import lookup
-from pivotal.core.state import Recalled, State
-from pivotal.core.task import Task
+from pivotal.core.state import Recalled, RecallUpdate, State, task_of
 from pivotal.memory.lesson import owner_of, screened
 from pivotal.memory.policy.registry import lesson_store, opened_lesson_store
 from pivotal.prompts import clip
 
 
-async def recall(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+async def recall(state: State, runtime: Runtime[Context]) -> RecallUpdate:
     context = runtime.context
     if not wanted(state, context):
         return {}
-    task = Task.model_validate(state["task"])
+    task = task_of(state)
     if context.recall == "step":
         query = situation(state["run_id"], state["observation"])
     else:

@@ -8,28 +8,28 @@ was turned down (numbered after the executed ones) as the pivotal one. With a ve
 attempt keeps its plain reflection at the current step, as no executed step was wrong.
 """
 
-from typing import Any
+from typing import cast
 
 from langgraph.runtime import Runtime
 
 from pivotal import prompts
 from pivotal.core.context import Context
+from pivotal.core.environments.base import Environment
 from pivotal.core.environments.live import attach
 from pivotal.core.models.roles import ask_role
 from pivotal.core.schemas import ReflectionReply, reflection_schema
-from pivotal.core.state import State
-from pivotal.core.task import Task
+from pivotal.core.state import Candidate, Reflection, ReflectorUpdate, State, task_of
 from pivotal.memory.lesson import provenance
 from pivotal.prompts import show
 
 
-async def reflector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+async def reflector(state: State, runtime: Runtime[Context]) -> ReflectorUpdate:
     context = runtime.context
     will_retry = context.retry != "none" and state.get("retries", 0) < context.max_pivot_retries
     will_retry = will_retry and not _total_spent(state, context)
     if not will_retry and not context.memory:
         return _give_up(state)  # a reflection would feed neither a retry nor a lesson
-    task = Task.model_validate(state["task"])
+    task = task_of(state)
     live, replayed = await attach(state["run_id"], task, state["trajectory"], runtime.context.step_timeout)
     stuck = bool(state.get("stuck"))
     if stuck and not _answers_itself(live.env):
@@ -87,9 +87,9 @@ async def reflector(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ]
     candidates = candidates if context.memory else []
     updates["counters"]["replayed"] = replayed
-    result = {
-        "reflections": [*state.get("reflections", []), reflection],
-        "candidates": [*state.get("candidates", []), *candidates],
+    result: ReflectorUpdate = {
+        "reflections": [*state.get("reflections", []), cast(Reflection, reflection)],
+        "candidates": [*state.get("candidates", []), *cast(list[Candidate], candidates)],
         **updates,
     }
     return result if will_retry else {**result, **_give_up(state)}
@@ -101,18 +101,18 @@ def _total_spent(state: State, context: Context) -> bool:
     return total is not None and int((state.get("counters") or {}).get("executed", 0)) >= total
 
 
-def _answers_itself(env: Any) -> bool:
+def _answers_itself(env: Environment) -> bool:
     """No verifier decides the outcome: the agent ends the task with its own answer (`finish`)."""
     return any(getattr(spec, "final", False) for spec in env.describe_actions())
 
 
-def _stuck(state: State) -> dict[str, Any]:
+def _stuck(state: State) -> ReflectorUpdate:
     """No proposal for the current step got past the pre-check and critic: that is the failure, and
     with a verifier no executed step caused it, so the pivot is this step (everything done so far is
     kept) and no model is asked to blame a step that was fine.
     """
     here = len(state["trajectory"])
-    reflection = {
+    reflection: Reflection = {
         "pivotal_step": here,
         "no_return_step": here,
         "error_type": "no_acceptable_action",
@@ -126,5 +126,5 @@ def _stuck(state: State) -> dict[str, Any]:
     return {"reflections": [*state.get("reflections", []), reflection]}
 
 
-def _give_up(state: State) -> dict[str, Any]:
+def _give_up(state: State) -> ReflectorUpdate:
     return {"status": "failure", "reason": state["attempt_failed"]}

@@ -11,18 +11,16 @@ or `astream_events` gets it chunk by chunk, tagged `pivotal:answer`, and nothing
 calls before it are tagged `nostream` (`Context.stream_roles` shows them).
 """
 
-from typing import Any
-
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from pivotal.core.context import Context
 from pivotal.core.environments.live import release
 from pivotal.core.models.streaming import Spoken
-from pivotal.core.state import NodeResult, State, turn_summary
+from pivotal.core.state import NodeResult, RespondUpdate, State, turn_summary
 
 
-async def respond(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+async def respond(state: State, runtime: Runtime[Context]) -> RespondUpdate:
     release(state["run_id"])
     if state.get("status") == "success":
         said = state.get("answer") or state.get("reason", "")

@@ -22,7 +22,7 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from pivotal.core.context import Context
-from pivotal.core.environments.base import check_names
+from pivotal.core.environments.base import Environment, check_names
 from pivotal.core.environments.live import in_env_thread, open_live, release, state_of
 from pivotal.core.errors import PivotalError
 from pivotal.core.models.reachability import check_models
@@ -36,7 +36,7 @@ Question = tuple[str, str]
 """A human message's (id, text)."""
 
 
-async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+async def start(state: State, runtime: Runtime[Context]) -> State:
     await preflight(runtime.context, runtime.store)
     messages = state.get("messages") or []
     blanked = _redacted_messages(messages)
@@ -104,7 +104,7 @@ async def start(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     }
 
 
-def _check_safety_names(env: Any, task: Task, run_id: str) -> None:
+def _check_safety_names(env: Environment, task: Task, run_id: str) -> None:
     """The task's `allow_repeat` names real actions, before any runs: a misspelt name would leave the
     real action's repeats refused, and say nothing. (`require_approval_for` is checked where an
     agent is built: one context may serve a batch over several environments.)
@@ -189,7 +189,7 @@ def _handed_in(messages: list[AnyMessage], question: Question | None) -> list[Tu
     return turns
 
 
-def _family(task: Task, env: Any) -> str:
+def _family(task: Task, env: Environment) -> str:
     """The task's lesson family: the one it names, else its environment's name refined by the
     environment's `family()` hint for this instance (`env/kind`; "" leaves the name alone), else by
     the task's parameters (`_kind_by_params`).
@@ -232,7 +232,7 @@ def _kind_by_params(params: dict[str, Any]) -> str:
     return kind
 
 
-def _instance(env: Any) -> str:
+def _instance(env: Environment) -> str:
     """A short id of the world the environment's `instance()` describes ("" when it has none)."""
     describe = getattr(env, "instance", None)
     return hashlib.sha256(str(describe()).encode()).hexdigest()[:16] if callable(describe) else ""

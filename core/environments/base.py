@@ -112,7 +112,7 @@ class Compensating(Protocol):
         ...
 
 
-def rewind_mode(env: Any) -> Rewind:
+def rewind_mode(env: Environment) -> Rewind:
     """The environment's declared `rewind`, else `snapshot` for a Restorable one, else `forward`.
 
     Replay is never inferred: only an environment that says its actions are safe to repeat
@@ -130,7 +130,7 @@ def rewind_mode(env: Any) -> Rewind:
     return declared
 
 
-def deterministic(env: Any) -> bool:
+def deterministic(env: Environment) -> bool:
     """Whether the same call from the same state always does the same: the environment's own
     `deterministic` when it declares one, else whether it rewinds by snapshot or replay (a world a
     snapshot puts back whole, or one that declares its actions safe to repeat).
@@ -152,7 +152,7 @@ class RewindWarning(UserWarning):
     """Issued by `arun` and `run_batch` with the `rewind_notice` line: filter it with `warnings`."""
 
 
-def rewind_notice(env: Any, env_name: str, retry: str, retries: int) -> str:
+def rewind_notice(env: Environment, env_name: str, retry: str, retries: int) -> str:
     """One line for the start of a run whose retries cannot rewind, else "".
 
     An environment without a way back makes `--retry pivotal` and `--retry full` the same run:
@@ -168,7 +168,7 @@ def rewind_notice(env: Any, env_name: str, retry: str, retries: int) -> str:
     )
 
 
-def declared_params(env: Any) -> dict[str, Any] | None:
+def declared_params(env: Environment) -> dict[str, Any] | None:
     """The parameters an environment takes (`params`: its pydantic model) with their defaults; None
     when it declares none.
     """

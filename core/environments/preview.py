@@ -32,7 +32,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from pivotal.core.environments import make_environment
-from pivotal.core.environments.base import ActionSpec, rewind_mode
+from pivotal.core.environments.base import ActionSpec, Environment, rewind_mode
 from pivotal.core.environments.critic_report import checkpointer_of, checkpoints
 from pivotal.core.environments.once import (
     REVIEWS,
@@ -225,7 +225,9 @@ def _graph_calls(
     return calls
 
 
-def _graph_fate(env: Any, thread: Seen, step: dict[str, Any], wanted: list[str], allow: list[str]) -> tuple[Fate, str]:
+def _graph_fate(
+    env: Environment, thread: Seen, step: dict[str, Any], wanted: list[str], allow: list[str]
+) -> tuple[Fate, str]:
     if rewind_mode(env) in ("snapshot", "replay"):
         return "run", "the environment puts its world back with the branch: the step runs again in it"
     proposal: Proposal = {"action": step["action"], "arguments": step.get("arguments") or {}}

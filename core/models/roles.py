@@ -19,7 +19,7 @@ from pivotal.core.models.pools import rebound
 from pivotal.core.models.structured import Answer, ask
 from pivotal.core.models.world import World, given
 from pivotal.core.secrets import redact, redact_tree, secret_values
-from pivotal.core.state import State
+from pivotal.core.state import Spent, State
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -35,7 +35,7 @@ async def ask_role(
     fallback: T,
     metadata: dict[str, Any] | None = None,
     world: World | None = None,
-) -> tuple[Answer[T], dict[str, Any]]:
+) -> tuple[Answer[T], Spent]:
     """The answer, plus the counters/usage deltas the calling node returns. `world` is the run's
     environment, for models that answer from it (the `sim` models).
     """
@@ -76,7 +76,7 @@ def redacted(answer: Answer[T]) -> Answer[T]:
     )
 
 
-def _updates(role: str, usage: dict[str, float]) -> dict[str, Any]:
+def _updates(role: str, usage: dict[str, float]) -> Spent:
     return {"counters": {"llm_calls": usage["calls"], "fallbacks": usage["fallbacks"]}, "usage": {role: usage}}
 
 
@@ -94,7 +94,7 @@ def _remember_silent(key: tuple[str, str], error: str) -> None:
         _silent.popitem(last=False)
 
 
-def _not_asked(role: str, fallback: T, earlier: str) -> tuple[Answer[T], dict[str, Any]]:
+def _not_asked(role: str, fallback: T, earlier: str) -> tuple[Answer[T], Spent]:
     usage = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "seconds": 0.0, "fallbacks": 1}
     error = f"{earlier}; not asked again in this run"
     return Answer(fallback, fallback=True, error=error, usage=usage, timed_out=True), _updates(role, usage)

@@ -10,13 +10,15 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Protocol
 
+from pivotal.core.environments.base import Environment
+
 
 class World(Protocol):
     """What a model may read of the run's environment: the instance, the actions applied so far,
     and the observation the task started from.
     """
 
-    env: Any
+    env: Environment
     applied: list[tuple[str, dict[str, Any]]]
     first_observation: str
 
