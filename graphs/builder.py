@@ -30,7 +30,8 @@ from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime, get_runtime
-from langgraph.types import Command
+from langgraph.store.base import BaseStore
+from langgraph.types import Checkpointer, Command
 
 from pivotal.core.context import Context, context_schema, refuse_loosening, run_context
 from pivotal.core.environments import environment_names, make_environment
@@ -73,7 +74,13 @@ NODES = {
 }
 
 
-def build_graph(checkpointer: Any = None, *, context: Context | None = None, store: Any = None, **compile_kwargs: Any):
+def build_graph(
+    checkpointer: Checkpointer = None,
+    *,
+    context: Context | None = None,
+    store: BaseStore | None = None,
+    **compile_kwargs: Any,
+):
     """Compile the graph; pass a checkpointer to keep per-step checkpoints (resume, Studio forks),
     a LangGraph store (`BaseStore`) to keep the lessons in (Context.lessons_backend).
 

@@ -14,6 +14,7 @@ from pivotal.memory.lesson import Lesson, owner_of, provenance, redacted
 from pivotal.memory.lesson.ledger import digest
 from pivotal.memory.policy import rules as policy
 from pivotal.memory.policy.registry import lesson_store
+from pivotal.memory.policy.store import ExperienceStore, Written
 
 
 async def memory_writer(state: State, runtime: Runtime[Context]) -> LessonUpdate:
@@ -37,7 +38,9 @@ async def memory_writer(state: State, runtime: Runtime[Context]) -> LessonUpdate
     }
 
 
-def _commit(store: Any, state: State, context: Context, family: str) -> tuple[list[Any], list[Lesson], list[str]]:
+def _commit(
+    store: ExperienceStore, state: State, context: Context, family: str
+) -> tuple[list[Written], list[Lesson], list[str]]:
     """The run's lessons written, the lessons it recalled scored, weak ones retired: one store batch,
     so Chroma sees one upsert and one update instead of one call per step of this list.
     """
@@ -56,7 +59,7 @@ def _commit(store: Any, state: State, context: Context, family: str) -> tuple[li
     return written, scored, retired
 
 
-def _write(store: Any, state: State, context: Context, family: str) -> list[Any]:
+def _write(store: ExperienceStore, state: State, context: Context, family: str) -> list[Written]:
     """New lessons may improve a stored text; known ones (no gate call) only add evidence."""
     model = model_label(context.model_for("distiller"))
     owner, source = owner_of(context.lessons_namespace), trajectory_digest(state)

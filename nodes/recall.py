@@ -10,6 +10,7 @@ from pivotal.core.environments.live import lookup
 from pivotal.core.state import Recalled, RecallUpdate, State, task_of
 from pivotal.memory.lesson import owner_of, screened
 from pivotal.memory.policy.registry import lesson_store, opened_lesson_store
+from pivotal.memory.policy.store import ExperienceStore
 from pivotal.prompts import clip
 
 
@@ -62,7 +63,7 @@ def _screened(found: list[Recalled]) -> tuple[list[Recalled], dict[str, str]]:
     return [lesson for lesson in found if lesson["id"] not in refused], refused
 
 
-def _retire(store: Any, refused: dict[str, str], owner: str) -> None:
+def _retire(store: ExperienceStore, refused: dict[str, str], owner: str) -> None:
     """Retired, with the screen's reason, so `pivotal lessons` shows why it left and no later run recalls it."""
     for lesson_id, why in refused.items():
         store.retire([lesson_id], f"poisoning screen at recall: {why}", owner=owner)

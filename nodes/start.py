@@ -20,6 +20,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
+from langgraph.store.base import BaseStore
 
 from pivotal.core.context import Context
 from pivotal.core.environments.base import Environment, check_names
@@ -247,7 +248,7 @@ def _last_question(messages: list[AnyMessage]) -> Question | None:
     return None
 
 
-async def preflight(context: Context, store: Any) -> None:
+async def preflight(context: Context, store: BaseStore | None) -> None:
     """What the run needs after its actions (lesson models, the store, its embedding model), checked
     before the first one: a direct `invoke` has no runner to check it (graphs/runner.py `preflight`).
     Checked once per process and setting: a batch's thousandth task costs no connect and no thread.
