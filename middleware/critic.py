@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired, cast
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse, hook_config
+from langchain.agents.middleware.human_in_the_loop import ToolApprovalRequest
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
@@ -35,6 +36,7 @@ from langgraph.config import get_config
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime, get_runtime
 from langgraph.types import Command, interrupt
+from langgraph.typing import ContextT
 from typing_extensions import TypedDict
 
 from pivotal import prompts
@@ -61,7 +63,7 @@ from pivotal.middleware.busy import ends_turn, pausing, resumed, running, turn_o
 from pivotal.middleware.observe import noted, watched
 from pivotal.middleware.stop import turn_stop
 from pivotal.nodes.critic import COUNTER, review
-from pivotal.nodes.human_approval import AGAIN, QUESTION, re_approved, read_reply
+from pivotal.nodes.human_approval import AGAIN, QUESTION, person_said
 from pivotal.prompts import clip, show
 
 
@@ -110,6 +112,25 @@ class Ruling(TypedDict, total=False):
     """What the critic said where it only watches the tool (`observe_only`; middleware/observe.py)."""
 
 
+class ToolApproval(ToolApprovalRequest):
+    """The pause before a tool call a person must approve: LangChain's per-call request, which its UIs
+    read (`description` is the question), with the names the graph's pause uses and the critic's view.
+    Answered as the graph's is (pivotal.nodes.human_approval `Reply`), an `edit` included.
+    """
+
+    question: str
+    action: str
+    arguments: dict[str, Any]
+    critic: str
+    repeat: NotRequired[str]
+    """The once-guard's reason, when the call repeats one that ran: only `"repeat": true` re-approves it."""
+
+
+ToolHandler = Callable[[ToolCallRequest], ToolMessage | Command[Any]]
+AsyncToolHandler = Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
+"""What runs the tool call (or the next middleware's wrapper), as LangChain hands it to `wrap_tool_call`."""
+
+
 def _append(current: list[Review] | None, update: list[Review] | None) -> list[Review]:
     return [*(current or []), *(update or [])]
 
@@ -136,7 +157,7 @@ class _World:
     first_observation: str = ""
 
 
-class PivotalCritic(AgentMiddleware):
+class PivotalCritic(AgentMiddleware[CriticState, ContextT]):
     """`create_agent(model, tools, middleware=[PivotalCritic("openai:gpt-4o-mini")])`.
 
     `model`: the critic's model, a spec string (`sim`, `openai:…`) or a chat model object.
@@ -202,7 +223,7 @@ class PivotalCritic(AgentMiddleware):
 
     # --- the hard stop: a turn's bounds (middleware/stop.py) --------------------------------
     @hook_config(can_jump_to=["end"])
-    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+    def before_model(self, state: CriticState, runtime: Runtime[ContextT]) -> dict[str, Any] | None:
         """Also the first hook of a turn: a run context that loosens the safety settings is refused
         here (reading `self.context`), before the model is asked or any tool runs; a resumed tool
         call is refused where its wrapper reads them. No hook of its own: a node, and a checkpoint,
@@ -211,10 +232,10 @@ class PivotalCritic(AgentMiddleware):
         return run_blocking(self._before_model, state)
 
     @hook_config(can_jump_to=["end"])
-    async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+    async def abefore_model(self, state: CriticState, runtime: Runtime[ContextT]) -> dict[str, Any] | None:
         return await self._before_model(state)
 
-    async def _before_model(self, state: Any) -> dict[str, Any] | None:
+    async def _before_model(self, state: CriticState) -> dict[str, Any] | None:
         context = self.context
         opened = await turn_opens(state, context)
         if stop := turn_stop(state, context):
@@ -223,7 +244,7 @@ class PivotalCritic(AgentMiddleware):
         return opened
 
     # --- a paused approval resumes with the critic it paused with -----------------------------
-    def _same_critic(self, state: dict[str, Any]) -> None:
+    def _same_critic(self, state: Mapping[str, Any]) -> None:
         paused, allowed = state.get("pivotal_critic_model"), self.context.allow_other_models
         if why := model_change("critic_model", paused, self.context.model_for("critic"), allowed, "PivotalCritic(...)"):
             raise PivotalError(why)
@@ -233,7 +254,9 @@ class PivotalCritic(AgentMiddleware):
         return model_identity(model) if isinstance(model, BaseChatModel) else model
 
     # --- the agent's tools, as the model sees them ------------------------------------------
-    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
+    def wrap_model_call(
+        self, request: ModelRequest[ContextT], handler: Callable[[ModelRequest[ContextT]], ModelResponse]
+    ) -> ModelResponse:
         self._learn_tools(request)
         try:
             with running(request.state):
@@ -243,8 +266,8 @@ class PivotalCritic(AgentMiddleware):
             raise
 
     async def awrap_model_call(
-        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
-    ) -> Any:
+        self, request: ModelRequest[ContextT], handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse]]
+    ) -> ModelResponse:
         self._learn_tools(request)
         try:
             with running(request.state):
@@ -253,7 +276,7 @@ class PivotalCritic(AgentMiddleware):
             await turn_over(request.state)
             raise
 
-    def _learn_tools(self, request: ModelRequest) -> None:
+    def _learn_tools(self, request: ModelRequest[ContextT]) -> None:
         self._tools.update({t.name: t for t in request.tools if isinstance(t, BaseTool)})
         if not self._checked:
             given = [t.get("name") for t in request.tools if isinstance(t, dict)]  # a provider's built-in tools
@@ -269,28 +292,28 @@ class PivotalCritic(AgentMiddleware):
         self._checked = True
 
     # --- the review, when the model proposes the calls ----------------------------------------
-    def after_model(self, state: Any, runtime: Runtime) -> dict[str, Any] | None:
+    def after_model(self, state: CriticState, runtime: Runtime[ContextT]) -> dict[str, Any] | None:
         with running(state):
             update = self._with_critic(state, run_blocking(self._review_reply, state))
         if ends_turn(state):
             run_blocking(turn_over, state)
         return update
 
-    async def aafter_model(self, state: Any, runtime: Runtime) -> dict[str, Any] | None:
+    async def aafter_model(self, state: CriticState, runtime: Runtime[ContextT]) -> dict[str, Any] | None:
         with running(state):
             update = self._with_critic(state, await self._review_reply(state))
         if ends_turn(state):
             await turn_over(state)
         return update
 
-    def _with_critic(self, state: dict[str, Any], update: dict[str, Any] | None) -> dict[str, Any] | None:
+    def _with_critic(self, state: Mapping[str, Any], update: dict[str, Any] | None) -> dict[str, Any] | None:
         """The review's update, with the critic model it was made under when that changed."""
         critic = self._critic_id()
         if state.get("pivotal_critic_model") == critic:
             return update
         return {**(update or {}), "pivotal_critic_model": critic}
 
-    async def _review_reply(self, state: dict[str, Any]) -> dict[str, Any] | None:
+    async def _review_reply(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
         """The verdicts on the last reply's calls, into the checkpoint before any of them runs.
 
         A call already judged, in this branch or another (a fork re-running this hook), keeps its
@@ -308,7 +331,7 @@ class PivotalCritic(AgentMiddleware):
         return {VERDICTS: {_key(call): ruling for call, ruling in zip(calls, rulings, strict=True)}}
 
     async def _rule(
-        self, state: dict[str, Any], call: Mapping[str, Any], env: Environment, record: ThreadRecord
+        self, state: Mapping[str, Any], call: Mapping[str, Any], env: Environment, record: ThreadRecord
     ) -> Ruling:
         reviews = state.get(REVIEWS) or []
         done = _uncompensated(env, _ran(reviews, record))
@@ -342,11 +365,11 @@ class PivotalCritic(AgentMiddleware):
         }
 
     # --- each tool call: enforce the verdict ----------------------------------------------------
-    def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
+    def wrap_tool_call(self, request: ToolCallRequest, handler: ToolHandler) -> ToolMessage | Command[Any]:
         with running(request.state):  # the turn holds its thread while the call runs (middleware/busy.py)
             return self._tool_call(request, handler)
 
-    async def awrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
+    async def awrap_tool_call(self, request: ToolCallRequest, handler: AsyncToolHandler) -> ToolMessage | Command[Any]:
         with running(request.state):
             return await self._atool_call(request, handler)
 
@@ -470,26 +493,24 @@ class PivotalCritic(AgentMiddleware):
         The flag: the person re-approved a repeat (`{"type": "approve", "repeat": true}`).
         """
         call = request.tool_call
+        question = f"{repeat}. {AGAIN}" if repeat else QUESTION
+        pause: ToolApproval = {
+            "type": "tool_approval",
+            "question": question,
+            "description": question,
+            "tool_call_id": call["id"] or "",
+            "name": call["name"],
+            "args": call["args"],
+            "action": call["name"],
+            "arguments": call["args"],
+            "critic": entry["diagnosis"],
+        }
+        if repeat:
+            pause["repeat"] = repeat
         pausing(request.state)  # a turn waiting for a person is not running (middleware/busy.py)
-        reply = interrupt(
-            {
-                "type": "tool_approval",
-                "question": f"{repeat}. {AGAIN}" if repeat else QUESTION,
-                "tool_call_id": call["id"],
-                "name": call["name"],
-                "args": call["args"],
-                "action": call["name"],
-                "arguments": call["args"],
-                "critic": entry["diagnosis"],
-                **({"repeat": repeat} if repeat else {}),
-            }
-        )
+        said = person_said(interrupt(pause))
         resumed(request.state)
-        if isinstance(reply, dict) and isinstance(reply.get("decisions"), list) and len(reply["decisions"]) == 1:
-            reply = reply["decisions"][0]
-        if isinstance(reply, dict) and reply.get("type") == "edit":
-            edited = reply.get("edited_action") or {}
-            arguments = dict(edited.get("args") or {})
+        if (arguments := said.edited) is not None:
             problem = check_action(env, call["name"], arguments)
             if problem:
                 return (
@@ -499,9 +520,9 @@ class PivotalCritic(AgentMiddleware):
                 )
             request = request.override(tool_call={**call, "args": arguments})
             return request, {**entry, "arguments": arguments, "source": "human", "diagnosis": "human: edited"}, False
-        decision, reason = read_reply(reply)
+        decision, reason = said.decision, said.reason
         counters = add_counts(entry["counters"], {"human_approved" if decision == "approve" else "human_rejected": 1})
-        again = re_approved(reply)
+        again = said.repeat
         return (
             request,
             {
@@ -515,7 +536,7 @@ class PivotalCritic(AgentMiddleware):
             again,
         )
 
-    def _env(self, tool: BaseTool | None = None, marked: Sequence[str] = ()) -> Any:
+    def _env(self, tool: BaseTool | None = None, marked: Sequence[str] = ()) -> Environment:
         """The application's environment, else the agent's tools with the irreversible ones named here
         and, for a call reviewed under other rules (another process's), those named there too.
         """
@@ -527,7 +548,7 @@ class PivotalCritic(AgentMiddleware):
         named = {*self.irreversible, *marked}
         return ToolEnvironment(list(tools.values()), _undecided, irreversible=[n for n in tools if n in named])
 
-    def _prompt(self, state: dict[str, Any], env: Environment, proposal: Proposal, pending: list[Review]) -> str:
+    def _prompt(self, state: Mapping[str, Any], env: Environment, proposal: Proposal, pending: list[Review]) -> str:
         reviews = state.get("pivotal_reviews") or []
         limit = self.context.max_observation_chars
         return prompts.render(
@@ -546,7 +567,7 @@ class PivotalCritic(AgentMiddleware):
         )
 
 
-def critic_counts(state: dict[str, Any]) -> dict[str, Any]:
+def critic_counts(state: Mapping[str, Any]) -> dict[str, Any]:
     """The run's counters (approved, revised, rejected, prechecked, llm_calls, human_…) and usage per role."""
     totals: dict[str, Any] = {"counters": {}, "usage": {}}
     for entry in state.get(REVIEWS) or []:
@@ -635,7 +656,7 @@ def _executed(request: ToolCallRequest, record: ThreadRecord) -> str | None:
     return earlier if same else None
 
 
-def _step(state: dict[str, Any], call_id: str) -> str:
+def _step(state: Mapping[str, Any], call_id: str) -> str:
     """A call's place: the turn (where its user message is and what it says: a fork from before the
     input gives the message a new id), which of the turn's replies with calls, and which call of it.
     """
@@ -804,17 +825,17 @@ def _steps(reviews: list[Review]) -> list[Step]:
     ]
 
 
-def _goal(state: dict[str, Any]) -> str:
+def _goal(state: Mapping[str, Any]) -> str:
     human = next((m for m in reversed(state.get("messages") or []) if isinstance(m, HumanMessage)), None)
     return clip(human.text, 2000) if human else ""
 
 
-def _observation(state: dict[str, Any]) -> str:
+def _observation(state: Mapping[str, Any]) -> str:
     result = next((m for m in reversed(state.get("messages") or []) if isinstance(m, ToolMessage)), None)
     return str(result.content) if result else "No tool has been called yet."
 
 
-def _thought(state: dict[str, Any]) -> str:
+def _thought(state: Mapping[str, Any]) -> str:
     asked = next((m for m in reversed(state.get("messages") or []) if isinstance(m, AIMessage)), None)
     return clip(asked.text, 400) if asked and asked.text else ""
 

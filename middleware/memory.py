@@ -15,10 +15,11 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
+from langgraph.typing import ContextT
 
 from pivotal import prompts
 from pivotal.core.context import Context
-from pivotal.core.state import Recalled, Step, add_counts
+from pivotal.core.state import Recalled, State, Step, add_counts
 from pivotal.core.task import Task
 from pivotal.graphs.blocking import run_blocking
 from pivotal.memory.lesson import lessons_block
@@ -42,7 +43,7 @@ class MemoryState(AgentState):
     """What the last run's end wrote: lesson ids written and retired, and the counters."""
 
 
-class PivotalMemory(AgentMiddleware):
+class PivotalMemory(AgentMiddleware[MemoryState, ContextT]):
     """`create_agent(model, tools, middleware=[PivotalMemory("openai:gpt-4o-mini", family="support")])`.
 
     `model`: the distiller's and gate's model (a spec string or a chat model object). `family`:
@@ -67,31 +68,33 @@ class PivotalMemory(AgentMiddleware):
         self.outcome = outcome
 
     # --- start: a run id for provenance and per-run utility --------------------------------
-    def before_agent(self, state: Any, runtime: Runtime) -> dict[str, Any] | None:
+    def before_agent(self, state: MemoryState, runtime: Runtime[ContextT]) -> dict[str, Any] | None:
         return {"pivotal_run": uuid.uuid4().hex, "pivotal_recalled": [], "pivotal_lessons": []}
 
-    async def abefore_agent(self, state: Any, runtime: Runtime) -> dict[str, Any] | None:
+    async def abefore_agent(self, state: MemoryState, runtime: Runtime[ContextT]) -> dict[str, Any] | None:
         return self.before_agent(state, runtime)
 
     # --- before each model call: recall ------------------------------------------------------
-    def before_model(self, state: Any, runtime: Runtime) -> dict[str, Any] | None:
+    def before_model(self, state: MemoryState, runtime: Runtime[ContextT]) -> dict[str, Any] | None:
         return run_blocking(self.abefore_model, state, runtime)
 
-    async def abefore_model(self, state: Any, runtime: Runtime) -> dict[str, Any] | None:
-        found = await recall(self._state(state), Runtime(context=self.context, store=runtime.store))  # type: ignore[arg-type]
+    async def abefore_model(self, state: MemoryState, runtime: Runtime[ContextT]) -> dict[str, Any] | None:
+        found = await recall(self._state(state), Runtime(context=self.context, store=runtime.store))
         if not found:
             return None
         return {"pivotal_lessons": found["lessons"], "pivotal_recalled": found["recalled"]}
 
-    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
+    def wrap_model_call(
+        self, request: ModelRequest[ContextT], handler: Callable[[ModelRequest[ContextT]], ModelResponse]
+    ) -> ModelResponse:
         return handler(self._with_lessons(request))
 
     async def awrap_model_call(
-        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
-    ) -> Any:
+        self, request: ModelRequest[ContextT], handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse]]
+    ) -> ModelResponse:
         return await handler(self._with_lessons(request))
 
-    def _with_lessons(self, request: ModelRequest) -> ModelRequest:
+    def _with_lessons(self, request: ModelRequest[ContextT]) -> ModelRequest[ContextT]:
         """The recalled lessons at the end of the system message, for this call only: the
         conversation and its checkpoints never keep them.
         """
@@ -104,24 +107,24 @@ class PivotalMemory(AgentMiddleware):
         return request.override(system_message=SystemMessage(f"{system}\n\n{block}".strip()))
 
     # --- at the end: distill, dedup, gate, write -----------------------------------------------
-    def after_agent(self, state: Any, runtime: Runtime) -> dict[str, Any] | None:
+    def after_agent(self, state: MemoryState, runtime: Runtime[ContextT]) -> dict[str, Any] | None:
         return run_blocking(self.aafter_agent, state, runtime)
 
-    async def aafter_agent(self, state: Any, runtime: Runtime) -> dict[str, Any] | None:
+    async def aafter_agent(self, state: MemoryState, runtime: Runtime[ContextT]) -> dict[str, Any] | None:
         judged = self.outcome(dict(state)) if self.outcome else _answered(state)
         if judged is None:
             return None
         run = self._state(state)
-        run.update(status="success" if judged else "failure", reason="", verified=self.outcome is not None)
+        run.update({"status": "success" if judged else "failure", "reason": "", "verified": self.outcome is not None})
         node_runtime = Runtime(context=self.context, store=runtime.store)
         totals: dict[str, Any] = {}
         for node in (distill, dedup, gate, memory_writer):
-            update = await node(run, node_runtime)  # type: ignore[arg-type]
+            update = await node(run, node_runtime)
             totals = add_counts(totals, {"counters": update.pop("counters", {}), "usage": update.pop("usage", {})})
             run.update(update)
         return {"pivotal_memory": {"written": run.get("written", []), "retired": run.get("retired", []), **totals}}
 
-    def _state(self, state: Any) -> dict[str, Any]:
+    def _state(self, state: MemoryState) -> State:
         """The graph's state for this run, as the nodes read it."""
         messages = state.get("messages") or []
         goal = next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), "")
@@ -141,9 +144,10 @@ class PivotalMemory(AgentMiddleware):
         }
 
 
-def _answered(state: Any) -> bool | None:
+def _answered(state: MemoryState) -> bool | None:
     """Without the application's check: an answer at the end is an (unverified) success."""
-    last = (state.get("messages") or [None])[-1]
+    messages = state.get("messages") or []
+    last = messages[-1] if messages else None
     if isinstance(last, AIMessage) and not last.tool_calls and last.text:
         return True
     return None

@@ -4,14 +4,15 @@ model calls in 11 minutes). So a turn (everything since the user's last message)
 made `max_model_calls_per_turn` model calls or had `max_refusals_per_turn` tool calls turned down.
 """
 
+from collections.abc import Mapping
 from typing import Any
 
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 
 from pivotal.core.context import Context
 
 
-def turn_stop(state: dict[str, Any], context: Context) -> dict[str, Any] | None:
+def turn_stop(state: Mapping[str, Any], context: Context) -> dict[str, Any] | None:
     """The update that ends the agent before its next model call (a final message, the reason kept
     in `pivotal_stop`, a jump to the end), or None while the turn is within its bounds.
     """
@@ -34,6 +35,6 @@ def turn_stop(state: dict[str, Any], context: Context) -> dict[str, Any] | None:
     return {"jump_to": "end", "messages": [AIMessage(text)], "pivotal_stop": reason}
 
 
-def _this_turn(messages: list[Any]) -> list[Any]:
+def _this_turn(messages: list[AnyMessage]) -> list[AnyMessage]:
     start = next((i for i in reversed(range(len(messages))) if isinstance(messages[i], HumanMessage)), -1)
     return messages[start + 1 :]

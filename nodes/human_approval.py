@@ -6,10 +6,12 @@ that reaches a step this run already executed, with the same call, asks no one: 
 that step as done (`executed_step`), so there is nothing left to approve.
 """
 
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypeAlias
 
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
+from typing_extensions import TypedDict
 
 from pivotal.core.context import Context
 from pivotal.core.environments import require_environment
@@ -18,9 +20,58 @@ from pivotal.core.environments.once import executed_step, step_key
 from pivotal.core.secrets import redact
 from pivotal.core.state import ApprovalUpdate, Critique, Proposal, State, task_of
 
+if TYPE_CHECKING:  # LangChain's agent middleware loads only where an agent uses it (0.3 s)
+    from langchain.agents.middleware.human_in_the_loop import Decision, HITLResponse
+
 QUESTION = 'Approve this action? Resume with {"decision": "approve" | "reject", "reason": "..."}.'
 AGAIN = 'Only a person can run it again: answer {"type": "approve", "repeat": true}'
 """Asked when the call repeats an executed irreversible one (the once-guard's reason comes first)."""
+
+
+class ApprovalRequest(TypedDict):
+    """What the graph's pause shows a person (the interrupt's value)."""
+
+    question: str
+    repeat: NotRequired[str]
+    """The once-guard's reason, when the call repeats an executed irreversible one."""
+    action: str
+    arguments: dict[str, Any]
+    thought: str
+    critic: str
+    """The critic's diagnosis of the call."""
+    step: int
+
+
+class PersonDecision(TypedDict, total=False):
+    """Pivotal's own form of a reply (or a bare word: "approve", "no")."""
+
+    decision: str
+    reason: str
+    repeat: bool
+    """True re-approves a call that repeats an executed irreversible one."""
+
+
+Reply: TypeAlias = "str | PersonDecision | Decision | HITLResponse"
+"""What a resume may send: Pivotal's decision, or LangChain's HumanInTheLoopMiddleware `Decision`
+(`{"type": "approve"}`, `{"type": "reject", "message": ...}`, `{"type": "edit", "edited_action": ...}`)
+alone or as the one decision of a `HITLResponse` (`{"decisions": [...]}`); anything else is read too,
+as a rejection."""
+
+
+@dataclass(frozen=True)
+class PersonSaid:
+    """A reply to a pause, read once (`person_said`): the graph and the middleware act on this, never
+    on the raw reply.
+    """
+
+    decision: Literal["approve", "reject"]
+    reason: str
+    """The person's words (secrets blanked), or why the reply was read as a rejection."""
+    repeat: bool = False
+    """An explicit re-approval of a repeat: an approval that says `"repeat": true`."""
+    edited: dict[str, Any] | None = None
+    """LangChain's `edit`: the arguments the person wrote. The middleware runs the call with them;
+    the graph, whose calls a person approves or rejects, reads it as a rejection (`decision`)."""
 
 
 async def human_approval(state: State, runtime: Runtime[Context]) -> ApprovalUpdate:
@@ -33,19 +84,19 @@ async def human_approval(state: State, runtime: Runtime[Context]) -> ApprovalUpd
     if await executed_step(live.env, state, step_key(state), chosen):
         return {"chosen": {**chosen, "needs_approval": False}}
     repeat = chosen.get("repeat", "")
-    reply = interrupt(
-        {
-            "question": f"{repeat}. {AGAIN}" if repeat else QUESTION,
-            **({"repeat": repeat} if repeat else {}),
-            "action": chosen.get("action"),
-            "arguments": chosen.get("arguments") or {},
-            "thought": chosen.get("thought", ""),
-            "critic": (critiques[-1].get("diagnosis", "") if critiques else ""),
-            "step": len(state.get("trajectory", [])),
-        }
-    )
-    decision, reason = read_reply(reply)
-    if repeat and decision == "approve" and not re_approved(reply):
+    request: ApprovalRequest = {
+        "question": f"{repeat}. {AGAIN}" if repeat else QUESTION,
+        "action": chosen.get("action", ""),
+        "arguments": chosen.get("arguments") or {},
+        "thought": chosen.get("thought", ""),
+        "critic": (critiques[-1].get("diagnosis", "") if critiques else ""),
+        "step": len(state.get("trajectory", [])),
+    }
+    if repeat:
+        request["repeat"] = repeat
+    said = person_said(interrupt(request))
+    decision, reason = said.decision, said.reason
+    if repeat and decision == "approve" and not said.repeat:
         decision, reason = "reject", f"approved, but not as a repeat: {AGAIN}"
     verdict: Critique = {
         "action": chosen.get("action", ""),
@@ -83,30 +134,32 @@ def after_person(chosen: Proposal, critiques: list[Critique], verdict: Critique,
     }
 
 
-def re_approved(reply: Any) -> bool:
-    """A person's explicit re-approval of a repeat: an approval that says `"repeat": true` (alone or
-    as the one decision in `{"decisions": [...]}`); a plain approval never is one.
+def person_said(given: "Reply | object") -> PersonSaid:
+    """A reply (`Reply`) read in the one place that reads replies: anything but a clear approval is a
+    rejection, as a pause must never fail open. LangChain's decisions are read too, so one reviewing UI
+    answers both the graph and the middleware; more than one decision is no clear approval.
     """
-    if isinstance(reply, dict) and isinstance(reply.get("decisions"), list) and len(reply["decisions"]) == 1:
-        reply = reply["decisions"][0]
-    return isinstance(reply, dict) and reply.get("repeat") is True and read_reply(reply)[0] == "approve"
-
-
-def read_reply(reply: Any) -> tuple[Literal["approve", "reject"], str]:
-    """Anything but a clear approval is a rejection: a pause must never fail open.
-
-    Also reads LangChain's HumanInTheLoopMiddleware decisions (`{"type": "approve"}`, `{"type":
-    "reject", "message": ...}`, or one of them in `{"decisions": [...]}`), so one reviewing UI
-    answers both; an `edit` is not an approval here (the middleware reads it, pivotal.middleware).
-    """
-    if isinstance(reply, str):
-        reply = {"decision": reply}
+    reply: Any = {"decision": given} if isinstance(given, str) else given
     if isinstance(reply, dict) and isinstance(reply.get("decisions"), list) and len(reply["decisions"]) == 1:
         reply = reply["decisions"][0]
     if not isinstance(reply, dict):
-        return "reject", redact(f"unreadable reply {reply!r}"[:300])
+        return PersonSaid("reject", redact(f"unreadable reply {reply!r}"[:300]))
     decision = str(reply.get("decision", reply.get("type", ""))).strip().lower()
     reason = redact(str(reply.get("reason", reply.get("message", ""))).strip())  # a person's words enter the state here
+    action = (reply.get("edited_action") or {}) if reply.get("type") == "edit" else None
+    edited = dict(action.get("args") or {}) if isinstance(action, dict) else None
     if decision in ("approve", "approved", "yes", "y"):
-        return "approve", reason
-    return "reject", reason if decision in ("reject", "rejected", "no", "n") else f"unreadable decision {decision!r}"
+        return PersonSaid("approve", reason, repeat=reply.get("repeat") is True)
+    why = reason if decision in ("reject", "rejected", "no", "n") else f"unreadable decision {decision!r}"
+    return PersonSaid("reject", why, edited=edited)
+
+
+def re_approved(reply: object) -> bool:
+    """A person's explicit re-approval of a repeat (`person_said(reply).repeat`); a plain approval never is one."""
+    return person_said(reply).repeat
+
+
+def read_reply(reply: object) -> tuple[Literal["approve", "reject"], str]:
+    """The decision and reason of a reply (`person_said`)."""
+    said = person_said(reply)
+    return said.decision, said.reason
