@@ -4,12 +4,20 @@ LangChain passes it on as given: None or "auto" (the model decides), "none", "an
 or True (some tool must be called), a tool's name, or an OpenAI-style {"function": {"name": …}}.
 """
 
+from collections.abc import Callable
 from typing import Any
+
+from langchain_core.tools import BaseTool
+
+ToolLike = dict[str, Any] | type | Callable[..., Any] | BaseTool
+"""A tool as `bind_tools` takes it."""
+ToolChoice = str | dict[str, Any] | bool | None
+"""A `tool_choice` in any of the forms above."""
 
 FORCED = ("any", "required")
 
 
-def named_tool(choice: Any) -> str | None:
+def named_tool(choice: ToolChoice) -> str | None:
     if isinstance(choice, dict):
         return choice.get("function", {}).get("name") or choice.get("name")
     if isinstance(choice, str) and choice not in (*FORCED, "auto", "none"):
@@ -17,9 +25,9 @@ def named_tool(choice: Any) -> str | None:
     return None
 
 
-def forced(choice: Any) -> bool:
+def forced(choice: ToolChoice) -> bool:
     return choice in FORCED or choice is True
 
 
-def refused(choice: Any) -> bool:
+def refused(choice: ToolChoice) -> bool:
     return choice in ("none", False)

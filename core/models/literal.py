@@ -14,14 +14,16 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from pivotal.core.models.choice import forced, named_tool, refused
+from pivotal.core.models.choice import ToolChoice, forced, named_tool, refused
 
 _QUOTED = re.compile(r"(?<!\w)['\"“‘「](.+?)['\"”’」](?!\w)")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _WORD = re.compile(r"[^\W_]+")
 
 
-def literal_reply(messages: list[BaseMessage], tools: list[dict[str, Any]] | None, tool_choice: Any) -> AIMessage:
+def literal_reply(
+    messages: list[BaseMessage], tools: list[dict[str, Any]] | None, tool_choice: ToolChoice
+) -> AIMessage:
     tool = _chosen_tool(messages, tools or [], tool_choice)
     if tool is None:
         return AIMessage(content=_text_answer(messages))
@@ -31,7 +33,7 @@ def literal_reply(messages: list[BaseMessage], tools: list[dict[str, Any]] | Non
     return AIMessage(content="", tool_calls=[call])
 
 
-def _chosen_tool(messages: list[BaseMessage], tools: list[dict[str, Any]], choice: Any) -> dict[str, Any] | None:
+def _chosen_tool(messages: list[BaseMessage], tools: list[dict[str, Any]], choice: ToolChoice) -> dict[str, Any] | None:
     """Named → that tool; forced → the best match or the first; auto → the tool the human just named, if any."""
     if not tools or refused(choice):
         return None

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, convert_to_openai_messages
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
@@ -28,6 +28,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from llguidance import LLMatcher
 
 from pivotal.core.errors import PivotalError
+from pivotal.core.models.choice import ToolChoice
 from pivotal.core.models.local_tools import ReplyPlan, instructions, parse_reply, plan_reply, reply_schema
 from pivotal.core.models.streaming import as_chunks
 
@@ -240,7 +241,7 @@ class LocalChatModel(BaseChatModel):
         stop: list[str] | None = None,
         run_manager: CallbackManagerForLLMRun | None = None,
         tools: Sequence[dict[str, Any]] | None = None,
-        tool_choice: Any = None,
+        tool_choice: ToolChoice = None,
         **kwargs: Any,
     ) -> ChatResult:
         plan = plan_reply(list(tools or []), tool_choice)
@@ -257,7 +258,7 @@ class LocalChatModel(BaseChatModel):
         stop: list[str] | None = None,
         run_manager: CallbackManagerForLLMRun | None = None,
         tools: Sequence[dict[str, Any]] | None = None,
-        tool_choice: Any = None,
+        tool_choice: ToolChoice = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
         """Text token by token as llama.cpp produces it; a tool call once whole (see `as_chunks`)."""
@@ -289,7 +290,7 @@ class LocalChatModel(BaseChatModel):
         self,
         messages: list[BaseMessage],
         stop: list[str] | None = None,
-        run_manager: Any = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
         """Run in a worker thread: generation takes seconds and releases the GIL."""

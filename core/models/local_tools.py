@@ -15,7 +15,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
-from pivotal.core.models.choice import forced, named_tool, refused
+from pivotal.core.models.choice import ToolChoice, forced, named_tool, refused
 
 INSTRUCTIONS = (
     "You can call these tools:\n{tools}\n"
@@ -37,7 +37,7 @@ class ReplyPlan:
         return self.direct is not None or bool(self.choices)
 
 
-def plan_reply(tools: list[dict[str, Any]] | None, tool_choice: Any) -> ReplyPlan:
+def plan_reply(tools: list[dict[str, Any]] | None, tool_choice: ToolChoice) -> ReplyPlan:
     if not tools or refused(tool_choice):
         return ReplyPlan()
     if named := named_tool(tool_choice):

@@ -33,6 +33,9 @@ from pivotal.core.models.streaming import as_chunks
 from pivotal.core.models.world import World, current
 from pivotal.core.schemas import RECIPE
 
+RunManager = CallbackManagerForLLMRun | AsyncCallbackManagerForLLMRun | None
+"""The run manager LangChain hands a sync or async call (None when it streams without one)."""
+
 LEGAL_SHARE = 0.5
 """Of the `sim` actor's wrong calls in an environment with one action, the share that are legal
 (the pre-check lets them through: the critic must judge them); the rest are calls the pre-check
@@ -92,7 +95,7 @@ class SimChatModel(BaseChatModel):
         for chunk in as_chunks(self._reply(messages, run_manager, kwargs)):
             yield chunk
 
-    def _reply(self, messages: list[BaseMessage], run_manager: Any, kwargs: dict[str, Any]) -> AIMessage:
+    def _reply(self, messages: list[BaseMessage], run_manager: RunManager, kwargs: dict[str, Any]) -> AIMessage:
         """Inside a Pivotal role the oracle answers; anywhere else the literal stand-in does."""
         metadata = _metadata(run_manager)
         tools = kwargs.get("tools")
@@ -111,7 +114,7 @@ class SimChatModel(BaseChatModel):
         return message
 
 
-def _metadata(run_manager: Any) -> dict[str, Any]:
+def _metadata(run_manager: RunManager) -> dict[str, Any]:
     """The call's metadata; LangChain streams without handing `_stream` its run manager, so then
     the config of the runnable that made the call, which carries the same metadata.
     """

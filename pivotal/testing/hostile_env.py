@@ -15,7 +15,7 @@ from pydantic import Field
 from pivotal.core.environments import register_environment
 from pivotal.core.environments.base import read_params
 from pivotal.core.environments.gridworld import GridWorld, Params
-from pivotal.core.models.sim import SimChatModel, _metadata
+from pivotal.core.models.sim import RunManager, SimChatModel, _metadata
 from pivotal.core.task import Task
 
 HOSTILE = [
@@ -69,7 +69,7 @@ class RecordingSim(SimChatModel):
 
     sent: ClassVar[list[tuple[str, str]]] = []
 
-    def _reply(self, messages: list[BaseMessage], run_manager: Any, kwargs: dict[str, Any]) -> AIMessage:
+    def _reply(self, messages: list[BaseMessage], run_manager: RunManager, kwargs: dict[str, Any]) -> AIMessage:
         role = str(_metadata(run_manager).get("pivotal_role", ""))
         RecordingSim.sent.append((role, "\n".join(str(m.content) for m in messages)))
         return super()._reply(messages, run_manager, kwargs)

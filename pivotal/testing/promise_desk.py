@@ -11,11 +11,12 @@ import json
 import re
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -23,6 +24,7 @@ from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
+from pivotal.core.models.choice import ToolChoice, ToolLike
 from pivotal.testing.loopback_provider import generic_responder
 
 TOTAL = 20.0
@@ -165,11 +167,15 @@ class ClerkChatModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "pivotal-clerk"
 
-    def bind_tools(self, tools: Any, *, tool_choice: Any = None, **kwargs: Any) -> Any:
+    def bind_tools(self, tools: Sequence[ToolLike], *, tool_choice: ToolChoice = None, **kwargs: Any) -> Any:
         return self
 
     def _generate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
     ) -> ChatResult:
         self.calls.append(len(messages))
         start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=0)
@@ -198,11 +204,15 @@ class DeskRoleModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "pivotal-desk-roles"
 
-    def bind_tools(self, tools: Any, *, tool_choice: Any = None, **kwargs: Any) -> Any:
+    def bind_tools(self, tools: Sequence[ToolLike], *, tool_choice: ToolChoice = None, **kwargs: Any) -> Any:
         return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
 
     def _generate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
     ) -> ChatResult:
         function = (kwargs.get("tools") or [{}])[0].get("function") or {}
         name = function.get("name", "")

@@ -6,15 +6,17 @@ test drives `create_agent` and Pivotal's roles through the same paths a provider
 """
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
+from pivotal.core.models.choice import ToolChoice, ToolLike
 from pivotal.core.models.streaming import as_chunks
 
 AGENT = "agent"
@@ -35,7 +37,7 @@ class ScriptedChatModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "pivotal-scripted"
 
-    def bind_tools(self, tools: Any, *, tool_choice: Any = None, **kwargs: Any) -> Any:
+    def bind_tools(self, tools: Sequence[ToolLike], *, tool_choice: ToolChoice = None, **kwargs: Any) -> Any:
         names = [convert_to_openai_tool(t)["function"]["name"] for t in tools]
         role = names[0] if len(names) == 1 and names[0] in self.script else AGENT
         twin = self.model_copy(update={"bound": role})
@@ -43,13 +45,21 @@ class ScriptedChatModel(BaseChatModel):
         return twin
 
     def _generate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
     ) -> ChatResult:
         self.prompts.setdefault(self.bound, []).append(list(messages))
         return ChatResult(generations=[ChatGeneration(message=self._next())])
 
     def _stream(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
         """As a provider streams (under `stream_mode="messages"`, `astream_events`): text word by word."""
         self.prompts.setdefault(self.bound, []).append(list(messages))
