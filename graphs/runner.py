@@ -15,8 +15,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.pregel import Pregel
 from langgraph.types import Command
 from pydantic import BaseModel, Field
 
@@ -35,6 +37,9 @@ from pivotal.graphs.lease import Busy, ThreadBusy, thread_lease
 from pivotal.graphs.postgres import open_postgres
 from pivotal.memory.policy.registry import check_memory, opened_lesson_store
 from pivotal.memory.policy.store import ExperienceStore
+
+Graph = Pregel[Any, Context, Any, Any]
+"""A compiled graph that runs with a `Context` (`build_graph`'s, or an application's own)."""
 
 OnUpdate = Callable[[str, dict[str, Any]], None]
 """Told each node's name and the state it wrote, as the node finishes."""
@@ -237,7 +242,7 @@ async def aresume(
         return await _invoke(graph, Command(resume=reply), config, context, saved.get("run_id", ""), on_update)
 
 
-async def paused_run(graph: Any, thread_id: str) -> dict[str, Any]:
+async def paused_run(graph: Graph, thread_id: str) -> dict[str, Any]:
     """The values of a thread that waits for approval; one clear line when it does not."""
     saved = await graph.aget_state({"configurable": {"thread_id": thread_id}})
     if not any(task.interrupts for task in saved.tasks):
@@ -316,7 +321,7 @@ async def run_batch(
     parsed, threads = batch_threads(tasks, context, thread_prefix, thread_keys)
     limit = asyncio.Semaphore(concurrency)
 
-    async def one(index: int, task: Task, graph: Any) -> RunResult:
+    async def one(index: int, task: Task, graph: Graph) -> RunResult:
         async def report(result: RunResult) -> None:
             if on_result is not None and inspect.isawaitable(done := on_result(index, result)):
                 await done
@@ -370,7 +375,7 @@ def batch_threads(
 
 
 async def run_leased(
-    graph: Any,
+    graph: Graph,
     task: Task,
     context: Context,
     thread_id: str,
@@ -409,7 +414,7 @@ async def run_leased(
 
 
 async def run_or_report(
-    graph: Any, task: Task, context: Context, thread_id: str, plugins: list[str] | None = None
+    graph: Graph, task: Task, context: Context, thread_id: str, plugins: list[str] | None = None
 ) -> RunResult:
     """One batch task: what it raises is recorded in its result, never raised into the batch,
     except a fault of the storage every task shares (`InfrastructureFault`): that stops the batch.
@@ -424,7 +429,7 @@ async def run_or_report(
 
 
 async def _run(
-    graph: Any,
+    graph: Graph,
     task: Task,
     context: Context,
     thread_id: str | None,
@@ -463,7 +468,7 @@ def _in_flight_step(saved: Any, task: Task) -> list[int]:
     return [len(saved.values.get("trajectory") or [])]
 
 
-def _config(thread_id: str, context: Context, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+def _config(thread_id: str, context: Context, metadata: dict[str, Any] | None = None) -> RunnableConfig:
     return {
         "configurable": {"thread_id": thread_id},
         "recursion_limit": recursion_limit(context),
@@ -472,9 +477,9 @@ def _config(thread_id: str, context: Context, metadata: dict[str, Any] | None = 
 
 
 async def _invoke(
-    graph: Any,
+    graph: Graph,
     run_input: Any,
-    config: dict[str, Any],
+    config: RunnableConfig,
     context: Context,
     run_id: str,
     on_update: OnUpdate | None = None,
@@ -493,10 +498,11 @@ async def _invoke(
     return summarise(final, context, config["configurable"]["thread_id"], time.perf_counter() - started, started_at)
 
 
-async def _streamed(graph: Any, run_input: Any, config: dict[str, Any], context: Context, on_update: OnUpdate) -> Any:
+async def _streamed(graph: Graph, run_input: Any, config: RunnableConfig, context: Context, on_update: OnUpdate) -> Any:
     """What `ainvoke` returns (the last values, and the pause if any), telling `on_update` each node's writes."""
     final: dict[str, Any] = {}
     paused = None
+    chunk: Any  # a (mode, chunk) pair per part, as `stream_mode` is a list
     async for mode, chunk in graph.astream(
         run_input, config=config, context=context, durability="sync", stream_mode=["updates", "values"]
     ):

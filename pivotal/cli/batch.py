@@ -22,15 +22,20 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from pivotal.cli import options
+from pivotal.cli.options import Commands
 from pivotal.core.errors import InfrastructureFault, PivotalError
+
+if TYPE_CHECKING:  # loaded where a batch runs, not for every command's start
+    from pivotal.core.context import Context
+    from pivotal.graphs.runner import RunResult
 
 EXIT_OK, EXIT_TASK_FAILED = 0, 1
 
 
-def add_commands(commands: Any) -> None:
+def add_commands(commands: Commands) -> None:
     batch = commands.add_parser("batch", help="run every task of a JSONL file concurrently; resumable")
     batch.add_argument("tasks", help='JSONL file, one task per line: {"env": ..., "goal": ..., "params": {...}}')
     batch.add_argument("--out", required=True, help="results JSONL, one line per task as it finishes")
@@ -109,7 +114,7 @@ def _run_pending(
     lines: list[tuple[int, dict[str, Any]]],
     bad: list[tuple[int, str]],
     done: set[int],
-    context: Any,
+    context: Context,
     state: dict[str, Any],
 ) -> None:
     """The bad lines recorded, then every task not yet answered run; results appended as they come."""
@@ -137,7 +142,7 @@ def _run_pending(
             runner.run(_run(pending, context, args.concurrency, state, results, args))
 
 
-def _say_rewinds(tasks: list[dict[str, Any]], context: Any) -> None:
+def _say_rewinds(tasks: list[dict[str, Any]], context: Context) -> None:
     """`pivotal run`'s rewind notice, once per environment of the batch, above the summary on
     stdout: stderr keeps its one line for a fault (and JSON logs, when asked for, stay JSON).
     """
@@ -162,7 +167,7 @@ def _check_checkpoints(path: str | None) -> None:
         check_file(path)
 
 
-def _check_ray(args: argparse.Namespace, context: Any, checkpoints: str | None) -> None:
+def _check_ray(args: argparse.Namespace, context: Context, checkpoints: str | None) -> None:
     """With --ray, what every worker must share (Postgres checkpoints, a Chroma server for lessons)
     and Ray itself are checked before the results file is touched.
     """
@@ -210,17 +215,17 @@ def _results_lock(out: Path) -> Iterator[None]:
 
 async def _run(
     pending: list[tuple[int, dict[str, Any]]],
-    context: Any,
+    context: Context,
     concurrency: int,
     state: dict[str, Any],
-    results: Any,
+    results: BinaryIO,
     args: argparse.Namespace,
 ) -> None:
     from pivotal.graphs.runner import run_batch
 
     progress = _progress(len(pending))
 
-    def record(index: int, result: Any) -> None:
+    def record(index: int, result: RunResult) -> None:
         if result.status == "skipped":  # another process runs it, or ran it: its results file has it
             print(f"{args.tasks}:{pending[index][0]}: skipped: {result.reason}", file=sys.stderr)
         else:
@@ -396,7 +401,7 @@ def _damaged_marker(marker: Path, why: str) -> PivotalError:
 
 
 def _batch_state(
-    args: argparse.Namespace, out: Path, marker: Path, saved: dict[str, Any], context: Any
+    args: argparse.Namespace, out: Path, marker: Path, saved: dict[str, Any], context: Context
 ) -> dict[str, Any]:
     """What a resume needs to go on exactly as the batch started: threads, checkpoints, settings, plugins."""
     from pivotal.core.settings import settings
@@ -423,7 +428,7 @@ def _batch_state(
     return state
 
 
-def _write(results: Any, row: dict[str, Any]) -> None:
+def _write(results: BinaryIO, row: dict[str, Any]) -> None:
     """One line per result, whatever it holds: text that cannot be UTF-8 (a lone surrogate from a
     goal's JSON escape) is written as ASCII JSON escapes, and values JSON does not know as their text.
 

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pivotal.cli.options import Commands
 from pivotal.core.errors import PivotalError
 
 QUICK: dict[str, Any] = {
@@ -38,7 +39,7 @@ runs on 2 idle cores, 2026-12-01, once Taxi's truth judge stopped searching its 
 a full run ~100 min, and the figure before that, 0.26 s from gridworld and frozenlake alone, promised ~40)."""
 
 
-def add_commands(commands: Any) -> None:
+def add_commands(commands: Commands) -> None:
     runs = len(FULL["envs"]) * len(FULL["errors"]) * CONFIG_COUNT * FULL["streams"] * FULL["tasks"]
     bench = commands.add_parser(
         "bench",

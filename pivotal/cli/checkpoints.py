@@ -6,6 +6,7 @@ from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
 
+from pivotal.cli.options import Commands
 from pivotal.core import checkpoints
 from pivotal.core.errors import PivotalError
 
@@ -13,7 +14,7 @@ EXIT_OK = 0
 MAX_DAYS = 36_500
 
 
-def add_commands(commands: Any) -> None:
+def add_commands(commands: Commands) -> None:
     parser = commands.add_parser("checkpoints", help="size of the checkpoint file; prune finished runs' history")
     actions = parser.add_subparsers(required=True, metavar="action")
     stats = _action(actions, "stats", "threads, checkpoints and bytes in the checkpoint file", _stats)

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pivotal.cli.options import Commands
 from pivotal.core.checkpoints import WHERE, is_postgres
 from pivotal.core.errors import PivotalError
 
@@ -21,7 +22,7 @@ COLUMNS = (
 )
 
 
-def add_commands(commands: Any) -> None:
+def add_commands(commands: Commands) -> None:
     parser = commands.add_parser("critic", help="what an observe-only critic would have done (observe_only)")
     actions = parser.add_subparsers(required=True, metavar="action")
     report = actions.add_parser(

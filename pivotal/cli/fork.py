@@ -9,6 +9,7 @@ from typing import Any, cast
 
 from pivotal.cli import options
 from pivotal.cli.critic import checkpoint_location
+from pivotal.cli.options import Commands
 from pivotal.core.errors import PivotalError
 
 EXIT_OK = 0
@@ -17,7 +18,7 @@ PAGE = 1000
 SAID = {"skip": "skipped", "refuse": "refused", "ask": "asks a person", "run": "RUNS AGAIN"}
 
 
-def add_commands(commands: Any) -> None:
+def add_commands(commands: Commands) -> None:
     parser = commands.add_parser(
         "fork-preview", help="what forking a thread from a checkpoint would do to each side effect recorded after it"
     )

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, get_args
 
+from pivotal.cli.options import Commands
 from pivotal.core.errors import PivotalError
 from pivotal.core.schemas import LessonKind
 from pivotal.memory.lesson import DEFAULT_OWNER, SHARED, LessonStatus
@@ -16,7 +17,7 @@ from pivotal.memory.lesson import DEFAULT_OWNER, SHARED, LessonStatus
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
 
-def add_commands(commands: Any) -> None:
+def add_commands(commands: Commands) -> None:
     lessons = commands.add_parser("lessons", help="list, show, export, import, retire lessons; store stats")
     actions = lessons.add_subparsers(required=True, metavar="action")
     listing = _action(actions, "list", "one line per lesson", _list)

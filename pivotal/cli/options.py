@@ -5,11 +5,14 @@ import importlib
 import json
 import os
 import sys
-from typing import Any, get_args
+from typing import Any, TypeAlias, get_args
 
 from pivotal.core.context import Context, LoopDetection, OnCritiqueExhausted, RecallMode, RetryStrategy, StepBudget
 from pivotal.core.errors import PivotalError
 from pivotal.core.schemas import PivotChoice
+
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+"""The `pivotal` command's subcommands, where each module adds its own (`add_commands`)."""
 
 
 def task_options(parser: argparse.ArgumentParser) -> None:

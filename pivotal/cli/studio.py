@@ -10,12 +10,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pivotal.cli.options import Commands
 from pivotal.core.errors import PivotalError
 
 QUIET = {"LANGSMITH_TRACING": "false", "LANGCHAIN_TRACING_V2": "false", "LANGGRAPH_CLI_NO_ANALYTICS": "1"}
 
 
-def add_commands(commands: Any) -> None:
+def add_commands(commands: Commands) -> None:
     studio = commands.add_parser("studio", help="check langgraph.json and start `langgraph dev` for Studio")
     studio.add_argument("--config", default="langgraph.json", help="LangGraph config (default langgraph.json)")
     studio.add_argument("--port", type=int, default=0, help="port (default: 2024 if free, else a free one)")
