@@ -384,7 +384,7 @@ class Context:
         return base
 
 
-def run_context(given: Any, own: Context | None, names: Collection[str] = ()) -> Context | None:
+def run_context(given: object, own: Context | None, names: Collection[str] = ()) -> Context | None:
     """The run's context as a Context over `own`, so every surface applies one tighten-only rule.
 
     A Context as it is; a Mapping (`invoke(context={...})` on a parent graph or a `create_agent`
@@ -428,7 +428,7 @@ def context_schema(defaults: Context | None) -> type[Context]:
     return schema
 
 
-def _default(value: Any) -> Any:
+def _default(value: object) -> Any:
     if isinstance(value, str | int | float | bool | None):
         return field(default=value)  # plain values show in Studio's form
     return field(default_factory=lambda: list(value) if isinstance(value, list) else value)
@@ -502,7 +502,7 @@ def model_change(
     )
 
 
-def _saved(value: Any) -> Any:
+def _saved(value: object) -> Any:
     if isinstance(value, BaseChatModel):
         return {"model_object": model_label(value), "identity": model_identity(value)}
     return list(value) if isinstance(value, list) else value

@@ -47,7 +47,7 @@ class OneOfActions(ProposalReply):
 
     @model_validator(mode="before")
     @classmethod
-    def _nest_flat_reply(cls, data: Any) -> Any:
+    def _nest_flat_reply(cls, data: object) -> Any:
         """A reply in the flat shape ({action, arguments, thought}) names the same choice; it is read as
         one and still checked against that action's argument schema.
         """

@@ -167,7 +167,7 @@ def _tree(value: Any, values: tuple[str, ...]) -> Any:
     return value
 
 
-def _is_send(value: Any) -> bool:
+def _is_send(value: object) -> bool:
     """LangGraph's `Send` (a tool call's arguments ride in one to the tool node), told by name:
     importing langgraph.types here would cost every command ~2.7 s.
     """

@@ -19,7 +19,7 @@ ENV_FILE = ".env"
 """In the current folder, for the settings and the provider keys alike."""
 
 
-def _upper(value: Any) -> Any:
+def _upper(value: object) -> Any:
     return value.upper() if isinstance(value, str) else value
 
 

@@ -87,7 +87,7 @@ def stable_name(
     return f"agent-{digest[:12]}"
 
 
-def _qualified(function: Any) -> str | None:
+def _qualified(function: object) -> str | None:
     if function is None or isinstance(function, str):
         return function
     return f"{getattr(function, '__module__', '')}.{getattr(function, '__qualname__', type(function).__name__)}"

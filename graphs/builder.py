@@ -264,7 +264,7 @@ def _as_node(config: RunnableConfig | None) -> bool:
     return CONFIG_KEY_TASK_ID in ((config or {}).get("configurable") or {})
 
 
-def _redacted(input: Any) -> Any:
+def _redacted(input: object) -> Any:
     """The caller's input with secrets blanked before LangGraph saves it: it checkpoints the input as
     given (the `__start__` checkpoint and the one after it) before any node could blank it. A resume's
     reply is blanked by the node that reads it; a `Command`'s state update is blanked here.

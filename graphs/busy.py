@@ -188,7 +188,7 @@ def _why(thread: str, busy: bool, previous: Row, window: float) -> str:
     )
 
 
-def digest(text: Any) -> str:
+def digest(text: object) -> str:
     """What a message is, for telling a repeat: a digest, so the board never holds what was said."""
     return hashlib.sha256(json.dumps(text, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
@@ -448,7 +448,7 @@ async def graph_arrival(
     return turn, config
 
 
-def said_by(input: Any) -> str:
+def said_by(input: object) -> str:
     """The digest of what a graph's input asks (its task, else its last human message); "" for a resume or replay."""
     if not isinstance(input, Mapping):
         return ""

@@ -81,7 +81,7 @@ class Result(BaseModel):
     interrupts: list[Any] = Field(default_factory=list, description="status interrupted: what a person is asked")
 
 
-def result(output: Any) -> Result:
+def result(output: object) -> Result:
     """The typed result of any output of `invoke`/`ainvoke`, or the last value of `stream`/`astream`.
 
     The graph's values (or its last `updates` chunk), a `create_agent` agent's state, a parent graph's
@@ -109,7 +109,7 @@ def result(output: Any) -> Result:
     return found
 
 
-def _value(output: Any) -> Mapping[str, Any]:
+def _value(output: object) -> Mapping[str, Any]:
     """The state (or update) inside what a call returned."""
     if isinstance(output, tuple) and output and isinstance(output[-1], Mapping):
         output = output[-1]  # (mode, value), (namespace, value), (namespace, mode, value)
@@ -129,7 +129,7 @@ def _value(output: Any) -> Mapping[str, Any]:
     return output
 
 
-def _with_interrupts(values: Any, interrupts: tuple[Any, ...]) -> Any:
+def _with_interrupts(values: object, interrupts: tuple[Any, ...]) -> Any:
     return {**values, "__interrupt__": interrupts} if interrupts and isinstance(values, Mapping) else values
 
 

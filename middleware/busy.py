@@ -111,7 +111,7 @@ async def _head(saver: Any, thread: str, opening: str) -> dict[str, Any] | None:
     """
     query = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
 
-    def fits(values: Any) -> bool:
+    def fits(values: object) -> bool:
         return isinstance(values, dict) and opening not in {m.id for m in values.get("messages") or []}
 
     try:

@@ -733,7 +733,7 @@ async def _after_async(result: Awaitable[Any], request: ToolCallRequest, entry: 
         _WITHIN.reset(token)
 
 
-def _recorded(result: Any, request: ToolCallRequest, entry: Review) -> Any:
+def _recorded(result: object, request: ToolCallRequest, entry: Review) -> Any:
     """The tool's own result, with the review recorded beside it; a tool that returned its own Command
     (`write_todos`, a sub-agent's `task`) gets the review merged into the Command's update.
     """
@@ -754,7 +754,7 @@ def _ran_entry(request: ToolCallRequest, entry: Review, answer: ToolMessage | No
             "step": _step(request.state, request.tool_call["id"] or "")}  # fmt: skip
 
 
-def _answers(message: Any, call_id: str) -> bool:
+def _answers(message: object, call_id: str) -> bool:
     return isinstance(message, ToolMessage) and message.tool_call_id == call_id
 
 

@@ -169,7 +169,7 @@ def _in_thread(
         pass
 
 
-def _settle(future: "asyncio.Future[Any]", result: Any, error: BaseException | None) -> None:
+def _settle(future: "asyncio.Future[Any]", result: object, error: BaseException | None) -> None:
     if future.done():  # the caller stopped waiting (the deadline passed, the task was cancelled)
         return
     if error is not None:
@@ -334,7 +334,7 @@ def _goal_steps(live: Live) -> dict[str, int | None]:
     return {GOAL_STEPS: left}
 
 
-def _check_step_result(env: Environment, result: Any) -> None:
+def _check_step_result(env: Environment, result: object) -> None:
     """A step that returned something else (a bare observation string, a tuple) is the environment's
     bug, named in one line; the action did run, so it is recorded as applied before this check.
     """
@@ -376,7 +376,7 @@ def state_of(env: Environment, snapshot: dict[str, Any] | None) -> Any:
     return key() if callable(key) else snapshot
 
 
-def _text(observation: Any, source: str) -> str:
+def _text(observation: object, source: str) -> str:
     """An environment's observation, refused in one line when it is not text (it is redacted,
     clipped and shown to models as text).
     """

@@ -370,14 +370,14 @@ def _key(spec: ActionSpec, arguments: dict[str, Any]) -> str:
     return _canonical(named)
 
 
-def _canonical(value: Any) -> str:
+def _canonical(value: object) -> str:
     """One text per value: keys sorted, 20 and 20.0 alike (a model writes either), secrets blanked
     (a call read back from a checkpoint holds "[redacted]" where the live one held the key: the same call).
     """
     return json.dumps(_numbers(redact_tree(value)), sort_keys=True, default=str)
 
 
-def _numbers(value: Any) -> Any:
+def _numbers(value: object) -> Any:
     if isinstance(value, bool):
         return value
     if isinstance(value, int | float):

@@ -176,7 +176,7 @@ def _parameters(tool: BaseTool) -> dict[str, Any]:
     return schema.model_json_schema() if issubclass(schema, BaseModel) else schema.schema()
 
 
-def _text(output: Any) -> str:
+def _text(output: object) -> str:
     if isinstance(output, str):
         return output
     try:

@@ -136,7 +136,7 @@ def _address(exc: BaseException) -> str:
     return ""
 
 
-def _excerpt(raw: Any) -> str:
+def _excerpt(raw: object) -> str:
     """The start of what the model sent back, quoted: its text, else its (unparsable) call's arguments."""
     calls = [*(getattr(raw, "tool_calls", None) or []), *(getattr(raw, "invalid_tool_calls", None) or [])]
     text = getattr(raw, "text", "") or (str(calls[0].get("args") or "") if calls else "")
@@ -170,7 +170,7 @@ def _method(model: BaseChatModel) -> dict[str, str]:
     return {"method": "function_calling"} if type(model).__module__.startswith("langchain_openai") else {}
 
 
-def _count(usage: dict[str, float], raw: Any, started: float) -> None:
+def _count(usage: dict[str, float], raw: object, started: float) -> None:
     usage["calls"] += 1
     usage["seconds"] += time.perf_counter() - started
     tokens = getattr(raw, "usage_metadata", None) or {}
@@ -178,6 +178,6 @@ def _count(usage: dict[str, float], raw: Any, started: float) -> None:
     usage["output_tokens"] += tokens.get("output_tokens", 0)
 
 
-def _one_line(error: Any) -> str:
+def _one_line(error: object) -> str:
     text = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else str(error)
     return " ".join(text.split())[:300]

@@ -215,7 +215,7 @@ def local_section(local: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _cell(value: Any) -> str:
+def _cell(value: object) -> str:
     if value is None:
         return "n/a"
     if isinstance(value, (list, tuple)):

@@ -126,7 +126,7 @@ def invalid_arguments(schema: dict[str, Any], arguments: dict[str, Any]) -> dict
 # --- wire formats ---------------------------------------------------------------------------
 
 
-def _tokens(payload: Any) -> int:
+def _tokens(payload: object) -> int:
     """A stable stand-in for a tokenizer: roughly one token per four characters."""
     return max(1, len(json.dumps(payload)) // 4)
 
