@@ -12,9 +12,12 @@ import os
 import re
 from collections.abc import MutableMapping
 from functools import lru_cache
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
+
+if TYPE_CHECKING:  # LangGraph's serializers load where a checkpointer is used
+    from langgraph.checkpoint.serde.base import SerializerProtocol
 
 MARK = "[redacted]"
 _SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSW|PASSPHRASE|CREDENTIAL|PRIVATE|COOKIE", re.IGNORECASE)
@@ -209,7 +212,7 @@ class RedactingSerializer:
     with its types intact, only a secret reads back as "[redacted]".
     """
 
-    def __init__(self, serde: Any) -> None:
+    def __init__(self, serde: "SerializerProtocol") -> None:
         self.serde = serde
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from langchain_core.runnables import RunnableConfig
+
 from pivotal.core.errors import PivotalError
 from pivotal.core.logs import logger
 from pivotal.core.settings import settings
@@ -147,7 +149,7 @@ async def thread_lease(
 
 
 @asynccontextmanager
-async def invocation_lease(saver: Any, config: Any) -> AsyncIterator[None]:
+async def invocation_lease(saver: Any, config: RunnableConfig | None) -> AsyncIterator[None]:
     """The thread's lease around a graph invoked directly (`ainvoke`, `astream`), as `arun` holds it:
     an app that runs one thread from two processes (two workers given the same chat, a retried
     request) runs its turns one after the other instead of both going on from the same checkpoint.
@@ -161,7 +163,7 @@ async def invocation_lease(saver: Any, config: Any) -> AsyncIterator[None]:
         yield
 
 
-def holding(thread: Any) -> bool:
+def holding(thread: object) -> bool:
     """Whether the run in this context holds the thread's lease (a runner's: `arun`, `resume`, a batch)."""
     held = _holding.get()
     return held is not None and held.thread_id == str(thread) and not held.released

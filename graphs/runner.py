@@ -19,7 +19,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.pregel import Pregel
-from langgraph.types import Command
+from langgraph.types import Command, StateSnapshot
 from pydantic import BaseModel, Field
 
 from pivotal.core.checkpoints import check_file, is_postgres
@@ -459,7 +459,7 @@ async def _run(
     return await _invoke(graph, start, config, context, run_id, on_update)
 
 
-def _in_flight_step(saved: Any, task: Task) -> list[int]:
+def _in_flight_step(saved: StateSnapshot, task: Task) -> list[int]:
     """The step an earlier process may have executed without checkpointing it, when the
     environment cannot tell a repeat (no `step_once`): that one step is at-least-once.
     """

@@ -18,7 +18,7 @@ every branch of the thread, so nothing executed runs again whichever branch the 
 import asyncio
 import contextlib
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -197,7 +197,7 @@ async def _take_again(state: Mapping[str, Any]) -> None:
         await board.claim(where[1], owner_token(f"msg:{opening[1].id}"), settings().lease_s)
 
 
-def _soon(step: Any, state: Mapping[str, Any]) -> None:
+def _soon(step: Callable[[Mapping[str, Any]], Coroutine[Any, Any, None]], state: Mapping[str, Any]) -> None:
     """`step(state)` now under a sync call, or as a task of the running loop (in order) under an async one."""
     try:
         loop = asyncio.get_running_loop()

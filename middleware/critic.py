@@ -31,6 +31,7 @@ from langchain.agents.middleware import AgentMiddleware, AgentState, ModelReques
 from langchain.agents.middleware.human_in_the_loop import ToolApprovalRequest
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 from langgraph.prebuilt.tool_node import ToolCallRequest
@@ -52,11 +53,12 @@ from pivotal.core.environments.once import (
     thread_record,
     verdict_key,
 )
-from pivotal.core.environments.tools import ToolEnvironment
+from pivotal.core.environments.tools import Call, ToolEnvironment
 from pivotal.core.errors import PivotalError
 from pivotal.core.schemas import Verdict
 from pivotal.core.secrets import redact_tree
 from pivotal.core.state import Critique, Observation, Proposal, Spent, Step, add_counts
+from pivotal.core.task import Task
 from pivotal.graphs.blocking import run_blocking
 from pivotal.memory.lesson import lessons_block
 from pivotal.middleware.busy import ends_turn, pausing, resumed, running, turn_opens, turn_over
@@ -576,7 +578,7 @@ def critic_counts(state: Mapping[str, Any]) -> dict[str, Any]:
     return totals
 
 
-def _undecided(task: Any, calls: Any) -> None:
+def _undecided(task: Task, calls: list[Call]) -> None:
     """The agent, not a verifier, decides when it is done (and no `finish` action is offered)."""
     return None
 
@@ -840,5 +842,5 @@ def _thought(state: Mapping[str, Any]) -> str:
     return clip(asked.text, 400) if asked and asked.text else ""
 
 
-def _thread(config: Any) -> str:
+def _thread(config: RunnableConfig | Mapping[str, Any] | None) -> str:
     return str(((config or {}).get("configurable") or {}).get("thread_id") or "agent")

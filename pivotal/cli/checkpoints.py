@@ -4,9 +4,8 @@ import argparse
 import json
 from dataclasses import asdict
 from datetime import timedelta
-from typing import Any
 
-from pivotal.cli.options import Commands
+from pivotal.cli.options import Commands, Handler
 from pivotal.core import checkpoints
 from pivotal.core.errors import PivotalError
 
@@ -30,7 +29,7 @@ def add_commands(commands: Commands) -> None:
     prune.add_argument("--dry-run", action="store_true", help="say what would be deleted; change nothing")
 
 
-def _action(actions: Any, name: str, help_text: str, handler: Any) -> argparse.ArgumentParser:
+def _action(actions: Commands, name: str, help_text: str, handler: Handler) -> argparse.ArgumentParser:
     parser = actions.add_parser(name, help=help_text)
     parser.add_argument(
         "--checkpoints", metavar="PATH", help="SQLite checkpoint file (default: PIVOTAL_CHECKPOINT_PATH)"

@@ -5,12 +5,15 @@ what the fork would do to each side effect recorded after it: skip, refuse, ask 
 import argparse
 import asyncio
 import json
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from pivotal.cli import options
 from pivotal.cli.critic import checkpoint_location
 from pivotal.cli.options import Commands
 from pivotal.core.errors import PivotalError
+
+if TYPE_CHECKING:  # loaded where a preview is made
+    from pivotal.core.environments.preview import ForkPreview
 
 EXIT_OK = 0
 PAGE = 1000
@@ -83,7 +86,7 @@ async def _served(args: argparse.Namespace, configurable: dict[str, Any]) -> Any
     return await afork_preview(list(history), {"configurable": configurable})
 
 
-def _show(preview: Any, as_json: bool) -> None:
+def _show(preview: "ForkPreview", as_json: bool) -> None:
     if as_json:
         print(json.dumps(preview.model_dump()))
     elif not preview.calls:

@@ -9,10 +9,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, get_args
 
-from pivotal.cli.options import Commands
+from pivotal.cli.options import Commands, Handler
 from pivotal.core.errors import PivotalError
 from pivotal.core.schemas import LessonKind
-from pivotal.memory.lesson import DEFAULT_OWNER, SHARED, LessonStatus
+from pivotal.memory.lesson import DEFAULT_OWNER, SHARED, Lesson, LessonStatus
+from pivotal.memory.lesson.ledger import Record
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
@@ -50,7 +51,7 @@ def add_commands(commands: Commands) -> None:
     _action(actions, "stats", "counts, utility and size per family", _stats)
 
 
-def _action(actions: Any, name: str, help_text: str, handler: Any) -> argparse.ArgumentParser:
+def _action(actions: Commands, name: str, help_text: str, handler: Handler) -> argparse.ArgumentParser:
     parser = actions.add_parser(name, help=help_text)
     parser.add_argument("--store", dest="store_path", metavar="DIR", help="store folder (default: PIVOTAL_STORE_PATH)")
     parser.add_argument("--store-url", metavar="URL", help="Chroma server (default: PIVOTAL_STORE_URL)")
@@ -109,7 +110,7 @@ def _provenance(spans: str) -> list[str] | str:
     ]
 
 
-def _quarantine(lesson: Any) -> str:
+def _quarantine(lesson: Lesson) -> str:
     confirmed = len(set(lesson.witnesses.split()))
     if not lesson.needs:
         return "none (stored before quarantine)"
@@ -117,7 +118,7 @@ def _quarantine(lesson: Any) -> str:
     return f"waiting: {counted}; not recalled yet" if lesson.status == "pending" else f"confirmed: {counted}"
 
 
-def _record_line(record: Any) -> str:
+def _record_line(record: Record) -> str:
     where = record.source if record.origin in ("import", "person") else f"run {record.run}"
     if record.kind == "evidence":
         merged = f", merged from {record.merged_from}" if record.merged_from else ""

@@ -5,6 +5,7 @@ import importlib
 import json
 import os
 import sys
+from collections.abc import Callable
 from typing import Any, TypeAlias, get_args
 
 from pivotal.core.context import Context, LoopDetection, OnCritiqueExhausted, RecallMode, RetryStrategy, StepBudget
@@ -13,6 +14,8 @@ from pivotal.core.schemas import PivotChoice
 
 Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 """The `pivotal` command's subcommands, where each module adds its own (`add_commands`)."""
+Handler = Callable[[argparse.Namespace], int]
+"""What a subcommand runs: its exit status from its parsed arguments."""
 
 
 def task_options(parser: argparse.ArgumentParser) -> None:
