@@ -114,7 +114,7 @@ def _run_pending(
     lines: list[tuple[int, dict[str, Any]]],
     bad: list[tuple[int, str]],
     done: set[int],
-    context: Context,
+    context: "Context",
     state: dict[str, Any],
 ) -> None:
     """The bad lines recorded, then every task not yet answered run; results appended as they come."""
@@ -142,7 +142,7 @@ def _run_pending(
             runner.run(_run(pending, context, args.concurrency, state, results, args))
 
 
-def _say_rewinds(tasks: list[dict[str, Any]], context: Context) -> None:
+def _say_rewinds(tasks: list[dict[str, Any]], context: "Context") -> None:
     """`pivotal run`'s rewind notice, once per environment of the batch, above the summary on
     stdout: stderr keeps its one line for a fault (and JSON logs, when asked for, stay JSON).
     """
@@ -167,7 +167,7 @@ def _check_checkpoints(path: str | None) -> None:
         check_file(path)
 
 
-def _check_ray(args: argparse.Namespace, context: Context, checkpoints: str | None) -> None:
+def _check_ray(args: argparse.Namespace, context: "Context", checkpoints: str | None) -> None:
     """With --ray, what every worker must share (Postgres checkpoints, a Chroma server for lessons)
     and Ray itself are checked before the results file is touched.
     """
@@ -215,7 +215,7 @@ def _results_lock(out: Path) -> Iterator[None]:
 
 async def _run(
     pending: list[tuple[int, dict[str, Any]]],
-    context: Context,
+    context: "Context",
     concurrency: int,
     state: dict[str, Any],
     results: BinaryIO,
@@ -225,7 +225,7 @@ async def _run(
 
     progress = _progress(len(pending))
 
-    def record(index: int, result: RunResult) -> None:
+    def record(index: int, result: "RunResult") -> None:
         if result.status == "skipped":  # another process runs it, or ran it: its results file has it
             print(f"{args.tasks}:{pending[index][0]}: skipped: {result.reason}", file=sys.stderr)
         else:
@@ -401,7 +401,7 @@ def _damaged_marker(marker: Path, why: str) -> PivotalError:
 
 
 def _batch_state(
-    args: argparse.Namespace, out: Path, marker: Path, saved: dict[str, Any], context: Context
+    args: argparse.Namespace, out: Path, marker: Path, saved: dict[str, Any], context: "Context"
 ) -> dict[str, Any]:
     """What a resume needs to go on exactly as the batch started: threads, checkpoints, settings, plugins."""
     from pivotal.core.settings import settings
