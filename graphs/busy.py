@@ -40,7 +40,7 @@ from typing import Any, Protocol
 
 from langchain_core.messages import HumanMessage, convert_to_messages
 
-from pivotal.core.context import DoubleText
+from pivotal.core.context import Context, DoubleText
 from pivotal.core.errors import PivotalError
 from pivotal.core.logs import logger
 from pivotal.core.settings import settings
@@ -413,7 +413,7 @@ async def keep(turn: Turn) -> None:
 
 # --- Pivotal's graph: a turn is one invocation -------------------------------------------------
 async def graph_arrival(
-    saver: Any, input: Any, config: Any, context: Any, node: bool = False
+    saver: Any, input: object, config: Any, context: Context, node: bool = False
 ) -> tuple[Turn | None, Any]:
     """The turn an invocation of Pivotal's graph holds (None where there is no thread to hold: no
     checkpointer, no thread id, or a runner's run that holds the thread's lease), and the config it

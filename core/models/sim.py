@@ -373,7 +373,7 @@ _DRAWS = 20
 """Draws before a wrong call settles for one equal to the expert's (a schema with one value)."""
 
 
-def _draw(prop: dict[str, Any], given: Any, rng: random.Random, change: bool) -> Any:
+def _draw(prop: dict[str, Any], given: object, rng: random.Random, change: bool) -> Any:
     if "enum" in prop:
         return rng.choice(prop["enum"])
     kind = prop.get("type")

@@ -13,6 +13,7 @@ from pivotal.bench.truth import judge_trajectory
 from pivotal.core.context import Context
 from pivotal.core.environments import environment_names
 from pivotal.graphs import arun
+from pivotal.graphs.runner import RunResult
 from pivotal.memory.policy.registry import close_store
 
 CONFIGS: dict[str, dict[str, Any]] = {
@@ -122,7 +123,9 @@ async def run_stream(
     return records
 
 
-def record(result: Any, env: str, error: float, config: str, stream: int, index: int, wall: float) -> dict[str, Any]:
+def record(
+    result: RunResult, env: str, error: float, config: str, stream: int, index: int, wall: float
+) -> dict[str, Any]:
     truth = judge_trajectory(result.task, result.trajectory)
     tokens = sum(int(u.get("input_tokens", 0)) + int(u.get("output_tokens", 0)) for u in result.usage.values())
     return {

@@ -25,6 +25,7 @@ import hashlib
 import json
 import random
 import urllib.parse
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -527,7 +528,7 @@ def _row(label: str, category: str, situation: str, text: str, form: str) -> dic
     return {"label": label, "category": category, "form": form, "situation": situation, "text": text}
 
 
-def _unique(rows: Any) -> list[dict[str, Any]]:
+def _unique(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     seen: set[tuple[str, str]] = set()
     kept = []
     for row in rows:

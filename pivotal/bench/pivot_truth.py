@@ -37,7 +37,7 @@ def costs_to_go(env: str, params: dict[str, Any], actions: list[Call]) -> list[i
     return _played_out(world, task, actions)
 
 
-def _played_out(world: Any, task: Task, actions: list[Call]) -> list[int | None]:
+def _played_out(world: Environment, task: Task, actions: list[Call]) -> list[int | None]:
     """Walk the path once; after each prefix, the expert plays a copy of the world to the end (once
     per state the world's snapshot names: the attempts of a run go through the same states).
     """
@@ -55,7 +55,7 @@ _SEEN: dict[str, int | None] = {}
 SEEN_LIMIT = 100_000
 
 
-def _remembered(world: Any, task: Task) -> int | None:
+def _remembered(world: Environment, task: Task) -> int | None:
     snapshot = getattr(world, "snapshot", None)
     if not callable(snapshot):
         return _expert_steps(copy.deepcopy(world))
@@ -67,7 +67,7 @@ def _remembered(world: Any, task: Task) -> int | None:
     return _SEEN[key]
 
 
-def _expert_steps(world: Any) -> int | None:
+def _expert_steps(world: Environment) -> int | None:
     if not isinstance(world, Oracle):
         return None
     for taken in range(EXPERT_CAP):

@@ -4,9 +4,13 @@ drawn is zero, in the paired plot.
 """
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pivotal.core.stats import wilson
+
+if TYPE_CHECKING:  # matplotlib loads where a plot is drawn
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 PER_TASK = [("llm_calls", "LLM calls / task"), ("tokens", "tokens / task"), ("wall_s", "seconds / task")]
 PAIRED = [
@@ -88,7 +92,7 @@ def paired(path: Path, comparisons: list[dict[str, Any]]) -> Path:
     return _save(fig, path, top=1 - 0.4 / height)  # room for the title above the first row
 
 
-def _forest(axis: Any, groups: dict[str, Any], cells: list[str], key: str, value: str, points: bool) -> None:
+def _forest(axis: "Axes", groups: dict[str, Any], cells: list[str], key: str, value: str, points: bool) -> None:
     scale = 100  # both measures are shown in percent: pp and % saved
     for y, cell in enumerate(cells):
         stat = groups.get(cell, {}).get(key)
@@ -153,7 +157,7 @@ def _total(key: str) -> str:
     return {"executed": "executed_steps"}.get(key, key)
 
 
-def _save(fig: Any, path: Path, top: float = 1.0) -> Path:
+def _save(fig: "Figure", path: Path, top: float = 1.0) -> Path:
     import matplotlib.pyplot as plt
 
     fig.tight_layout(rect=(0, 0, 1, top))
