@@ -7,7 +7,7 @@ test drives `create_agent` and Pivotal's roles through the same paths a provider
 
 import uuid
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
@@ -18,6 +18,11 @@ from pydantic import Field
 
 from pivotal.core.models.choice import ToolChoice, ToolLike
 from pivotal.core.models.streaming import as_chunks
+
+if TYPE_CHECKING:
+    from langchain_core.tools import BaseTool
+
+    from pivotal.core.environments.tools import ToolEnvironment
 
 AGENT = "agent"
 """The script key for the agent's own replies (whenever it is bound to the agent's tools)."""
@@ -88,7 +93,7 @@ def verdict(decision: str, confidence: float = 0.95, diagnosis: str = "", revisi
     return {"decision": decision, "confidence": confidence, "diagnosis": diagnosis, "revision": revision}
 
 
-def stepping_tools(env: Any) -> list[Any]:
+def stepping_tools(env: "ToolEnvironment") -> "list[BaseTool]":
     """A ToolEnvironment's tools as an agent's tools that act through `env.step`, so the
     environment's own record (and the oracle a `sim` model reads) sees every call that ran.
     """
