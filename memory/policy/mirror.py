@@ -41,7 +41,8 @@ Read = Callable[[list[str]], dict[str, Lesson]]
 @dataclass(frozen=True)
 class Rows:
     """One family's ids and unit vectors, row for row; replaced whole on each write, so a reader
-    in another thread always sees one consistent version."""
+    in another thread always sees one consistent version.
+    """
 
     ids: tuple[str, ...]
     vectors: np.ndarray
