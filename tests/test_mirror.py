@@ -125,6 +125,20 @@ def test_recall_asks_chroma_only_until_the_family_is_mirrored(tmp_path, monkeypa
     assert mirror.MIRROR_AFTER <= len(calls) <= mirror.MIRROR_AFTER + 1
 
 
+def test_a_family_too_big_is_read_once_and_left_to_the_backend(store, monkeypatch):
+    reads = []
+    with_vectors = ChromaLessons.with_vectors
+    monkeypatch.setattr(ChromaLessons, "with_vectors", lambda *a, **k: reads.append(1) or with_vectors(*a, **k))
+    monkeypatch.setattr(mirror, "MIRROR_MAX", 50)
+    monkeypatch.setattr("pivotal.memory.policy.shelf.MIRROR_MAX", 50)
+    store.shelf.forget_recall()
+    for i in range(5):
+        store.add([lesson(900 + i, random.Random(i))], dedup_similarity=0.99)
+        found = store.search(SITUATIONS[i], family="maze", k=3, min_similarity=0.0, owner=OWNER)
+        assert found
+    assert reads == [1] and store.shelf.mirror is not None and store.shelf.mirror.rows("maze") is None
+
+
 def test_a_shared_store_is_never_mirrored():
     shared = ExperienceStore(on_store(InMemoryStore(), ("lessons",)))
     assert shared.shelf.mirror is None

@@ -141,8 +141,7 @@ class Mirror:
             for family, indexes in by_family.items():
                 self._versions[family] = self.version(family) + 1
                 rows = self._rows.get(family)
-                if rows is None:
-                    self._rows.pop(family, None)  # read again (it may fit now)
+                if rows is None:  # not read yet, or not mirrored: a family too big is not read again
                     continue
                 self._rows[family] = rows.written([lessons[i].id for i in indexes], [vectors[i] for i in indexes])
 
