@@ -333,6 +333,9 @@ class State(InputState, total=False):
     them before anything else and the critic reviews each like any action."""
     lessons: list[Recalled]
     """Lessons recalled for the current step."""
+    recall_key: str
+    """The run and situation `lessons` were recalled for (step recall): a step in the same
+    situation keeps them and does not enter the recall node (nodes/recall.py `wanted`)."""
     recalled: list[str]
     candidates: list[Candidate]
     approved_lessons: list[Candidate]

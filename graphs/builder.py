@@ -9,8 +9,9 @@ START → start → recall → actor → critic ─approve→ [human_approval] �
         executor ─irreversible action without this branch's review (a fork)→ critic, unrun
 
 Nodes with nothing to do are passed by (graphs/routes.py): recall when there is nothing to
-recall (memory off, or task-start recall after the first step), the lesson nodes when memory
-is off. Each node entered costs a checkpoint write.
+recall (memory off, task-start recall after the first step, or a step still in the situation
+its lessons were recalled for), the lesson nodes when memory is off. Each node entered costs a
+checkpoint write.
 
 The actor/critic loop stays in this one graph (no subgraphs) so Studio shows every node
 and a user can fork from any of them.

@@ -1,9 +1,9 @@
 """Conditional edges: the one place that turns what a node wrote into the next node's name.
 
 A node with nothing to do is not entered: each step through the graph costs a checkpoint, so
-recall is skipped where it would find nothing, and the lesson nodes when memory is off. The
-Context is None outside a run (a Studio edit `as_node`): then every node is entered and checks
-for itself, as each one does.
+recall is skipped where it would find nothing (or nothing new: the same situation again), and the
+lesson nodes when memory is off. The Context is None outside a run (a Studio edit `as_node`): then
+every node is entered and checks for itself, as each one does.
 """
 
 from pivotal.core.context import Context

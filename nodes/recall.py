@@ -45,10 +45,11 @@ async def recall(state: State, runtime: Runtime[Context]) -> RecallUpdate:
         if more:
             await asyncio.to_thread(_retire, store, more, ask["owner"])
     recalled = list(dict.fromkeys([*state.get("recalled", []), *(lesson["id"] for lesson in lessons)]))
+    found_for = {"recall_key": recall_key(state)} if context.recall == "step" else {}
     if not refused:
-        return {"lessons": lessons, "recalled": recalled}
+        return {"lessons": lessons, "recalled": recalled, **found_for}
     counters = {"lessons_retired": len(refused), "lessons_refused_at_recall": len(refused)}
-    return {"lessons": lessons, "recalled": recalled, "counters": counters}
+    return {"lessons": lessons, "recalled": recalled, "counters": counters, **found_for}
 
 
 def _screened(found: list[Recalled]) -> tuple[list[Recalled], dict[str, str]]:
@@ -70,11 +71,24 @@ def _retire(store: ExperienceStore, refused: dict[str, str], owner: str) -> None
 
 
 def wanted(state: State, context: Context) -> bool:
-    """Whether this step has anything to recall; the graph does not enter the node otherwise."""
+    """Whether this step has anything to recall; the graph does not enter the node otherwise.
+
+    Step recall: not when the run is still in the situation its lessons were recalled for (a
+    corridor walked step by step, a wall bumped into again). The lessons in state are that
+    situation's answer, and entering the node would only repeat the query and write one more
+    checkpoint per step. A lesson another run stores meanwhile is recalled at the next new situation.
+    """
     if not context.memory or context.recall == "off":
         return False
+    if context.recall == "step":
+        return state.get("recall_key") != recall_key(state)
     # task-start recall: the lessons found at the start stay for the whole run
-    return context.recall == "step" or not (state.get("trajectory") or state.get("retries"))
+    return not (state.get("trajectory") or state.get("retries"))
+
+
+def recall_key(state: State) -> str:
+    """What a step's lessons are recalled for: the run (a new turn recalls afresh) and the situation."""
+    return f"{state.get('run_id', '')}\n{situation(state.get('run_id', ''), state.get('observation', ''))}"
 
 
 SITUATION_CHARS = 240

@@ -8,6 +8,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 from pivotal.core.context import Context
 from pivotal.core.environments import register_environment
 from pivotal.graphs import arun, build_graph
+from pivotal.nodes.recall import recall_key, wanted
 from pivotal.testing.envs import ReplayOnlyGridWorld, Vault
 
 register_environment("vault", Vault)
@@ -383,7 +384,25 @@ async def test_nodes_with_nothing_to_do_are_not_entered(tmp_path, context, recal
     entered, final = await _entered(tmp_path, **context)
     executed = final["counters"]["executed"]
     assert final["status"] == "success" and executed >= 3
-    assert entered.count("recall") == (executed if recalls is None else recalls)
+    if recalls is None:  # one per new situation: a step where the last one's lessons still hold enters none
+        assert 1 <= entered.count("recall") <= executed
+        assert final["recall_key"].startswith(final["run_id"])
+    else:
+        assert entered.count("recall") == recalls
     lesson_nodes = ["distill", "dedup", "gate", "memory_writer"]
     assert [n for n in entered if n in lesson_nodes] == (lesson_nodes if context["memory"] else [])
     assert entered[0] == "start" and entered[-1] == "respond"
+
+
+def test_step_recall_is_entered_again_only_in_a_new_situation_or_run():
+    """The lessons in state answer the situation they were recalled for: a step still in it
+    costs no query and no checkpoint; a new situation, or a new run of the thread, recalls again.
+    """
+    context = Context(model="sim", memory=True, recall="step")
+    state = {"run_id": "r1", "observation": "a dark corridor\n#####"}
+    assert wanted(state, context)
+    state["recall_key"] = recall_key(state)
+    assert not wanted(state, context) and not wanted({**state, "observation": "a dark corridor\n#.###"}, context)
+    assert wanted({**state, "observation": "a locked door\n#####"}, context)
+    assert wanted({**state, "run_id": "r2"}, context)
+    assert not wanted(state, Context(model="sim", memory=False, recall="step"))

@@ -4,13 +4,14 @@ others write too, and the kept recall answers (memory/policy/neighbours.py) kept
 policy reads and writes through here only, so a held or deferred version is never missed.
 """
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
 from pivotal.memory.lesson import DEFAULT_OWNER, Lesson
 from pivotal.memory.lesson.ledger import fold
 from pivotal.memory.policy.lesson_io import LessonIO, owned
+from pivotal.memory.policy.mirror import MIRROR_MAX, Mirror, Rows
 from pivotal.memory.policy.neighbours import NeighbourCache, Neighbours
 from pivotal.memory.policy.write_buffer import WriteBuffer
 from pivotal.memory.storage.base import Only, RecordStorage
@@ -35,6 +36,8 @@ class Shelf:
         self.ledger = ledger
         self.near = near
         self.private = private
+        self.mirror = Mirror() if private else None
+        """The families this process alone writes, in memory for nearest-lesson queries (memory/policy/mirror.py)."""
 
     def put(self, lessons: list[Lesson], *, embedded: bool = True) -> None:
         """New texts: held in a batch, else written now. `embedded`: see `LessonIO.upsert`."""
@@ -50,6 +53,10 @@ class Shelf:
             self.near.written(lessons, vectors)
         elif self.near is not None:
             self.near.forget({lesson.family for lesson in lessons})
+        if self.mirror is not None and embedded:
+            self.mirror.written(lessons, [self.io.storage.vector(lesson.family, lesson.document) for lesson in lessons])
+        elif self.mirror is not None:
+            self.mirror.forget({lesson.family for lesson in lessons})
 
     def update(self, lessons: list[Lesson], *, counts_only: bool = False) -> None:
         """Counts, utility, status, the text unchanged: held in a batch, else written now.
@@ -84,6 +91,8 @@ class Shelf:
         """Lessons deleted (a revocation): their deferred counts go with them."""
         self.io.delete(family, ids)
         self.buffer.written(ids)
+        if self.mirror is not None:
+            self.mirror.forget({family})
 
     def read(self, family: str, ids: list[str] | None) -> list[Lesson]:
         """The family's lessons of `ids` (all when None) in their latest versions, held ones too."""
@@ -95,9 +104,29 @@ class Shelf:
         """`LessonIO.query`, each lesson in its latest version; in a shared store a pending one
         with the status its ledger gives (`_settled`), so recall sees a lesson confirmed at once.
         """
+        rows = self._mirrored(family)
+        mirrored = rows.nearest(np.asarray(vector), n, only, self._read_ids(family)) if rows is not None else None
+        if mirrored is not None:  # a private store: nothing to settle from a ledger others write
+            return mirrored
         found = [(self.buffer.held(lesson), s) for lesson, s in self.io.query(family, vector, n, only, text)]
         settled = self._settled(family, [lesson for lesson, _ in found])
         return [(settled.get(lesson.id, lesson), s) for lesson, s in found]
+
+    def _mirrored(self, family: str) -> Rows | None:
+        """The family's rows in memory (memory/policy/mirror.py), read once it has been asked
+        often enough; None when it is not (yet) mirrored.
+        """
+        if self.mirror is None:
+            return None
+        if self.mirror.wanted(family):
+            read = getattr(self.io.storage, "with_vectors", None)
+            version = self.mirror.version(family)
+            self.mirror.keep(family, read(family, MIRROR_MAX) if read is not None else None, version)
+        return self.mirror.rows(family)
+
+    def _read_ids(self, family: str) -> Callable[[list[str]], dict[str, Lesson]]:
+        """Lessons by id in their latest versions, as a query returns them."""
+        return lambda ids: {lesson.id: lesson for lesson in self.read(family, ids)}
 
     def nearest(self, lesson: Lesson) -> tuple[Lesson, float] | None:
         """The stored (or held) lesson of the same kind, family and owner most like `lesson`, any status."""
@@ -159,6 +188,8 @@ class Shelf:
         """Drop the kept recall answers and known lessons: benchmarks measure a process that starts cold."""
         if self.near is not None:
             self.near.forget()
+        if self.mirror is not None:
+            self.mirror.forget()
         self.io.known.forget()
 
     def _visible(self, family: str, ids: list[str] | None, owner: str | None) -> Iterable[Lesson]:

@@ -110,6 +110,19 @@ class LessonStorage(Protocol):
         ...
 
 
+class HeldVectors(Protocol):
+    """What a backend may also offer (Chroma does): a family's lesson ids with their stored vectors,
+    read once so a store this process alone writes can answer nearest-lesson queries in memory
+    (memory/policy/mirror.py). A backend without it is queried as usual.
+    """
+
+    def with_vectors(self, family: str, limit: int) -> tuple[list[str], np.ndarray] | None:
+        """Every lesson id of the family and its vector (one row each, in order); None when the
+        family holds more than `limit` (too big to keep in memory) or is not stored.
+        """
+        ...
+
+
 class RecordStorage(Protocol):
     """The evidence ledger's records (memory/lesson/ledger.py), a family at a time, only ever added."""
 
