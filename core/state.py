@@ -409,6 +409,7 @@ class ExecutorUpdate(Spent, total=False):
 class RecallUpdate(Spent, total=False):
     lessons: list[Recalled]
     recalled: list[str]
+    recall_key: str
 
 
 class ReflectorUpdate(Spent, total=False):

@@ -45,11 +45,12 @@ async def recall(state: State, runtime: Runtime[Context]) -> RecallUpdate:
         if more:
             await asyncio.to_thread(_retire, store, more, ask["owner"])
     recalled = list(dict.fromkeys([*state.get("recalled", []), *(lesson["id"] for lesson in lessons)]))
-    found_for = {"recall_key": recall_key(state)} if context.recall == "step" else {}
-    if not refused:
-        return {"lessons": lessons, "recalled": recalled, **found_for}
-    counters = {"lessons_retired": len(refused), "lessons_refused_at_recall": len(refused)}
-    return {"lessons": lessons, "recalled": recalled, "counters": counters, **found_for}
+    update: RecallUpdate = {"lessons": lessons, "recalled": recalled}
+    if context.recall == "step":
+        update["recall_key"] = recall_key(state)
+    if refused:
+        update["counters"] = {"lessons_retired": len(refused), "lessons_refused_at_recall": len(refused)}
+    return update
 
 
 def _screened(found: list[Recalled]) -> tuple[list[Recalled], dict[str, str]]:
