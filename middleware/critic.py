@@ -29,9 +29,10 @@ from typing import Annotated, Any, NotRequired, cast
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse, hook_config
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langchain_core.tools import BaseTool
+from langchain_core.messages import AIMessage, HumanMessage, ToolCall, ToolMessage
+from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.config import get_config
+from langgraph.errors import GraphInterrupt
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime, get_runtime
 from langgraph.types import Command, interrupt
@@ -58,6 +59,7 @@ from pivotal.core.state import Critique, Observation, Proposal, Step, add_counts
 from pivotal.graphs.blocking import run_blocking
 from pivotal.memory.lesson import lessons_block
 from pivotal.middleware.busy import ends_turn, pausing, resumed, running, turn_opens, turn_over
+from pivotal.middleware.nested import Guard, InnerReview, NestedRefusal, guarding, keep, kept, running_loop, unguard
 from pivotal.middleware.observe import noted, watched
 from pivotal.middleware.stop import turn_stop
 from pivotal.nodes.critic import COUNTER, review
@@ -407,14 +409,52 @@ class PivotalCritic(AgentMiddleware):
         if reason := self._claim(request, record, env, again):
             return _sent_back(request, {**entry, **_refused(reason)})
         within = _step(request.state, call["id"] or "")
-        token = _WITHIN.set(within)
+        guard = Guard(self._inner_review(request), call["id"] or "", running_loop())  # middleware/nested.py
+        token, guarded = _WITHIN.set(within), guarding(guard)
         try:
             result = handler(request)
+        except NestedRefusal as refused:  # the inner agent let the refusal through: its run ended there
+            return _sent_back(request, {**entry, **_refused(refused.message)}, guard.entries)
         finally:
+            unguard(guarded)
             _WITHIN.reset(token)
         if asyncio.iscoroutine(result):
-            return _after_async(result, request, entry, within)
-        return _recorded(result, request, entry)
+            return _after_async(result, request, entry, within, guard)
+        return _recorded(result, request, entry, guard.entries)
+
+    def _inner_review(self, outer: ToolCallRequest) -> InnerReview:
+        """How a tool call of an agent that `outer` runs is reviewed (middleware/nested.py): as this
+        critic's own, against the outer thread's record and the reviews made inside `outer` so far.
+        """
+        config = getattr(outer.runtime, "config", None) or {}
+
+        def review(guard: Guard, call: ToolCall, description: str) -> str | None:
+            if not guard.resumed:
+                guard.resumed = True
+                guard.run(kept, config, guard)
+            state = {
+                **outer.state,
+                REVIEWS: [*(outer.state.get(REVIEWS) or []), *guard.entries],
+                VERDICTS: {**(outer.state.get(VERDICTS) or {}), **guard.verdicts},
+            }
+            tool = self._tools.get(call["name"]) or _stand_in(call, description)
+            inner = ToolCallRequest(tool_call=call, tool=tool, state=state, runtime=outer.runtime)
+            ruling, record = guard.run(self._ruling, inner)
+            if isinstance(ruling, str):  # this very call ran before (a paused delegation resumed)
+                decided = _replayed(inner, record, ruling)
+            else:
+                guard.verdicts[_key(call)] = ruling
+                try:
+                    decided = self._act(inner, ruling, record, lambda request: _let_through(request, call))
+                except GraphInterrupt:  # a person is asked: the reviews so far outlive the pause
+                    guard.run(keep, config, guard)
+                    raise
+            update = cast(Mapping[str, Any], decided.update)
+            guard.entries.extend(update[REVIEWS])
+            [answer] = update["messages"]
+            return None if answer.content == _LET_THROUGH else str(answer.content)
+
+        return review
 
     def _repeat(self, request: ToolCallRequest, record: ThreadRecord, env: Any) -> str:
         """Why the call repeats one that ran in the thread (or that this step already let through), or ""."""
@@ -690,37 +730,75 @@ def _replayed(request: ToolCallRequest, record: ThreadRecord, earlier: str) -> C
     return Command(update={"messages": [message], REVIEWS: [redact_tree(entry)]})
 
 
-def _sent_back(request: ToolCallRequest, entry: Review) -> Command:
+def _sent_back(request: ToolCallRequest, entry: Review, inner: Sequence[Review] = ()) -> Command:
     word = "rejected" if entry["decision"] == "reject" else "asks for a revision of"
     who = "a person" if entry["source"] == "human" else "the reviewer"
     text = f"Not run: {who} {word} {entry['action']}: {entry['diagnosis']}"
     if entry.get("revision"):
         text = f"{text.rstrip('.')}. What to do: {entry['revision']}"
     message = ToolMessage(text, name=entry["action"], tool_call_id=request.tool_call["id"] or "", status="error")
-    return Command(update={"messages": [message], REVIEWS: [redact_tree(entry)]})
+    return Command(update={"messages": [message], REVIEWS: [*(redact_tree(r) for r in inner), redact_tree(entry)]})
 
 
-async def _after_async(result: Awaitable[Any], request: ToolCallRequest, entry: Review, within: str) -> Any:
-    token = _WITHIN.set(within)
+async def _after_async(
+    result: Awaitable[Any], request: ToolCallRequest, entry: Review, within: str, guard: Guard
+) -> Any:
+    token, guarded = _WITHIN.set(within), guarding(guard)
     try:
-        return _recorded(await result, request, entry)
+        return _recorded(await result, request, entry, guard.entries)
+    except NestedRefusal as refused:
+        return _sent_back(request, {**entry, **_refused(refused.message)}, guard.entries)
     finally:
+        unguard(guarded)
         _WITHIN.reset(token)
 
 
-def _recorded(result: Any, request: ToolCallRequest, entry: Review) -> Any:
+def _recorded(result: Any, request: ToolCallRequest, entry: Review, inner: Sequence[Review] = ()) -> Any:
     """The tool's own result, with the review recorded beside it; a tool that returned its own Command
-    (`write_todos`, a sub-agent's `task`) gets the review merged into the Command's update.
+    (`write_todos`, a sub-agent's `task`) gets the review merged into the Command's update. `inner`:
+    the reviews of the calls an agent inside the tool made (middleware/nested.py), recorded before it.
     """
+    inner = [redact_tree(r) for r in inner]
     if isinstance(result, ToolMessage):
-        return Command(update={"messages": [result], REVIEWS: [redact_tree(_ran_entry(request, entry, result))]})
+        ran = redact_tree(_ran_entry(request, entry, result))
+        return Command(update={"messages": [result], REVIEWS: [*inner, ran]})
     if isinstance(result, Command) and result.graph is None and isinstance(result.update, Mapping):
         update = dict(result.update)
         call_id = request.tool_call["id"] or ""
         answer = next((m for m in update.get("messages") or [] if _answers(m, call_id)), None)
-        update[REVIEWS] = [*_delegated(request, update), redact_tree(_ran_entry(request, entry, answer))]
+        ran = redact_tree(_ran_entry(request, entry, answer))
+        update[REVIEWS] = [*_delegated(request, update), *inner, ran]
         return dataclasses.replace(result, update=update)
     return result  # a Command to a parent graph: no review entry, as no state of this agent changes
+
+
+_LET_THROUGH = "pivotal: let through"
+"""What `_let_through` answers in place of an inner call's tool: the critic let it run; its tool runs next."""
+
+
+def _let_through(request: ToolCallRequest, call: ToolCall) -> ToolMessage:
+    """The handler `_act` runs an inner call with: its tool runs after the guard returns, as proposed,
+    so a person's edit of its arguments cannot reach it and is refused.
+    """
+    call_id = call["id"] or ""
+    if _canonical_args(request.tool_call["args"]) != _canonical_args(call["args"]):
+        edit = "a person's edit cannot change the arguments of a sub-agent's call: reject it and say what to do instead"
+        return ToolMessage(f"Not run: {edit}", name=call["name"], tool_call_id=call_id, status="error")
+    return ToolMessage(_LET_THROUGH, name=call["name"], tool_call_id=call_id)
+
+
+def _canonical_args(arguments: Mapping[str, Any]) -> str:
+    return verdict_key("", "", dict(arguments))
+
+
+def _stand_in(call: ToolCall, description: str) -> BaseTool:
+    """A tool of the inner agent that the outer one lacks, as the review sees it: its name and
+    description, any arguments (the inner agent's own tool checks them when it runs).
+    """
+    schema = {"type": "object", "properties": {name: {} for name in call["args"]}}
+    return StructuredTool.from_function(
+        func=lambda **_: "", name=call["name"], description=description or call["name"], args_schema=schema
+    )
 
 
 def _ran_entry(request: ToolCallRequest, entry: Review, answer: ToolMessage | None) -> Review:
