@@ -730,7 +730,7 @@ def _replayed(request: ToolCallRequest, record: ThreadRecord, earlier: str) -> C
     return Command(update={"messages": [message], REVIEWS: [redact_tree(entry)]})
 
 
-def _sent_back(request: ToolCallRequest, entry: Review, inner: Sequence[Review] = ()) -> Command:
+def _sent_back(request: ToolCallRequest, entry: Review, inner: Sequence[Mapping[str, Any]] = ()) -> Command:
     word = "rejected" if entry["decision"] == "reject" else "asks for a revision of"
     who = "a person" if entry["source"] == "human" else "the reviewer"
     text = f"Not run: {who} {word} {entry['action']}: {entry['diagnosis']}"
@@ -753,7 +753,7 @@ async def _after_async(
         _WITHIN.reset(token)
 
 
-def _recorded(result: Any, request: ToolCallRequest, entry: Review, inner: Sequence[Review] = ()) -> Any:
+def _recorded(result: Any, request: ToolCallRequest, entry: Review, inner: Sequence[Mapping[str, Any]] = ()) -> Any:
     """The tool's own result, with the review recorded beside it; a tool that returned its own Command
     (`write_todos`, a sub-agent's `task`) gets the review merged into the Command's update. `inner`:
     the reviews of the calls an agent inside the tool made (middleware/nested.py), recorded before it.

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 import test_studio
+from deepagents import create_deep_agent
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_openai import ChatOpenAI
@@ -35,7 +36,14 @@ from pivotal import Context, PivotalCritic, PivotalError, ToolEnvironment, build
 from pivotal.core.environments import register_environment
 from pivotal.graphs.busy import DoubleTextRejected, TurnInterrupted, board_for
 from pivotal.testing.loopback_provider import loopback
-from pivotal.testing.promise_desk import ClerkChatModel, clerk_responder, desk_tools, ledger_kinds, refunds_held
+from pivotal.testing.promise_desk import (
+    ClerkChatModel,
+    DelegatingClerk,
+    clerk_responder,
+    desk_tools,
+    ledger_kinds,
+    refunds_held,
+)
 from pivotal.testing.servers import free_port
 
 GOAL = "Please refund order A1 in full and email the customer."
@@ -103,7 +111,7 @@ class Surface:
     """The agent's own model, where it is not Pivotal's actor on the loopback server."""
 
 
-@pytest.fixture(params=["graph", "pivotal_agent", "middleware", "parent"])
+@pytest.fixture(params=["graph", "pivotal_agent", "middleware", "deep_agent", "parent"])
 def surface(request, server, ledger) -> Surface:
     actor = chat(server.base_url_openai)
 
@@ -152,6 +160,22 @@ def surface(request, server, ledger) -> Surface:
             return create_agent(clerk, tools, middleware=[guard], checkpointer=checkpointer)
 
         return Surface("middleware", middleware, messages, app_compiles=True, clerk=clerk)
+    if request.param == "deep_agent":
+        delegating = DelegatingClerk()
+
+        def deep_agent(checkpointer=None, *, critic=None, note="", declare_tools=False, **settings):
+            """The critic on the main agent only: the ticket goes to Deep Agents' own general-purpose
+            sub-agent (`task`), which Pivotal's critic reaches through the run (middleware/nested.py).
+            """
+            tools = desk_tools(ledger, note)
+            settings = {"irreversible": ["refund"], **SETTINGS, **settings}
+            settings.pop("memory")
+            if declare_tools:
+                settings["tools"] = tools
+            guard = PivotalCritic(critic or actor, **settings)
+            return create_deep_agent(model=delegating, tools=tools, middleware=[guard], checkpointer=checkpointer)
+
+        return Surface("deep_agent", deep_agent, messages, app_compiles=True, clerk=delegating)
 
     class Desk(MessagesState):
         task: str
