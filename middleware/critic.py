@@ -46,6 +46,7 @@ from pivotal.core.environments.once import (
     REVIEWS,
     VERDICTS,
     ThreadRecord,
+    irreversible as env_irreversible,
     needs_person,
     repeat_reason,
     thread_record,
@@ -59,7 +60,18 @@ from pivotal.core.state import Critique, Observation, Proposal, Step, add_counts
 from pivotal.graphs.blocking import run_blocking
 from pivotal.memory.lesson import lessons_block
 from pivotal.middleware.busy import ends_turn, pausing, resumed, running, turn_opens, turn_over
-from pivotal.middleware.nested import Guard, InnerReview, NestedRefusal, guarding, keep, kept, running_loop, unguard
+from pivotal.middleware.nested import (
+    Guard,
+    InnerReview,
+    NestedRefusal,
+    checkpointed,
+    guarding,
+    intend,
+    keep,
+    kept,
+    running_loop,
+    unguard,
+)
 from pivotal.middleware.observe import noted, watched
 from pivotal.middleware.stop import turn_stop
 from pivotal.nodes.critic import COUNTER, review
@@ -380,8 +392,17 @@ class PivotalCritic(AgentMiddleware):
             ruling = await self._rule(request.state, request.tool_call, env, record)
         return ruling, record
 
-    def _act(self, request: ToolCallRequest, ruling: Ruling, record: ThreadRecord, handler: Callable) -> Any:
-        """Run, pause for a person, or send the critic's words back: a Command, or an awaitable of one."""
+    def _act(
+        self,
+        request: ToolCallRequest,
+        ruling: Ruling,
+        record: ThreadRecord,
+        handler: Callable,
+        run: Callable[..., Any] = run_blocking,
+    ) -> Any:
+        """Run, pause for a person, or send the critic's words back: a Command, or an awaitable of one.
+        `run`: how a sync caller awaits (the intent's write), on the loop the checkpointer lives on.
+        """
         call = request.tool_call
         entry = _entry(call, ruling)
         rules = ruling.get("rules") or {}
@@ -409,10 +430,16 @@ class PivotalCritic(AgentMiddleware):
         if reason := self._claim(request, record, env, again):
             return _sent_back(request, {**entry, **_refused(reason)})
         within = _step(request.state, call["id"] or "")
-        guard = Guard(self._inner_review(request), call["id"] or "", running_loop())  # middleware/nested.py
+        loop, config = running_loop(), getattr(request.runtime, "config", None) or {}
+        guard = Guard(self._inner_review(request), call["id"] or "", loop)  # middleware/nested.py
+        intent = {**entry, "step": within} if env_irreversible(env, call["name"]) and checkpointed(config) else None
         token, guarded = _WITHIN.set(within), guarding(guard)
         try:
+            if intent is not None and loop is None:
+                run(intend, config, intent)  # the intent is in the database before the tool starts
             result = handler(request)
+            if intent is not None and loop is not None:
+                result = _after(intend(config, intent), result)
         except NestedRefusal as refused:  # the inner agent let the refusal through: its run ended there
             return _sent_back(request, {**entry, **_refused(refused.message)}, guard.entries)
         finally:
@@ -445,7 +472,7 @@ class PivotalCritic(AgentMiddleware):
             else:
                 guard.verdicts[_key(call)] = ruling
                 try:
-                    decided = self._act(inner, ruling, record, lambda request: _let_through(request, call))
+                    decided = self._act(inner, ruling, record, lambda req: _let_through(req, call), guard.run)
                 except GraphInterrupt:  # a person is asked: the reviews so far outlive the pause
                     guard.run(keep, config, guard)
                     raise
@@ -641,10 +668,10 @@ def _key(call: Mapping[str, Any]) -> str:
 
 
 def _ran(reviews: list[Review], record: ThreadRecord) -> list[tuple[str, dict[str, Any]]]:
-    """The calls that ran in the thread, every branch and turn, oldest first; this branch's too
-    (without a checkpointer they are the only record).
+    """The calls that ran in the thread, every branch and turn, oldest first, with those in flight when
+    a process stopped (they may have acted); this branch's too (without a checkpointer, the only record).
     """
-    ran = dict(record.ran)
+    ran = {**record.ran, **{i: (e["action"], e.get("arguments") or {}) for i, e in record.in_flight().items()}}
     for entry in reviews:
         if entry.get("executed"):
             ran.setdefault(entry.get("tool_call_id") or "", (entry["action"], entry["arguments"]))
@@ -662,7 +689,7 @@ def _executed(request: ToolCallRequest, record: ThreadRecord) -> str | None:
     mine = [r for r in request.state.get(REVIEWS) or [] if r.get("executed")]  # without a checkpointer, all
     ran = {**{r["tool_call_id"]: (r["action"], r["arguments"]) for r in mine}, **record.ran}
     places = {**{r["step"]: r["tool_call_id"] for r in mine if r.get("step")}, **record.places}
-    if call_id and call_id in ran:
+    if call_id and (call_id in ran or call_id in record.in_flight()):
         return call_id
     earlier = places.get(_step(request.state, call_id))
     if earlier is None or earlier not in ran:
@@ -710,7 +737,8 @@ def _replayed(request: ToolCallRequest, record: ThreadRecord, earlier: str) -> C
     call_id = call["id"] or ""
     reviews = request.state.get(REVIEWS) or []
     mine = next((r for r in reviews if r.get("executed") and r.get("tool_call_id") == earlier), None)
-    observation = record.observations.get(earlier) or str((mine or {}).get("observation") or "")
+    stopped = record.in_flight().get(earlier)
+    observation = record.observations.get(earlier) or str((mine or stopped or {}).get("observation") or "")
     entry: Review = {
         "tool_call_id": call_id,
         "action": call["name"],
@@ -770,6 +798,12 @@ def _recorded(result: Any, request: ToolCallRequest, entry: Review, inner: Seque
         update[REVIEWS] = [*_delegated(request, update), *inner, ran]
         return dataclasses.replace(result, update=update)
     return result  # a Command to a parent graph: no review entry, as no state of this agent changes
+
+
+async def _after(written: Awaitable[None], result: Awaitable[Any]) -> Any:
+    """The async tool call, started once its intent is written."""
+    await written
+    return await result
 
 
 _LET_THROUGH = "pivotal: let through"

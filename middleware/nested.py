@@ -40,7 +40,7 @@ from langchain_core.tracers.context import register_configure_hook
 from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.prebuilt.tool_node import ToolInvocationError
 
-from pivotal.core.environments.once import REVIEWS, VERDICTS
+from pivotal.core.environments.once import REVIEWS, VERDICTS, WRITTEN
 from pivotal.core.secrets import redact_tree
 from pivotal.graphs.blocking import run_blocking
 
@@ -163,7 +163,7 @@ register_configure_hook(_GUARD, inheritable=True)
 # outer call runs from, as writes of a task of their own (`_TASK`), which LangGraph passes over (no
 # such task runs); the resumed call's guard reads them back first.
 
-_TASK = "pivotal-inner:"
+_TASK = f"{WRITTEN}inner:"
 
 
 def _at(config: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -179,11 +179,33 @@ def _at(config: Mapping[str, Any]) -> dict[str, Any] | None:
 
 async def keep(config: Mapping[str, Any], guard: Guard) -> None:
     """Write the guard's reviews so far beside the outer call's checkpoint (a pause follows)."""
+    if guard.entries:
+        task = f"{_TASK}{guard.call_id}:{uuid.uuid4().hex[:12]}"  # one per pause: Postgres keeps the first writes
+        writes = [(REVIEWS, [redact_tree(entry) for entry in guard.entries]), (VERDICTS, redact_tree(guard.verdicts))]
+        await _put(config, writes, task)
+
+
+IN_FLIGHT = "its tool started and no checkpoint holds its end (the process stopped while it ran): it may have acted"
+
+
+def checkpointed(config: Mapping[str, Any]) -> bool:
+    """Whether the call runs in a thread with a checkpointer: where an intent can be written."""
+    return (config.get("configurable") or {}).get(CONFIG_KEY_CHECKPOINTER) is not None and _at(config) is not None
+
+
+async def intend(config: Mapping[str, Any], entry: Mapping[str, Any]) -> None:
+    """Write down, beside the call's checkpoint, that an irreversible call's tool is about to run: a
+    process stopped during it (kill -9) leaves this and no review, and the thread's record
+    (`ThreadRecord.in_flight`) takes the call as run, so a resume in any process does not run it again.
+    """
+    written = {**redact_tree(dict(entry)), "executed": True, "in_flight": True, "observation": IN_FLIGHT}
+    await _put(config, [(REVIEWS, [written])], f"{WRITTEN}intent:{entry.get('tool_call_id') or uuid.uuid4().hex}")
+
+
+async def _put(config: Mapping[str, Any], writes: list[tuple[str, Any]], task: str) -> None:
     saver, at = (config.get("configurable") or {}).get(CONFIG_KEY_CHECKPOINTER), _at(config)
-    if saver is None or at is None or not guard.entries:
+    if saver is None or at is None:
         return
-    task = f"{_TASK}{guard.call_id}:{uuid.uuid4().hex[:12]}"  # one per pause: Postgres keeps the first writes
-    writes = [(REVIEWS, [redact_tree(entry) for entry in guard.entries]), (VERDICTS, redact_tree(guard.verdicts))]
     try:
         await saver.aput_writes(at, writes, task)
     except NotImplementedError:  # a synchronous saver (SqliteSaver)
