@@ -22,7 +22,7 @@ import asyncio
 import dataclasses
 import hashlib
 import threading
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired, cast
@@ -32,7 +32,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolCall, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.config import get_config
-from langgraph.errors import GraphInterrupt
+from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime, get_runtime
 from langgraph.types import Command, interrupt
@@ -71,6 +71,7 @@ from pivotal.middleware.nested import (
     kept,
     running_loop,
     unguard,
+    withdraw,
 )
 from pivotal.middleware.observe import noted, watched
 from pivotal.middleware.stop import turn_stop
@@ -439,9 +440,13 @@ class PivotalCritic(AgentMiddleware):
                 run(intend, config, intent)  # the intent is in the database before the tool starts
             result = handler(request)
             if intent is not None and loop is not None:
-                result = _after(intend(config, intent), result)
+                result = _after(intend(config, intent), result, withdraw(config, intent))
         except NestedRefusal as refused:  # the inner agent let the refusal through: its run ended there
             return _sent_back(request, {**entry, **_refused(refused.message)}, guard.entries)
+        except GraphBubbleUp:
+            if intent is not None:
+                run(withdraw, config, intent)
+            raise
         finally:
             unguard(guarded)
             _WITHIN.reset(token)
@@ -800,10 +805,16 @@ def _recorded(result: Any, request: ToolCallRequest, entry: Review, inner: Seque
     return result  # a Command to a parent graph: no review entry, as no state of this agent changes
 
 
-async def _after(written: Awaitable[None], result: Awaitable[Any]) -> Any:
-    """The async tool call, started once its intent is written."""
+async def _after(written: Awaitable[None], result: Awaitable[Any], withdrawn: Coroutine[Any, Any, None]) -> Any:
+    """The async tool call, started once its intent is written; withdrawn if it pauses."""
     await written
-    return await result
+    try:
+        return await result
+    except GraphBubbleUp:
+        await withdrawn
+        raise
+    finally:
+        withdrawn.close()  # not awaited when the tool ended: no "never awaited" warning
 
 
 _LET_THROUGH = "pivotal: let through"

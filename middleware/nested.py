@@ -199,7 +199,15 @@ async def intend(config: Mapping[str, Any], entry: Mapping[str, Any]) -> None:
     (`ThreadRecord.in_flight`) takes the call as run, so a resume in any process does not run it again.
     """
     written = {**redact_tree(dict(entry)), "executed": True, "in_flight": True, "observation": IN_FLIGHT}
-    await _put(config, [(REVIEWS, [written])], f"{WRITTEN}intent:{entry.get('tool_call_id') or uuid.uuid4().hex}")
+    await _put(config, [(REVIEWS, [written])], f"{WRITTEN}intent:{entry.get('tool_call_id')}:{uuid.uuid4().hex[:12]}")
+
+
+async def withdraw(config: Mapping[str, Any], entry: Mapping[str, Any]) -> None:
+    """The tool paused (its own `interrupt`, or an agent's inside it): not in flight; on resume it runs
+    again, as LangGraph runs a paused node again, and writes a new intent.
+    """
+    written = {"tool_call_id": entry.get("tool_call_id"), "in_flight": False}
+    await _put(config, [(REVIEWS, [written])], f"{WRITTEN}paused:{entry.get('tool_call_id')}:{uuid.uuid4().hex[:12]}")
 
 
 async def _put(config: Mapping[str, Any], writes: list[tuple[str, Any]], task: str) -> None:

@@ -246,21 +246,27 @@ class ThreadRecord:
     """The middleware's irreversible calls written down just before their tool ran (`WRITTEN`), by id."""
     settled: set[str] = field(default_factory=set)
     """The calls whose review a checkpoint holds: ran, or not; an intent of one of them is no news."""
+    starts: dict[str, int] = field(default_factory=dict)
+    """Per call: intents less withdrawals (its tool paused for a person: it runs again on resume)."""
 
     def in_flight(self) -> dict[str, dict[str, Any]]:
         """The irreversible calls whose tool started and whose end no checkpoint holds: a process
         stopped (kill -9) while they ran. They may have acted, so they are taken as run, never run again.
         """
-        return {call_id: entry for call_id, entry in self.intents.items() if call_id not in self.settled}
+        return {i: entry for i, entry in self.intents.items() if self.starts.get(i, 0) > 0 and i not in self.settled}
 
     def written(self, writes: Iterable[Any]) -> None:
-        """Pivotal's own writes beside a checkpoint (`WRITTEN`): the intents, and reviews kept at a pause."""
+        """Pivotal's own writes beside a checkpoint (`WRITTEN`): the intents and their withdrawals, and
+        the reviews a delegation kept at a pause.
+        """
         for task, channel, value in writes:
             if not str(task).startswith(WRITTEN) or channel != REVIEWS:
                 continue
             for entry in value or []:
-                if entry.get("in_flight"):
-                    self.intents.setdefault(entry.get("tool_call_id") or "", entry)
+                call_id = entry.get("tool_call_id") or ""
+                if entry.get("in_flight") is not None:
+                    self.intents.setdefault(call_id, entry)
+                    self.starts[call_id] = self.starts.get(call_id, 0) + (1 if entry["in_flight"] else -1)
                 else:
                     self.add({REVIEWS: [entry]})
 
