@@ -22,7 +22,7 @@ import asyncio
 import dataclasses
 import hashlib
 import threading
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired, cast
@@ -30,10 +30,11 @@ from typing import Annotated, Any, NotRequired, cast
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse, hook_config
 from langchain.agents.middleware.human_in_the_loop import ToolApprovalRequest
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool
+from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.config import get_config
+from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime, get_runtime
 from langgraph.types import Command, interrupt
@@ -48,6 +49,7 @@ from pivotal.core.environments.once import (
     REVIEWS,
     VERDICTS,
     ThreadRecord,
+    irreversible as env_irreversible,
     needs_person,
     repeat_reason,
     thread_record,
@@ -62,6 +64,19 @@ from pivotal.core.task import Task
 from pivotal.graphs.blocking import run_blocking
 from pivotal.memory.lesson import lessons_block
 from pivotal.middleware.busy import ends_turn, pausing, resumed, running, turn_opens, turn_over
+from pivotal.middleware.nested import (
+    Guard,
+    InnerReview,
+    NestedRefusal,
+    checkpointed,
+    guarding,
+    intend,
+    keep,
+    kept,
+    running_loop,
+    unguard,
+    withdraw,
+)
 from pivotal.middleware.observe import noted, watched
 from pivotal.middleware.stop import turn_stop
 from pivotal.nodes.critic import COUNTER, review
@@ -405,8 +420,17 @@ class PivotalCritic(AgentMiddleware[CriticState, ContextT]):
             ruling = await self._rule(request.state, request.tool_call, env, record)
         return ruling, record
 
-    def _act(self, request: ToolCallRequest, ruling: Ruling, record: ThreadRecord, handler: Callable) -> Any:
-        """Run, pause for a person, or send the critic's words back: a Command, or an awaitable of one."""
+    def _act(
+        self,
+        request: ToolCallRequest,
+        ruling: Ruling,
+        record: ThreadRecord,
+        handler: Callable,
+        run: Callable[..., Any] = run_blocking,
+    ) -> Any:
+        """Run, pause for a person, or send the critic's words back: a Command, or an awaitable of one.
+        `run`: how a sync caller awaits (the intent's write), on the loop the checkpointer lives on.
+        """
         call = request.tool_call
         entry = _entry(call, ruling)
         rules = ruling.get("rules") or {}
@@ -434,14 +458,62 @@ class PivotalCritic(AgentMiddleware[CriticState, ContextT]):
         if reason := self._claim(request, record, env, again):
             return _sent_back(request, {**entry, **_refused(reason)})
         within = _step(request.state, call["id"] or "")
-        token = _WITHIN.set(within)
+        loop, config = running_loop(), getattr(request.runtime, "config", None) or {}
+        guard = Guard(self._inner_review(request), call["id"] or "", loop)  # middleware/nested.py
+        intent = {**entry, "step": within} if env_irreversible(env, call["name"]) and checkpointed(config) else None
+        token, guarded = _WITHIN.set(within), guarding(guard)
         try:
+            if intent is not None and loop is None:
+                run(intend, config, intent)  # the intent is in the database before the tool starts
             result = handler(request)
+            if intent is not None and loop is not None:
+                result = _after(intend(config, intent), result, withdraw(config, intent))
+        except NestedRefusal as refused:  # the inner agent let the refusal through: its run ended there
+            return _sent_back(request, {**entry, **_refused(refused.message)}, guard.entries)
+        except GraphBubbleUp:
+            if intent is not None:
+                run(withdraw, config, intent)
+            raise
         finally:
+            unguard(guarded)
             _WITHIN.reset(token)
         if asyncio.iscoroutine(result):
-            return _after_async(result, request, entry, within)
-        return _recorded(result, request, entry)
+            return _after_async(result, request, entry, within, guard)
+        return _recorded(result, request, entry, guard.entries)
+
+    def _inner_review(self, outer: ToolCallRequest) -> InnerReview:
+        """How a tool call of an agent that `outer` runs is reviewed (middleware/nested.py): as this
+        critic's own, against the outer thread's record and the reviews made inside `outer` so far.
+        """
+        config = getattr(outer.runtime, "config", None) or {}
+
+        def review(guard: Guard, call: ToolCall, description: str) -> str | None:
+            if not guard.resumed:
+                guard.resumed = True
+                guard.run(kept, config, guard)
+            state = {
+                **outer.state,
+                REVIEWS: [*(outer.state.get(REVIEWS) or []), *guard.entries],
+                VERDICTS: {**(outer.state.get(VERDICTS) or {}), **guard.verdicts},
+            }
+            tool = self._tools.get(call["name"]) or _stand_in(call, description)
+            inner = ToolCallRequest(tool_call=call, tool=tool, state=state, runtime=outer.runtime)
+            ruling, record = guard.run(self._ruling, inner)
+            if isinstance(ruling, str):  # this very call ran before (a paused delegation resumed)
+                decided = _replayed(inner, record, ruling)
+            else:
+                guard.verdicts[_key(call)] = ruling
+                try:
+                    decided = self._act(inner, ruling, record, lambda req: _let_through(req, call), guard.run)
+                except GraphInterrupt:  # a person is asked: the reviews so far outlive the pause
+                    guard.run(keep, config, guard)
+                    raise
+            update = cast(Mapping[str, Any], decided.update)
+            guard.entries.extend(update[REVIEWS])
+            [answer] = update["messages"]
+            return None if answer.content == _LET_THROUGH else str(answer.content)
+
+        return review
 
     def _repeat(self, request: ToolCallRequest, record: ThreadRecord, env: Environment) -> str:
         """Why the call repeats one that ran in the thread (or that this step already let through), or ""."""
@@ -628,10 +700,10 @@ def _key(call: Mapping[str, Any]) -> str:
 
 
 def _ran(reviews: list[Review], record: ThreadRecord) -> list[tuple[str, dict[str, Any]]]:
-    """The calls that ran in the thread, every branch and turn, oldest first; this branch's too
-    (without a checkpointer they are the only record).
+    """The calls that ran in the thread, every branch and turn, oldest first, with those in flight when
+    a process stopped (they may have acted); this branch's too (without a checkpointer, the only record).
     """
-    ran = dict(record.ran)
+    ran = {**record.ran, **{i: (e["action"], e.get("arguments") or {}) for i, e in record.in_flight().items()}}
     for entry in reviews:
         if entry.get("executed"):
             ran.setdefault(entry.get("tool_call_id") or "", (entry["action"], entry["arguments"]))
@@ -649,7 +721,7 @@ def _executed(request: ToolCallRequest, record: ThreadRecord) -> str | None:
     mine = [r for r in request.state.get(REVIEWS) or [] if r.get("executed")]  # without a checkpointer, all
     ran = {**{r["tool_call_id"]: (r["action"], r["arguments"]) for r in mine}, **record.ran}
     places = {**{r["step"]: r["tool_call_id"] for r in mine if r.get("step")}, **record.places}
-    if call_id and call_id in ran:
+    if call_id and (call_id in ran or call_id in record.in_flight()):
         return call_id
     earlier = places.get(_step(request.state, call_id))
     if earlier is None or earlier not in ran:
@@ -697,7 +769,8 @@ def _replayed(request: ToolCallRequest, record: ThreadRecord, earlier: str) -> C
     call_id = call["id"] or ""
     reviews = request.state.get(REVIEWS) or []
     mine = next((r for r in reviews if r.get("executed") and r.get("tool_call_id") == earlier), None)
-    observation = record.observations.get(earlier) or str((mine or {}).get("observation") or "")
+    stopped = record.in_flight().get(earlier)
+    observation = record.observations.get(earlier) or str((mine or stopped or {}).get("observation") or "")
     entry: Review = {
         "tool_call_id": call_id,
         "action": call["name"],
@@ -717,37 +790,87 @@ def _replayed(request: ToolCallRequest, record: ThreadRecord, earlier: str) -> C
     return Command(update={"messages": [message], REVIEWS: [redact_tree(entry)]})
 
 
-def _sent_back(request: ToolCallRequest, entry: Review) -> Command:
+def _sent_back(request: ToolCallRequest, entry: Review, inner: Sequence[Mapping[str, Any]] = ()) -> Command:
     word = "rejected" if entry["decision"] == "reject" else "asks for a revision of"
     who = "a person" if entry["source"] == "human" else "the reviewer"
     text = f"Not run: {who} {word} {entry['action']}: {entry['diagnosis']}"
     if entry.get("revision"):
         text = f"{text.rstrip('.')}. What to do: {entry['revision']}"
     message = ToolMessage(text, name=entry["action"], tool_call_id=request.tool_call["id"] or "", status="error")
-    return Command(update={"messages": [message], REVIEWS: [redact_tree(entry)]})
+    return Command(update={"messages": [message], REVIEWS: [*(redact_tree(r) for r in inner), redact_tree(entry)]})
 
 
-async def _after_async(result: Awaitable[Any], request: ToolCallRequest, entry: Review, within: str) -> Any:
-    token = _WITHIN.set(within)
+async def _after_async(
+    result: Awaitable[Any], request: ToolCallRequest, entry: Review, within: str, guard: Guard
+) -> Any:
+    token, guarded = _WITHIN.set(within), guarding(guard)
     try:
-        return _recorded(await result, request, entry)
+        return _recorded(await result, request, entry, guard.entries)
+    except NestedRefusal as refused:
+        return _sent_back(request, {**entry, **_refused(refused.message)}, guard.entries)
     finally:
+        unguard(guarded)
         _WITHIN.reset(token)
 
 
-def _recorded(result: object, request: ToolCallRequest, entry: Review) -> Any:
+def _recorded(result: object, request: ToolCallRequest, entry: Review, inner: Sequence[Mapping[str, Any]] = ()) -> Any:
     """The tool's own result, with the review recorded beside it; a tool that returned its own Command
-    (`write_todos`, a sub-agent's `task`) gets the review merged into the Command's update.
+    (`write_todos`, a sub-agent's `task`) gets the review merged into the Command's update. `inner`:
+    the reviews of the calls an agent inside the tool made (middleware/nested.py), recorded before it.
     """
+    inner = [redact_tree(r) for r in inner]
     if isinstance(result, ToolMessage):
-        return Command(update={"messages": [result], REVIEWS: [redact_tree(_ran_entry(request, entry, result))]})
+        ran = redact_tree(_ran_entry(request, entry, result))
+        return Command(update={"messages": [result], REVIEWS: [*inner, ran]})
     if isinstance(result, Command) and result.graph is None and isinstance(result.update, Mapping):
         update = dict(result.update)
         call_id = request.tool_call["id"] or ""
         answer = next((m for m in update.get("messages") or [] if _answers(m, call_id)), None)
-        update[REVIEWS] = [*_delegated(request, update), redact_tree(_ran_entry(request, entry, answer))]
+        ran = redact_tree(_ran_entry(request, entry, answer))
+        update[REVIEWS] = [*_delegated(request, update), *inner, ran]
         return dataclasses.replace(result, update=update)
     return result  # a Command to a parent graph: no review entry, as no state of this agent changes
+
+
+async def _after(written: Awaitable[None], result: Awaitable[Any], withdrawn: Coroutine[Any, Any, None]) -> Any:
+    """The async tool call, started once its intent is written; withdrawn if it pauses."""
+    await written
+    try:
+        return await result
+    except GraphBubbleUp:
+        await withdrawn
+        raise
+    finally:
+        withdrawn.close()  # not awaited when the tool ended: no "never awaited" warning
+
+
+_LET_THROUGH = "pivotal: let through"
+"""What `_let_through` answers in place of an inner call's tool: the critic let it run; its tool runs next."""
+
+
+def _let_through(request: ToolCallRequest, call: ToolCall) -> ToolMessage:
+    """The handler `_act` runs an inner call with: its tool runs after the guard returns, as proposed,
+    so a person's edit of its arguments cannot reach it and is refused.
+    """
+    call_id = call["id"] or ""
+    if _canonical_args(request.tool_call["args"]) != _canonical_args(call["args"]):
+        edit = "a person's edit cannot change the arguments of a sub-agent's call: reject it and say what to do instead"
+        return ToolMessage(f"Not run: {edit}", name=call["name"], tool_call_id=call_id, status="error")
+    return ToolMessage(_LET_THROUGH, name=call["name"], tool_call_id=call_id)
+
+
+def _canonical_args(arguments: Mapping[str, Any]) -> str:
+    return verdict_key("", "", dict(arguments))
+
+
+def _stand_in(call: ToolCall, description: str) -> BaseTool:
+    """A tool of the inner agent that the outer one lacks, as the review sees it: its name and
+    description, any arguments (the inner agent's own tool checks them when it runs).
+    """
+    schema = {"type": "object", "properties": {name: {} for name in call["args"]}}
+    return StructuredTool.from_function(
+        func=lambda **_: "", name=call["name"], description=description or call["name"], args_schema=schema
+    )
 
 
 def _ran_entry(request: ToolCallRequest, entry: Review, answer: ToolMessage | None) -> Review:

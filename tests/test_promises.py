@@ -9,8 +9,12 @@ Checkpoints are real SQLite files, and real Postgres (127.0.0.1:5432) for forks 
 """
 
 import asyncio
+import json
 import re
+import signal
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -22,6 +26,7 @@ from typing import Any
 
 import pytest
 import test_studio
+from deepagents import create_deep_agent
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_openai import ChatOpenAI
@@ -35,9 +40,17 @@ from pivotal import Context, PivotalCritic, PivotalError, ToolEnvironment, build
 from pivotal.core.environments import register_environment
 from pivotal.graphs.busy import DoubleTextRejected, TurnInterrupted, board_for
 from pivotal.testing.loopback_provider import loopback
-from pivotal.testing.promise_desk import ClerkChatModel, clerk_responder, desk_tools, ledger_kinds, refunds_held
+from pivotal.testing.promise_desk import (
+    ClerkChatModel,
+    DelegatingClerk,
+    clerk_responder,
+    desk_tools,
+    ledger_kinds,
+    refunds_held,
+)
 from pivotal.testing.servers import free_port
 
+ROOT = Path(__file__).resolve().parent.parent
 GOAL = "Please refund order A1 in full and email the customer."
 APPROVE, REJECT = {"type": "approve"}, {"type": "reject", "message": "the customer withdrew the request"}
 SETTINGS = {"memory": False, "max_steps": 8, "max_pivot_retries": 1, "max_critique_rounds": 3}
@@ -103,9 +116,19 @@ class Surface:
     """The agent's own model, where it is not Pivotal's actor on the loopback server."""
 
 
-@pytest.fixture(params=["graph", "pivotal_agent", "middleware", "parent"])
+SURFACES = ["graph", "pivotal_agent", "middleware", "deep_agent", "parent"]
+
+
+@pytest.fixture(params=SURFACES)
 def surface(request, server, ledger) -> Surface:
-    actor = chat(server.base_url_openai)
+    return make_surface(request.param, server.base_url_openai, ledger)
+
+
+def make_surface(name: str, url: str, ledger: Path) -> Surface:
+    """The surface `name` over the loopback server at `url`, its tools writing `ledger` (a module-level
+    function, so a test's subprocess builds the same app).
+    """
+    actor = chat(url)
 
     def pivotal_agent(checkpointer=None, *, critic=None, irreversible=("refund",), note="", declare_tools=False,
                       **settings):  # fmt: skip
@@ -121,7 +144,7 @@ def surface(request, server, ledger) -> Surface:
     def messages(text: str) -> dict[str, Any]:
         return {"messages": [HumanMessage(text)]}
 
-    if request.param == "graph":
+    if name == "graph":
 
         def graph(checkpointer=None, *, critic=None, irreversible=("refund",), note="", declare_tools=False,
                   **settings):  # fmt: skip
@@ -137,9 +160,9 @@ def surface(request, server, ledger) -> Surface:
             return build_graph(checkpointer, context=context)
 
         return Surface("graph", graph, lambda text: {"task": {"env": "promise-desk", "goal": text}})
-    if request.param == "pivotal_agent":
+    if name == "pivotal_agent":
         return Surface("pivotal_agent", pivotal_agent, messages)
-    if request.param == "middleware":
+    if name == "middleware":
         clerk = ClerkChatModel()
 
         def middleware(checkpointer=None, *, critic=None, note="", declare_tools=False, **settings):
@@ -152,6 +175,22 @@ def surface(request, server, ledger) -> Surface:
             return create_agent(clerk, tools, middleware=[guard], checkpointer=checkpointer)
 
         return Surface("middleware", middleware, messages, app_compiles=True, clerk=clerk)
+    if name == "deep_agent":
+        delegating = DelegatingClerk()
+
+        def deep_agent(checkpointer=None, *, critic=None, note="", declare_tools=False, **settings):
+            """The critic on the main agent only: the ticket goes to Deep Agents' own general-purpose
+            sub-agent (`task`), which Pivotal's critic reaches through the run (middleware/nested.py).
+            """
+            tools = desk_tools(ledger, note)
+            settings = {"irreversible": ["refund"], **SETTINGS, **settings}
+            settings.pop("memory")
+            if declare_tools:
+                settings["tools"] = tools
+            guard = PivotalCritic(critic or actor, **settings)
+            return create_deep_agent(model=delegating, tools=tools, middleware=[guard], checkpointer=checkpointer)
+
+        return Surface("deep_agent", deep_agent, messages, app_compiles=True, clerk=delegating)
 
     class Desk(MessagesState):
         task: str
@@ -173,12 +212,15 @@ def surface(request, server, ledger) -> Surface:
 
 
 @contextmanager
-def saver(kind: str, folder: Path, request: pytest.FixtureRequest | None = None) -> Iterator[Any]:
-    """A real checkpointer: a SQLite file in `folder`, or the module's Postgres database."""
+def saver(kind: str, folder: Path, request: pytest.FixtureRequest | str | None = None) -> Iterator[Any]:
+    """A real checkpointer: a SQLite file in `folder`, or the module's Postgres database (`request`:
+    the test's, or the database's address).
+    """
     if kind == "postgres":
         from langgraph.checkpoint.postgres import PostgresSaver
 
-        with PostgresSaver.from_conn_string(request.getfixturevalue("postgres")) as checkpointer:
+        address = request if isinstance(request, str) else request.getfixturevalue("postgres")
+        with PostgresSaver.from_conn_string(address) as checkpointer:
             checkpointer.setup()
             yield checkpointer
         return
@@ -357,6 +399,58 @@ def test_11_a_message_sent_while_a_turn_runs_refunds_once(surface, server, ledge
         assert not isinstance(done["first"], Exception) and not isinstance(done["second"], Exception), done
     else:
         assert isinstance(done["first"], TurnInterrupted) and not isinstance(done["second"], Exception), done
+
+
+KILLED = """
+import json, sys
+from pathlib import Path
+sys.path.insert(0, "tests")
+import test_promises as promises
+from pivotal.testing.promise_desk import refunds_held
+
+given = json.loads(sys.argv[1])
+ledger = Path(given["ledger"])
+surface = promises.make_surface(given["surface"], given["url"], ledger)
+with promises.saver(given["kind"], Path(given["folder"]), given["postgres"]) as checkpointer, refunds_held(ledger):
+    app = surface.build(promises.pivotal.redacting(checkpointer) if surface.app_compiles else checkpointer)
+    app.invoke(surface.ask(promises.GOAL), given["config"])  # the refund holds until this process is killed
+"""
+"""The desk in a process of its own, run until its refund is written (then held, running)."""
+
+
+GRAPH_IN_FLIGHT = (
+    "Pivotal's graph runs the step in flight at a crash again on resume unless the environment has "
+    "step_once (at-least-once, reported in RunResult.at_least_once): no intent is written there yet"
+)
+AT_LEAST_ONCE = {"graph": GRAPH_IN_FLIGHT, "pivotal_agent": GRAPH_IN_FLIGHT, "parent": GRAPH_IN_FLIGHT}
+"""Surfaces where row 12 is a known failure (docs/promises.md): strict, so a fix shows up as a failure to remove."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_12_a_process_killed_during_the_refund_and_resumed_in_another_refunds_once(surface, server, ledger, tmp_path,
+                                                                                  kind, request):  # fmt: skip
+    """Kill -9 while the refund's tool runs, just after its ledger line: the thread resumed by another
+    process goes on from its last checkpoint, where the refund had not ended, and does not run it again.
+    """
+    if surface.name in AT_LEAST_ONCE:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=AT_LEAST_ONCE[surface.name]))
+    server.responder = clerk_responder()
+    config = thread()
+    address = request.getfixturevalue("postgres") if kind == "postgres" else None
+    given = {"surface": surface.name, "url": server.base_url_openai, "ledger": str(ledger), "kind": kind,
+             "folder": str(tmp_path), "postgres": address, "config": config}  # fmt: skip
+    child = subprocess.Popen([sys.executable, "-c", KILLED, json.dumps(given)], cwd=ROOT, stderr=subprocess.PIPE)
+    try:
+        _until(lambda: count(ledger, "refund") == 1 or child.poll() is not None, 120)
+        assert child.poll() is None, child.communicate()[1][-2000:]
+    finally:
+        child.send_signal(signal.SIGKILL)  # the refund was made; its step never ended
+        child.communicate()
+    with saver(kind, tmp_path, address) as checkpointer:
+        app = surface.build(pivotal.redacting(checkpointer) if surface.app_compiles else checkpointer)
+        app.invoke(None, config)  # resumed here: a process of its own, not the one that was killed
+    assert count(ledger, "refund") == 1
 
 
 def _until(check: Callable[[], bool], seconds: float = 30) -> None:

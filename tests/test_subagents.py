@@ -1,17 +1,24 @@
-"""A Deep Agents agent under `PivotalCritic`: work handed to the built-in `task` sub-agent runs under the
-same rules as the main agent's own calls (reviewed, approvals asked, the once-guard kept), and every
-review, the sub-agent's and a tool's that returns its own Command (`write_todos`), is recorded and
-counted once. Side effects are counted from the ledgers the tools write; checkpoints are real SQLite.
+"""Agents that a tool runs, under the outer agent's `PivotalCritic`: work handed to Deep Agents' built-in
+`task` sub-agent, to a `create_agent` agent invoked in a tool's body, or to a compiled subgraph used as
+a tool runs under the same rules as the outer agent's own calls (reviewed, approvals asked and resumed
+from the top, the once-guard kept over the outer thread), with nothing added to the inner agent
+(middleware/nested.py), or with the same critic given to it too (the earlier recipe, still valid).
+Every review, the inner agent's and a tool's that returns its own Command (`write_todos`), is
+recorded and counted once. Side effects are counted from the ledgers the tools write; checkpoints
+are real SQLite.
 """
 
 import pytest
 from deepagents import create_deep_agent
 from deepagents.middleware.subagents import GENERAL_PURPOSE_SUBAGENT
+from langchain.agents import create_agent
 from langchain.agents.middleware import TodoListMiddleware
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command
 
 from pivotal import PivotalCritic
@@ -54,15 +61,17 @@ def _delegation() -> list[AIMessage]:
     ]
 
 
-def _desk(tools, saver, model, critic):
-    """The documented recipe: the same `PivotalCritic` on the main agent and on its sub-agent."""
-    return create_deep_agent(
-        model=model,
-        tools=tools,
-        middleware=[critic],
-        subagents=[{**GENERAL_PURPOSE_SUBAGENT, "middleware": [critic]}],
-        checkpointer=saver,
-    )
+@pytest.fixture(params=["inherited", "recipe"])
+def how(request):
+    """`inherited`: the critic on the main agent only, the default sub-agent as Deep Agents builds it;
+    `recipe`: the same `PivotalCritic` given to the sub-agent too.
+    """
+    return request.param
+
+
+def _desk(tools, saver, model, critic, how="inherited"):
+    recipe = {"subagents": [{**GENERAL_PURPOSE_SUBAGENT, "middleware": [critic]}]} if how == "recipe" else {}
+    return create_deep_agent(model=model, tools=tools, middleware=[critic], checkpointer=saver, **recipe)
 
 
 def _actions(result):
@@ -75,7 +84,8 @@ def _once_each(result):
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-async def test_a_ticket_handed_to_task_is_reviewed_paused_and_refunded_once_on_approval(tools, ledger, tmp_path, mode):
+async def test_a_ticket_handed_to_task_is_reviewed_paused_and_refunded_once_on_approval(tools, ledger, tmp_path, mode,
+                                                                                       how):  # fmt: skip
     model = ScriptedChatModel(script={"agent": _delegation()})
     judge = ScriptedChatModel(script={"Verdict": [verdict("approve", 0.95, "the order's total")]})
     critic = PivotalCritic(judge, irreversible=["refund"], require_approval_for=["refund"])
@@ -83,16 +93,16 @@ async def test_a_ticket_handed_to_task_is_reviewed_paused_and_refunded_once_on_a
     path = str(tmp_path / "checkpoints.sqlite")
     if mode == "sync":
         with SqliteSaver.from_conn_string(path) as saver:
-            agent = _desk(tools, saver, model, critic)
+            agent = _desk(tools, saver, model, critic, how)
             paused = agent.invoke({"messages": [("user", TICKET)]}, config)
             (pending,) = paused["__interrupt__"]
             assert pending.value["name"] == "refund" and ledger["refund"] == []
         with SqliteSaver.from_conn_string(path) as saver:  # answered by a newly built agent, as another process
             again = PivotalCritic(judge, irreversible=["refund"], require_approval_for=["refund"])
-            result = _desk(tools, saver, model, again).invoke(Command(resume={"type": "approve"}), config)
+            result = _desk(tools, saver, model, again, how).invoke(Command(resume={"type": "approve"}), config)
     else:
         async with AsyncSqliteSaver.from_conn_string(path) as saver:
-            agent = _desk(tools, saver, model, critic)
+            agent = _desk(tools, saver, model, critic, how)
             paused = await agent.ainvoke({"messages": [("user", TICKET)]}, config)
             (pending,) = paused["__interrupt__"]
             assert pending.value["name"] == "refund" and ledger["refund"] == []
@@ -109,7 +119,8 @@ async def test_a_ticket_handed_to_task_is_reviewed_paused_and_refunded_once_on_a
     assert counts["human_approved"] == 1
 
 
-def test_the_ticket_sent_twice_refunds_once_and_the_second_delegation_runs_its_lookup_again(tools, ledger, tmp_path):
+def test_the_ticket_sent_twice_refunds_once_and_the_second_delegation_runs_its_lookup_again(tools, ledger, tmp_path,
+                                                                                            how):  # fmt: skip
     """The second delegation is a new turn of the sub-agent, not a fork of the first: its lookup runs
     again (the same place in a fresh sub-agent is not the same call), its refund is refused by the
     once-guard, which sees the refund the first sub-agent made.
@@ -119,7 +130,7 @@ def test_the_ticket_sent_twice_refunds_once_and_the_second_delegation_runs_its_l
     critic = PivotalCritic(judge, irreversible=["refund"])
     config = {"configurable": {"thread_id": "ticket-2"}}
     with SqliteSaver.from_conn_string(str(tmp_path / "checkpoints.sqlite")) as saver:
-        agent = _desk(tools, saver, model, critic)
+        agent = _desk(tools, saver, model, critic, how)
         agent.invoke({"messages": [("user", TICKET)]}, config)
         result = agent.invoke({"messages": [("user", TICKET)]}, config)
     assert ledger == {"refund": [("A1", 20.0)], "lookup_order": ["A1", "A1"]}
@@ -162,14 +173,14 @@ def test_a_tool_that_returns_its_own_command_is_recorded(tools, tmp_path, call, 
 
 
 def test_the_ticket_sent_twice_under_approval_asks_about_the_repeat_and_a_plain_approval_refunds_nothing(
-    tools, ledger, tmp_path
+    tools, ledger, tmp_path, how
 ):
     model = ScriptedChatModel(script={"agent": [*_delegation(), *_delegation()]})
     judge = ScriptedChatModel(script={"Verdict": [verdict("approve", 0.95)]})
     critic = PivotalCritic(judge, irreversible=["refund"], require_approval_for=["refund"])
     config = {"configurable": {"thread_id": "ticket-3"}}
     with SqliteSaver.from_conn_string(str(tmp_path / "checkpoints.sqlite")) as saver:
-        agent = _desk(tools, saver, model, critic)
+        agent = _desk(tools, saver, model, critic, how)
         for _ in range(2):
             paused = agent.invoke({"messages": [("user", TICKET)]}, config)
             (pending,) = paused["__interrupt__"]
@@ -179,3 +190,111 @@ def test_the_ticket_sent_twice_under_approval_asks_about_the_repeat_and_a_plain_
     assert [r["decision"] for r in result["pivotal_reviews"] if r["action"] == "refund"] == ["approve", "reject"]
     _once_each(result)
     assert critic_counts(result)["counters"]["human_approved"] == 2
+
+
+# --- agents inside a tool of the application's own: no critic of their own --------------------------
+
+
+def _inner_agents(tools, model):
+    """Two ways an app runs an agent in a tool: a `create_agent` agent invoked in the tool's body, and
+    a compiled subgraph of its own (a model node and a `ToolNode`) invoked the same way.
+    """
+    agent = create_agent(model, tools)
+
+    def call_model(state: MessagesState):
+        return {"messages": [model.bind_tools(tools).invoke(state["messages"])]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("model", call_model)
+    graph.add_node("tools", ToolNode(tools))
+    graph.add_edge(START, "model")
+    graph.add_conditional_edges("model", tools_condition)
+    graph.add_edge("tools", "model")
+    return {"create_agent": agent, "subgraph": graph.compile()}
+
+
+@pytest.fixture(params=["create_agent", "subgraph"])
+def inner(request):
+    return request.param
+
+
+def _app(tools, model, critic, inner, saver):
+    runs = _inner_agents(tools, model)[inner]
+
+    @tool
+    def handle_ticket(description: str) -> str:
+        """Hand a ticket to the desk's own agent, which looks the order up and refunds it."""
+        final = runs.invoke({"messages": [HumanMessage(description)]})
+        return str(final["messages"][-1].content)
+
+    return create_agent(model, [handle_ticket, *tools], middleware=[critic], checkpointer=saver)
+
+
+def _handed() -> list[AIMessage]:
+    return [tool_call("handle_ticket", description=TICKET), *_delegation()[1:]]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_an_agent_run_in_a_tool_body_is_reviewed_paused_from_the_top_and_refunds_once(tools, ledger, tmp_path,
+                                                                                           inner, mode):  # fmt: skip
+    model = ScriptedChatModel(script={"agent": [*_handed(), *_handed()]})
+    judge = ScriptedChatModel(script={"Verdict": [verdict("approve", 0.95)]})
+    config = {"configurable": {"thread_id": "ticket-4"}}
+
+    def critic():
+        return PivotalCritic(judge, irreversible=["refund"], require_approval_for=["refund"])
+
+    with SqliteSaver.from_conn_string(str(tmp_path / "checkpoints.sqlite")) as saver:
+        if mode == "sync":
+            paused = _app(tools, model, critic(), inner, saver).invoke({"messages": [("user", TICKET)]}, config)
+            assert paused["__interrupt__"][0].value["name"] == "refund" and ledger["refund"] == []
+            result = _app(tools, model, critic(), inner, saver).invoke(Command(resume={"type": "approve"}), config)
+        else:
+            async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "async.sqlite")) as asaver:
+                app = _app(tools, model, critic(), inner, asaver)
+                paused = await app.ainvoke({"messages": [("user", TICKET)]}, config)
+                assert paused["__interrupt__"][0].value["name"] == "refund" and ledger["refund"] == []
+                result = await app.ainvoke(Command(resume={"type": "approve"}), config)
+    assert ledger == {"refund": [("A1", 20.0)], "lookup_order": ["A1"]}
+    assert _actions(result) == [
+        ("lookup_order", "approve", "critic"),
+        ("refund", "approve", "human"),
+        ("handle_ticket", "approve", "critic"),
+    ]
+    _once_each(result)
+    counts = critic_counts(result)["counters"]
+    assert counts["llm_calls"] == len(judge.prompts["Verdict"]) == 3 and counts["human_approved"] == 1
+
+
+def test_a_refusal_inside_reaches_the_inner_agent_which_goes_on_and_nothing_refunds(tools, ledger, tmp_path, inner):
+    """The critic rejects the inner refund: the inner agent reads "Not run: ..." as the tool's error
+    result (its tools node answers a `ToolInvocationError` so), and finishes without it.
+    """
+    model = ScriptedChatModel(script={"agent": _handed()})
+    judge = ScriptedChatModel(
+        script={"Verdict": [verdict("approve"), verdict("approve"), verdict("reject", 0.9, "no refunds today")]}
+    )
+    with SqliteSaver.from_conn_string(str(tmp_path / "checkpoints.sqlite")) as saver:
+        app = _app(tools, model, PivotalCritic(judge, irreversible=["refund"]), inner, saver)
+        result = app.invoke({"messages": [("user", TICKET)]}, {"configurable": {"thread_id": "ticket-5"}})
+    assert ledger == {"refund": [], "lookup_order": ["A1"]}
+    assert _actions(result) == [
+        ("lookup_order", "approve", "critic"),
+        ("refund", "reject", "critic"),
+        ("handle_ticket", "approve", "critic"),
+    ]
+    inner_prompts = model.prompts["agent"][3]  # the inner agent's model, after the refusal
+    assert any("Not run" in str(m.content) and "no refunds today" in str(m.content) for m in inner_prompts)
+
+
+def test_a_second_ticket_handed_to_an_inner_agent_is_refused_by_the_outer_threads_once_guard(tools, ledger, tmp_path):
+    model = ScriptedChatModel(script={"agent": [*_handed(), *_handed()]})
+    judge = ScriptedChatModel(script={"Verdict": [verdict("approve", 0.95)]})
+    config = {"configurable": {"thread_id": "ticket-6"}}
+    with SqliteSaver.from_conn_string(str(tmp_path / "checkpoints.sqlite")) as saver:
+        app = _app(tools, model, PivotalCritic(judge, irreversible=["refund"]), "create_agent", saver)
+        app.invoke({"messages": [("user", TICKET)]}, config)
+        result = app.invoke({"messages": [("user", TICKET)]}, config)
+    assert ledger["refund"] == [("A1", 20.0)]
+    assert [r["decision"] for r in result["pivotal_reviews"] if r["action"] == "refund"] == ["approve", "reject"]
+    _once_each(result)

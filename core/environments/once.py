@@ -215,6 +215,10 @@ def step_id(step: Step) -> str:
     return step.get("review") or f"{step.get('checkpoint_id')}:{step['index']}"
 
 
+WRITTEN = "pivotal:"
+"""The task id prefix of the writes the middleware puts beside a checkpoint itself (`put_writes`): an
+irreversible call's intent before its tool runs, the reviews a paused delegation made. No task of
+the graph has such an id, so LangGraph passes over them; the thread's record reads them."""
 REVIEWS = "pivotal_reviews"
 """The `create_agent` middleware's record of each reviewed tool call (`executed` when it ran)."""
 VERDICTS = "pivotal_verdicts"
@@ -238,6 +242,33 @@ class ThreadRecord:
     """Each of those calls by its place in its turn (the middleware's `step`: turn, reply, call), as
     a tool call id: a fork that re-runs the model meets the same call again under a new id."""
     verdicts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    intents: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The middleware's irreversible calls written down just before their tool ran (`WRITTEN`), by id."""
+    settled: set[str] = field(default_factory=set)
+    """The calls whose review a checkpoint holds: ran, or not; an intent of one of them is no news."""
+    starts: dict[str, int] = field(default_factory=dict)
+    """Per call: intents less withdrawals (its tool paused for a person: it runs again on resume)."""
+
+    def in_flight(self) -> dict[str, dict[str, Any]]:
+        """The irreversible calls whose tool started and whose end no checkpoint holds: a process
+        stopped (kill -9) while they ran. They may have acted, so they are taken as run, never run again.
+        """
+        return {i: entry for i, entry in self.intents.items() if self.starts.get(i, 0) > 0 and i not in self.settled}
+
+    def written(self, writes: Iterable[Any]) -> None:
+        """Pivotal's own writes beside a checkpoint (`WRITTEN`): the intents and their withdrawals, and
+        the reviews a delegation kept at a pause.
+        """
+        for task, channel, value in writes:
+            if not str(task).startswith(WRITTEN) or channel != REVIEWS:
+                continue
+            for entry in value or []:
+                call_id = entry.get("tool_call_id") or ""
+                if entry.get("in_flight") is not None:
+                    self.intents.setdefault(call_id, entry)
+                    self.starts[call_id] = self.starts.get(call_id, 0) + (1 if entry["in_flight"] else -1)
+                else:
+                    self.add({REVIEWS: [entry]})
 
     def add(self, values: Any) -> None:
         if not isinstance(values, Mapping):
@@ -245,6 +276,7 @@ class ThreadRecord:
         if values.get("run_id"):  # a Pivotal graph's state
             self.seen.add(values.get("trajectory") or [])
         for entry in values.get(REVIEWS) or []:
+            self.settled.add(entry.get("tool_call_id") or "")
             if entry.get("executed"):
                 call_id = entry.get("tool_call_id") or ""
                 self.ran.setdefault(call_id, (entry["action"], entry.get("arguments") or {}))
@@ -298,8 +330,9 @@ async def thread_record(config: Mapping[str, Any] | None = None) -> ThreadRecord
         newer = await _newer(saver, query, listing)
     except NotImplementedError:  # a synchronous saver (SqliteSaver)
         newer = await asyncio.to_thread(_newer_sync, saver, query, listing)
-    for checkpoint_id, values in sorted(newer, key=lambda found: found[0]):  # oldest first
+    for checkpoint_id, values, writes in sorted(newer, key=lambda found: found[0]):  # oldest first
         read.add(values)
+        read.written(writes)
         read.newest = max(read.newest, checkpoint_id)
     return read
 
@@ -331,7 +364,7 @@ class _Listing:
         return graph_path(str(item.config["configurable"].get("checkpoint_ns", ""))) == self.path
 
 
-async def _newer(saver: Any, query: dict[str, Any], listing: _Listing) -> list[tuple[str, Any]]:
+async def _newer(saver: Any, query: dict[str, Any], listing: _Listing) -> list[tuple[str, Any, list[Any]]]:
     """The checkpoints `listing` takes, newest first; the listing is closed at once (it holds the saver's lock)."""
     found = []
     async with contextlib.aclosing(saver.alist(query)) as items:
@@ -339,11 +372,11 @@ async def _newer(saver: Any, query: dict[str, Any], listing: _Listing) -> list[t
             if (take := listing.take(item)) is None:
                 break
             if take:
-                found.append((item.checkpoint["id"], item.checkpoint["channel_values"]))
+                found.append((item.checkpoint["id"], item.checkpoint["channel_values"], _pivotal_writes(item)))
     return found
 
 
-def _newer_sync(saver: Any, query: dict[str, Any], listing: _Listing) -> list[tuple[str, Any]]:
+def _newer_sync(saver: Any, query: dict[str, Any], listing: _Listing) -> list[tuple[str, Any, list[Any]]]:
     """As `_newer`; SqliteSaver's listing holds its lock too, closed here, not whenever it is collected."""
     found = []
     with contextlib.closing(saver.list(query)) as items:
@@ -351,8 +384,12 @@ def _newer_sync(saver: Any, query: dict[str, Any], listing: _Listing) -> list[tu
             if (take := listing.take(item)) is None:
                 break
             if take:
-                found.append((item.checkpoint["id"], item.checkpoint["channel_values"]))
+                found.append((item.checkpoint["id"], item.checkpoint["channel_values"], _pivotal_writes(item)))
     return found
+
+
+def _pivotal_writes(item: Any) -> list[Any]:
+    return [w for w in getattr(item, "pending_writes", None) or [] if str(w[0]).startswith(WRITTEN)]
 
 
 def _spec(env: Environment, action: str) -> ActionSpec | None:

@@ -189,6 +189,32 @@ class ClerkChatModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=AIMessage("", tool_calls=[tool_call]))])
 
 
+DELEGATED = "Delegated ticket: "
+"""How the clerk's `task` description begins: the sub-agent's clerk knows its ticket by it."""
+
+
+class DelegatingClerk(ClerkChatModel):
+    """A Deep Agents agent's model: the main agent hands each ticket to the built-in general-purpose
+    sub-agent (`task`), whose model, the same object, works it as `ClerkChatModel` does; once `task`
+    answered, the main agent reports.
+    """
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=0)
+        asked = str(messages[start].content) if messages else ""
+        if asked.startswith(DELEGATED):
+            return super()._generate(messages, stop, run_manager, **kwargs)
+        self.calls.append(len(messages))
+        answered = [m for m in messages[start:] if isinstance(m, ToolMessage) and m.name == "task"]
+        if answered and answered[-1].status != "error":
+            return ChatResult(generations=[ChatGeneration(message=AIMessage("The desk handled the ticket."))])
+        args = {"description": f"{DELEGATED}{asked}", "subagent_type": "general-purpose"}
+        tool_call = {"name": "task", "args": args, "id": f"call_{uuid.uuid4().hex[:8]}", "type": "tool_call"}
+        return ChatResult(generations=[ChatGeneration(message=AIMessage("", tool_calls=[tool_call]))])
+
+
 class DeskRoleModel(BaseChatModel):
     """The loopback server's clerk in process: each Pivotal role (the graph's actor, any face's critic)
     answers through `responder` (`clerk_responder(...)`) as a tool call, the way a provider's model
