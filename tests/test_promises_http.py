@@ -117,7 +117,8 @@ def served(tmp_path_factory) -> Iterator[Served]:
     folder = tmp_path_factory.mktemp("desk-server")
     (folder / "desk_app.py").write_text(DESK_APP)
     graphs = {name: f"./desk_app.py:{name}" for name in ("desk", "approving", "dead_critic", "broken_critic")}
-    config = {"dependencies": [str(ROOT), "."], "graphs": graphs, "python_version": "3.11"}
+    config = {"dependencies": [str(ROOT), "."], "graphs": graphs, "python_version": "3.11",
+              "http": {"app": "pivotal.graphs.served:app"}}  # fmt: skip
     (folder / "langgraph.json").write_text(json.dumps(config))
     canary = f"sk-proj-Canary{uuid.uuid4().hex}"  # shaped like an API key, so Pivotal knows it for a secret
     port, log = free_port(), folder / "server.log"
@@ -153,8 +154,10 @@ def ticket(text: str = GOAL) -> dict[str, Any]:
 
 
 async def assistant(client: Any, graph: str) -> str:
-    [found] = await client.assistants.search(graph_id=graph)
-    return found["assistant_id"]
+    """The graph's own assistant, the one the server made (a test may add others)."""
+    found = await client.assistants.search(graph_id=graph, metadata={"created_by": "system"})
+    [own] = found
+    return own["assistant_id"]
 
 
 async def pending(client: Any, thread_id: str) -> list[dict[str, Any]]:
