@@ -308,6 +308,17 @@ async def test_8_over_http_an_assistant_naming_a_wrong_tool_fails_its_run_in_one
     assert desk.refunds() == 0
 
 
+async def test_9_over_http_a_run_context_that_drops_the_approval_is_refused(desk):
+    """The approving desk asks a person before each refund; a run's context may not switch that off."""
+    client = get_client(url=desk.url)
+    thread = (await client.threads.create())["thread_id"]
+    refused = await client.runs.wait(thread, await assistant(client, "approving"), input=ticket(),
+                                     context={"require_approval_for": []}, raise_error=False)  # fmt: skip
+    message = str(((refused or {}).get("__error__") or {}).get("message"))
+    assert "loosens this deployment's require_approval_for ['refund']" in message, refused
+    assert len(message.splitlines()) == 1 and desk.refunds() == 0
+
+
 async def test_10_over_http_no_secret_in_any_byte_the_server_keeps(desk):
     """The canary in the goal, in tool arguments (the email quotes the goal), in tool output (the order
     lookup's note) and in a person's reply when resuming: 0 times in the server's files.
