@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from langgraph_sdk import get_client, get_sync_client
-from langgraph_sdk.errors import ConflictError
+from langgraph_sdk.errors import ConflictError, NotFoundError
 
 from pivotal.cli.studio import QUIET
 from pivotal.testing.loopback_provider import Loopback, loopback
@@ -275,7 +275,7 @@ async def test_7_over_http_a_dead_critic_runs_no_tool_and_says_why(desk, graph, 
 
 
 @pytest.mark.parametrize("setting", ["irreversible", "require_approval_for"])
-def test_8_a_misspelt_safety_name_in_a_served_app_fails_the_check_in_one_line(served, tmp_path, capsys, setting):
+def test_8_a_misspelt_safety_name_in_a_served_app_fails_the_check_in_one_line(tmp_path, capsys, monkeypatch, setting):
     """The app's module builds its agent with a misspelt tool: `pivotal studio --check` says so, naming `refund`."""
     from pivotal.cli import main
 
@@ -284,15 +284,9 @@ def test_8_a_misspelt_safety_name_in_a_served_app_fails_the_check_in_one_line(se
     (tmp_path / "desk_app.py").write_text(app)
     config = {"dependencies": ["."], "graphs": {"desk": f"{tmp_path}/desk_app.py:desk"}}
     (tmp_path / "langgraph.json").write_text(json.dumps(config))
-    env = {"DESK_LEDGER": str(tmp_path / "l.jsonl"), "DESK_HOLD": str(tmp_path / "h"), "DESK_LLM_URL": served.url,
-           "DESK_DEAD_URL": served.url, "DESK_BROKEN_URL": served.url}  # fmt: skip
-    saved = {key: os.environ.get(key) for key in env}
-    os.environ.update(env)
-    try:
-        assert main(["studio", "--check", "--config", str(tmp_path / "langgraph.json")]) == 2
-    finally:
-        for key, value in saved.items():
-            os.environ.pop(key) if value is None else os.environ.__setitem__(key, value)
+    for name in ("DESK_LEDGER", "DESK_HOLD", "DESK_LLM_URL", "DESK_DEAD_URL", "DESK_BROKEN_URL"):
+        monkeypatch.setenv(name, str(tmp_path / name))  # the module reads them; nothing is called here
+    assert main(["studio", "--check", "--config", str(tmp_path / "langgraph.json")]) == 2
     err = capsys.readouterr().err.strip()
     assert re.search(r"\brefnd\b.*\brefund\b", err) and len(err.splitlines()) == 1, err
 
@@ -366,6 +360,14 @@ async def test_11_over_http_a_message_sent_while_a_turn_runs_refunds_once(desk, 
     if second is not None:
         await client.runs.join(thread, second["run_id"])
     assert desk.refunds() == 1, ledger_kinds(desk.ledger)
+    # and each strategy did what the server says it does with the first run
+    try:
+        stopped = (await client.runs.get(thread, first["run_id"]))["status"]
+    except NotFoundError:
+        stopped = "deleted"
+    assert stopped == {"interrupt": "interrupted", "rollback": "deleted"}.get(policy, "success"), stopped
+    if second is not None:
+        assert (await client.runs.get(thread, second["run_id"]))["status"] == "success"
 
 
 def _in(folder: Path, text: str) -> bool:
