@@ -34,7 +34,7 @@ from typing import Any
 from langgraph.config import get_config, get_store
 from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 
-from pivotal.core.environments.base import ActionSpec, Environment, rewind_mode
+from pivotal.core.environments.base import ActionSpec, Environment, Idempotent, rewind_mode
 from pivotal.core.environments.tools import FINISH
 from pivotal.core.secrets import redact_tree
 from pivotal.core.state import Critique, Proposal, State, Step
@@ -135,8 +135,11 @@ async def executed(env: Environment, state: State) -> tuple[list[Call], set[str]
     if rewind_mode(env) in ("snapshot", "replay"):
         return seen.calls(), set(seen.spent)
     seen.merge((await thread_record()).seen)
-    calls = seen.calls()
-    return calls + [call for key, call in (await started_calls()).items() if key not in seen.steps], set(seen.spent)
+    # the note of this very step, in an environment that acts once per key, is the step in flight that
+    # `step_once` recognises on resume (docs/side-effects.md, the one step in flight): not a repeat
+    own = step_key(state) if isinstance(env, Idempotent) else None
+    started = [call for key, call in (await started_calls()).items() if key not in seen.steps and key != own]
+    return seen.calls() + started, set(seen.spent)
 
 
 STARTED = ("pivotal", "started")
