@@ -358,12 +358,16 @@ def _context(runtime: Runtime[Any], default: Context | None, state: State | None
     A model object cannot be saved: the caller's (or the graph's) object of the same place is used,
     when it is the one the run paused with (`Context.allow_other_models` allows another).
 
-    A turn that starts may tighten the graph's own safety settings, never loosen them.
+    A turn that starts may tighten the graph's own safety settings, never loosen them; on a graph built
+    with settings (a deployment), names in them must be actions of its default environment, as when it
+    was built (a graph without settings may serve a batch over several environments).
     """
     given = run_context(runtime.context, default)
     saved = (state or {}).get("run_settings")
     if not saved:
         refuse_loosening(given, default)
+        if default is not None and given is not None and given is not default:
+            _check_safety_names(given)  # a deployment's run: a tightening that names no tool tightens nothing
         return given or default or Context()
     if given is not None and given.saved() == saved:
         return given  # the runners' path: the context they resumed with

@@ -23,8 +23,10 @@ from pivotal.core.environments.live import attach, in_env_thread, run_step
 from pivotal.core.environments.once import (
     executed,
     executed_step,
+    forget_started,
     irreversible,
     needs_person,
+    note_started,
     reapproved,
     repeat_reason,
     step_key,
@@ -49,6 +51,9 @@ async def executor(state: State, runtime: Runtime[Context]) -> ExecutorUpdate:
         return _send_back(state, chosen, why)
     else:
         what = f"{task.env}: step {chosen['action']}"
+        noted = irreversible(live.env, chosen.get("action"))
+        if noted:  # a run cancelled during the tool leaves this note, and no checkpoint (core/environments/once.py)
+            await note_started(key, chosen["action"], chosen.get("arguments") or {})
         result, snapshot = await in_env_thread(
             run_step,
             live,
@@ -58,6 +63,8 @@ async def executor(state: State, runtime: Runtime[Context]) -> ExecutorUpdate:
             timeout=context.step_timeout,
             what=what,
         )
+        if noted and result.info.get("error"):
+            await forget_started(key)
     observation = clip(result.observation, context.max_observation_chars, hint=SEE_MORE)  # run_step redacted it
     step: Step = {
         "index": len(state["trajectory"]),

@@ -31,10 +31,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from langgraph.config import get_config
+from langgraph.config import get_config, get_store
 from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 
-from pivotal.core.environments.base import ActionSpec, Environment, rewind_mode
+from pivotal.core.environments.base import ActionSpec, Environment, Idempotent, rewind_mode
 from pivotal.core.environments.tools import FINISH
 from pivotal.core.secrets import redact_tree
 from pivotal.core.state import Critique, Proposal, State, Step
@@ -132,9 +132,62 @@ async def executed(env: Environment, state: State) -> tuple[list[Call], set[str]
     """
     seen = Seen()
     seen.add(state.get("trajectory") or [])
-    if rewind_mode(env) not in ("snapshot", "replay"):
-        seen.merge((await thread_record()).seen)
-    return seen.calls(), set(seen.spent)
+    if rewind_mode(env) in ("snapshot", "replay"):
+        return seen.calls(), set(seen.spent)
+    seen.merge((await thread_record()).seen)
+    # the note of this very step, in an environment that acts once per key, is the step in flight that
+    # `step_once` recognises on resume (docs/side-effects.md, the one step in flight): not a repeat
+    own = step_key(state) if isinstance(env, Idempotent) else None
+    started = [call for key, call in (await started_calls()).items() if key not in seen.steps and key != own]
+    return seen.calls() + started, set(seen.spent)
+
+
+STARTED = ("pivotal", "started")
+"""The run's store namespace (then the thread id) of the irreversible calls an executor started.
+
+A checkpoint records a step once its tool returned; a run stopped during the tool (the `langgraph dev`
+server's `multitask_strategy` interrupt or rollback cancels a run wherever it is, and a rollback then
+deletes the run's checkpoints) leaves a call that ran in the world and in no checkpoint. The executor
+notes each irreversible call in the run's store (the server's, under `langgraph dev`) before its tool
+runs, and forgets it when the tool raised (it changed nothing); a note whose step no checkpoint holds
+counts as executed. Without a store there is no note, and the checkpoints are the record.
+"""
+
+
+def _started_at() -> tuple[Any, tuple[str, ...] | None]:
+    """The run's store and this thread's namespace in it, or (None, None) outside a run or without one."""
+    try:
+        store, thread = get_store(), (get_config().get("configurable") or {}).get("thread_id")
+    except (RuntimeError, KeyError, AttributeError):  # outside a run, or a run without LangGraph's runtime
+        return None, None
+    return (store, (*STARTED, str(thread))) if store is not None and thread is not None else (None, None)
+
+
+async def note_started(key: str, action: str, arguments: dict[str, Any]) -> None:
+    """Before an irreversible call's tool runs: the call, under its step key (secrets blanked)."""
+    store, namespace = _started_at()
+    if store is not None and namespace is not None:
+        await store.aput(namespace, key, {"action": action, "arguments": redact_tree(arguments)}, index=False)
+
+
+async def forget_started(key: str) -> None:
+    """The call's tool raised: the world is unchanged, and the call may run again."""
+    store, namespace = _started_at()
+    if store is not None and namespace is not None:
+        await store.adelete(namespace, key)
+
+
+async def started_calls() -> dict[str, Call]:
+    """The irreversible calls this thread's executors started, by step key (`note_started`)."""
+    store, namespace = _started_at()
+    if store is None or namespace is None:
+        return {}
+    found: dict[str, Call] = {}
+    while len(batch := await store.asearch(namespace, limit=100, offset=len(found))) > 0:
+        found.update({item.key: (item.value["action"], item.value.get("arguments") or {}) for item in batch})
+        if len(batch) < 100:
+            break
+    return found
 
 
 def step_key(state: State) -> str:
