@@ -27,6 +27,7 @@ from pivotal.core.context import Context
 from pivotal.core.environments import Idempotent, make_environment
 from pivotal.core.environments.base import RewindWarning, rewind_notice as notice_for
 from pivotal.core.environments.live import release
+from pivotal.core.environments.once import irreversible
 from pivotal.core.errors import InfrastructureFault, PivotalError, infrastructure_fault, make_folder
 from pivotal.core.models.reachability import check_models
 from pivotal.core.secrets import redact, redact_tree, redacting
@@ -463,8 +464,11 @@ def _in_flight_step(saved: StateSnapshot, task: Task) -> list[int]:
     """The step an earlier process may have executed without checkpointing it, when the
     environment cannot tell a repeat (no `step_once`): that one step is at-least-once.
     """
-    if "executor" not in saved.next or isinstance(make_environment(task.env), Idempotent):
+    env = make_environment(task.env)
+    if "executor" not in saved.next or isinstance(env, Idempotent):
         return []
+    if irreversible(env, (saved.values.get("chosen") or {}).get("action")):
+        return []  # noted before its tool ran: taken as run, never run again (core/environments/once.py)
     return [len(saved.values.get("trajectory") or [])]
 
 

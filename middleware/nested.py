@@ -40,7 +40,7 @@ from langchain_core.tracers.context import register_configure_hook
 from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.prebuilt.tool_node import ToolInvocationError
 
-from pivotal.core.environments.once import REVIEWS, VERDICTS, WRITTEN
+from pivotal.core.environments.once import REVIEWS, VERDICTS, WRITTEN, beside, put_beside
 from pivotal.core.secrets import redact_tree
 from pivotal.graphs.blocking import run_blocking
 
@@ -166,23 +166,12 @@ register_configure_hook(_GUARD, inheritable=True)
 _TASK = f"{WRITTEN}inner:"
 
 
-def _at(config: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Where the outer call's checkpoint is: the thread, the node's graph namespace, its checkpoint."""
-    configurable = config.get("configurable") or {}
-    namespace = "|".join(str(configurable.get("checkpoint_ns", "")).split("|")[:-1])
-    checkpoint = (configurable.get("checkpoint_map") or {}).get(namespace) or configurable.get("checkpoint_id")
-    if configurable.get("thread_id") is None or not checkpoint:
-        return None
-    return {"configurable": {"thread_id": configurable["thread_id"], "checkpoint_ns": namespace,
-                             "checkpoint_id": checkpoint}}  # fmt: skip
-
-
 async def keep(config: Mapping[str, Any], guard: Guard) -> None:
     """Write the guard's reviews so far beside the outer call's checkpoint (a pause follows)."""
     if guard.entries:
         task = f"{_TASK}{guard.call_id}:{uuid.uuid4().hex[:12]}"  # one per pause: Postgres keeps the first writes
         writes = [(REVIEWS, [redact_tree(entry) for entry in guard.entries]), (VERDICTS, redact_tree(guard.verdicts))]
-        await _put(config, writes, task)
+        await put_beside(config, writes, task)
 
 
 IN_FLIGHT = "its tool started and no checkpoint holds its end (the process stopped while it ran): it may have acted"
@@ -190,7 +179,7 @@ IN_FLIGHT = "its tool started and no checkpoint holds its end (the process stopp
 
 def checkpointed(config: Mapping[str, Any]) -> bool:
     """Whether the call runs in a thread with a checkpointer: where an intent can be written."""
-    return (config.get("configurable") or {}).get(CONFIG_KEY_CHECKPOINTER) is not None and _at(config) is not None
+    return (config.get("configurable") or {}).get(CONFIG_KEY_CHECKPOINTER) is not None and beside(config) is not None
 
 
 async def intend(config: Mapping[str, Any], entry: Mapping[str, Any]) -> None:
@@ -199,7 +188,8 @@ async def intend(config: Mapping[str, Any], entry: Mapping[str, Any]) -> None:
     (`ThreadRecord.in_flight`) takes the call as run, so a resume in any process does not run it again.
     """
     written = {**redact_tree(dict(entry)), "executed": True, "in_flight": True, "observation": IN_FLIGHT}
-    await _put(config, [(REVIEWS, [written])], f"{WRITTEN}intent:{entry.get('tool_call_id')}:{uuid.uuid4().hex[:12]}")
+    task = f"{WRITTEN}intent:{entry.get('tool_call_id')}:{uuid.uuid4().hex[:12]}"
+    await put_beside(config, [(REVIEWS, [written])], task)
 
 
 async def withdraw(config: Mapping[str, Any], entry: Mapping[str, Any]) -> None:
@@ -207,24 +197,15 @@ async def withdraw(config: Mapping[str, Any], entry: Mapping[str, Any]) -> None:
     again, as LangGraph runs a paused node again, and writes a new intent.
     """
     written = {"tool_call_id": entry.get("tool_call_id"), "in_flight": False}
-    await _put(config, [(REVIEWS, [written])], f"{WRITTEN}paused:{entry.get('tool_call_id')}:{uuid.uuid4().hex[:12]}")
-
-
-async def _put(config: Mapping[str, Any], writes: list[tuple[str, Any]], task: str) -> None:
-    saver, at = (config.get("configurable") or {}).get(CONFIG_KEY_CHECKPOINTER), _at(config)
-    if saver is None or at is None:
-        return
-    try:
-        await saver.aput_writes(at, writes, task)
-    except NotImplementedError:  # a synchronous saver (SqliteSaver)
-        await asyncio.to_thread(saver.put_writes, at, writes, task)
+    task = f"{WRITTEN}paused:{entry.get('tool_call_id')}:{uuid.uuid4().hex[:12]}"
+    await put_beside(config, [(REVIEWS, [written])], task)
 
 
 async def kept(config: Mapping[str, Any], guard: Guard) -> None:
     """Read back into `guard` what its outer call kept at its pauses: each inner call's review once (the
     latest), and the rulings, so a paused call resumes on the verdict it paused with (no critic call).
     """
-    saver, at = (config.get("configurable") or {}).get(CONFIG_KEY_CHECKPOINTER), _at(config)
+    saver, at = (config.get("configurable") or {}).get(CONFIG_KEY_CHECKPOINTER), beside(config)
     if saver is None or at is None:
         return
     try:

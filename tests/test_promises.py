@@ -418,12 +418,6 @@ with promises.saver(given["kind"], Path(given["folder"]), given["postgres"]) as 
 """The desk in a process of its own, run until its refund is written (then held, running)."""
 
 
-GRAPH_IN_FLIGHT = (
-    "Pivotal's graph runs the step in flight at a crash again on resume unless the environment has "
-    "step_once (at-least-once, reported in RunResult.at_least_once): no intent is written there yet"
-)
-AT_LEAST_ONCE = {"graph": GRAPH_IN_FLIGHT, "pivotal_agent": GRAPH_IN_FLIGHT, "parent": GRAPH_IN_FLIGHT}
-"""Surfaces where row 12 is a known failure (docs/promises.md): strict, so a fix shows up as a failure to remove."""
 
 
 @pytest.mark.slow
@@ -433,8 +427,6 @@ def test_12_a_process_killed_during_the_refund_and_resumed_in_another_refunds_on
     """Kill -9 while the refund's tool runs, just after its ledger line: the thread resumed by another
     process goes on from its last checkpoint, where the refund had not ended, and does not run it again.
     """
-    if surface.name in AT_LEAST_ONCE:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=AT_LEAST_ONCE[surface.name]))
     server.responder = clerk_responder()
     config = thread()
     address = request.getfixturevalue("postgres") if kind == "postgres" else None

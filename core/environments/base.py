@@ -96,8 +96,9 @@ class Idempotent(Protocol):
     recognise a repeat. Every new step goes through `step_once` with a key naming that step of
     that attempt of that run. A run killed after an action ran but before its checkpoint was
     written executes that one step again on resume, with the same key: `step_once` must not
-    act twice for one key (return the first result instead). Without it that one step is
-    at-least-once, and the run's result says so (`at_least_once`).
+    act twice for one key (return the first result instead). Without it a reversible step is
+    at-least-once (the run's result says so: `at_least_once`); an irreversible one was noted before
+    its tool ran and is not run again (core/environments/once.py `note_started`).
     """
 
     def step_once(self, key: str, name: str, arguments: dict[str, Any]) -> StepResult: ...

@@ -27,6 +27,7 @@ or a second submit of the parent is a new task: the record reads every task of t
 import asyncio
 import contextlib
 import json
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -134,12 +135,23 @@ async def executed(env: Environment, state: State) -> tuple[list[Call], set[str]
     seen.add(state.get("trajectory") or [])
     if rewind_mode(env) in ("snapshot", "replay"):
         return seen.calls(), set(seen.spent)
-    seen.merge((await thread_record()).seen)
+    record = await thread_record()
+    seen.merge(record.seen)
     # the note of this very step, in an environment that acts once per key, is the step in flight that
     # `step_once` recognises on resume (docs/side-effects.md, the one step in flight): not a repeat
     own = step_key(state) if isinstance(env, Idempotent) else None
-    started = [call for key, call in (await started_calls()).items() if key not in seen.steps and key != own]
+    noted = await started_calls(record)
+    started = [call for key, call in noted.items() if not _ended(seen, key, call) and key != own]
     return seen.calls() + started, set(seen.spent)
+
+
+def _ended(seen: "Seen", key: str, call: Call) -> bool:
+    """Whether a checkpointed step is this started call's end: its key, with this action and these
+    arguments. The key alone is not enough: after a run stopped during the call, its step is sent back
+    and the next step checkpointed under the same key may be another call (the email after the refund).
+    """
+    step = seen.steps.get(key)
+    return step is not None and step["action"] == call[0] and (step.get("arguments") or {}) == redact_tree(call[1])
 
 
 STARTED = ("pivotal", "started")
@@ -163,11 +175,37 @@ def _started_at() -> tuple[Any, tuple[str, ...] | None]:
     return (store, (*STARTED, str(thread))) if store is not None and thread is not None else (None, None)
 
 
+def beside(config: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Where the outer call's checkpoint is: the thread, the node's graph namespace, its checkpoint."""
+    configurable = config.get("configurable") or {}
+    namespace = "|".join(str(configurable.get("checkpoint_ns", "")).split("|")[:-1])
+    checkpoint = (configurable.get("checkpoint_map") or {}).get(namespace) or configurable.get("checkpoint_id")
+    if configurable.get("thread_id") is None or not checkpoint:
+        return None
+    return {"configurable": {"thread_id": configurable["thread_id"], "checkpoint_ns": namespace,
+                             "checkpoint_id": checkpoint}}  # fmt: skip
+
+
+async def put_beside(config: Mapping[str, Any], writes: list[tuple[str, Any]], task: str) -> None:
+    saver, at = (config.get("configurable") or {}).get(CONFIG_KEY_CHECKPOINTER), beside(config)
+    if saver is None or at is None:
+        return
+    try:
+        await saver.aput_writes(at, writes, task)
+    except NotImplementedError:  # a synchronous saver (SqliteSaver)
+        await asyncio.to_thread(saver.put_writes, at, writes, task)
+
+
 async def note_started(key: str, action: str, arguments: dict[str, Any]) -> None:
-    """Before an irreversible call's tool runs: the call, under its step key (secrets blanked)."""
+    """Before an irreversible call's tool runs: the call, under its step key (secrets blanked), in the
+    run's store and beside the executor's checkpoint. A process killed during the tool (kill -9) leaves
+    the note and no checkpointed step; a server's rollback deletes the checkpoints and leaves the store's.
+    """
+    call = {"key": key, "action": action, "arguments": redact_tree(arguments)}
     store, namespace = _started_at()
     if store is not None and namespace is not None:
-        await store.aput(namespace, key, {"action": action, "arguments": redact_tree(arguments)}, index=False)
+        await store.aput(namespace, key, {"action": call["action"], "arguments": call["arguments"]}, index=False)
+    await _note_beside(call, started=True)
 
 
 async def forget_started(key: str) -> None:
@@ -175,16 +213,30 @@ async def forget_started(key: str) -> None:
     store, namespace = _started_at()
     if store is not None and namespace is not None:
         await store.adelete(namespace, key)
+    await _note_beside({"key": key}, started=False)
 
 
-async def started_calls() -> dict[str, Call]:
-    """The irreversible calls this thread's executors started, by step key (`note_started`)."""
+async def _note_beside(call: dict[str, Any], *, started: bool) -> None:
+    try:
+        config = get_config()
+    except RuntimeError:  # outside a run: no thread to note it in
+        return
+    task = f"{WRITTEN}started:{call['key']}:{uuid.uuid4().hex[:12]}"  # one per note: Postgres keeps the first writes
+    await put_beside(config, [(STARTED_STEPS, [{**call, "started": started}])], task)
+
+
+async def started_calls(record: "ThreadRecord") -> dict[str, Call]:
+    """The irreversible calls this thread's executors started, by step key (`note_started`): beside
+    the checkpoints (`record`) and in the run's store.
+    """
+    found: dict[str, Call] = dict(record.started_steps())
     store, namespace = _started_at()
     if store is None or namespace is None:
-        return {}
-    found: dict[str, Call] = {}
-    while len(batch := await store.asearch(namespace, limit=100, offset=len(found))) > 0:
+        return found
+    offset = 0
+    while len(batch := await store.asearch(namespace, limit=100, offset=offset)) > 0:
         found.update({item.key: (item.value["action"], item.value.get("arguments") or {}) for item in batch})
+        offset += len(batch)
         if len(batch) < 100:
             break
     return found
@@ -274,6 +326,9 @@ irreversible call's intent before its tool runs, the reviews a paused delegation
 the graph has such an id, so LangGraph passes over them; the thread's record reads them."""
 REVIEWS = "pivotal_reviews"
 """The `create_agent` middleware's record of each reviewed tool call (`executed` when it ran)."""
+STARTED_STEPS = "pivotal_started"
+"""The graph executor's notes beside its checkpoint (`note_started`): no channel of the graph, so
+LangGraph passes over them; the thread's record reads them."""
 VERDICTS = "pivotal_verdicts"
 """The middleware's verdicts, written when the model proposed the calls, by `verdict_key`."""
 
@@ -301,6 +356,12 @@ class ThreadRecord:
     """The calls whose review a checkpoint holds: ran, or not; an intent of one of them is no news."""
     starts: dict[str, int] = field(default_factory=dict)
     """Per call: intents less withdrawals (its tool paused for a person: it runs again on resume)."""
+    steps_started: dict[str, tuple[int, Call]] = field(default_factory=dict)
+    """The graph executor's irreversible calls by step key: notes less withdrawals (the tool raised), the call."""
+
+    def started_steps(self) -> dict[str, Call]:
+        """The graph's irreversible steps whose tool started and did not raise, checkpointed or not."""
+        return {key: call for key, (count, call) in self.steps_started.items() if count > 0}
 
     def in_flight(self) -> dict[str, dict[str, Any]]:
         """The irreversible calls whose tool started and whose end no checkpoint holds: a process
@@ -313,6 +374,8 @@ class ThreadRecord:
         the reviews a delegation kept at a pause.
         """
         for task, channel, value in writes:
+            if str(task).startswith(WRITTEN) and channel == STARTED_STEPS:
+                self._step_noted(value or [])
             if not str(task).startswith(WRITTEN) or channel != REVIEWS:
                 continue
             for entry in value or []:
@@ -322,6 +385,13 @@ class ThreadRecord:
                     self.starts[call_id] = self.starts.get(call_id, 0) + (1 if entry["in_flight"] else -1)
                 else:
                     self.add({REVIEWS: [entry]})
+
+    def _step_noted(self, notes: list[dict[str, Any]]) -> None:
+        for note in notes:
+            count, call = self.steps_started.get(note["key"], (0, ("", {})))
+            if note.get("started"):
+                call = (note["action"], note.get("arguments") or {})
+            self.steps_started[note["key"]] = (count + (1 if note.get("started") else -1), call)
 
     def add(self, values: Any) -> None:
         if not isinstance(values, Mapping):
