@@ -86,6 +86,7 @@ async def test_the_sim_actor_follows_a_recalled_recipe_only_in_its_own_maze(tmp_
     assert alone.status != "success" and elsewhere.status != "success"
 
 
+@pytest.mark.slow
 async def test_a_run_that_leaves_a_recipes_path_is_no_longer_shown_it(tmp_path):
     """Issue 42 item 3: a recipe's move for step k was taken from the state its own first k moves reach.
     A run that left the path (here the critic revises the recipe's first move and the always-wrong
