@@ -7,8 +7,9 @@ from langgraph.runtime import Runtime
 
 from pivotal.core.context import Context
 from pivotal.core.environments.live import lookup
-from pivotal.core.state import Recalled, RecallUpdate, State, task_of
+from pivotal.core.state import Recalled, RecallUpdate, State, Step, task_of
 from pivotal.memory.lesson import owner_of, screened
+from pivotal.memory.lesson.provenance import off_the_recipe
 from pivotal.memory.policy.registry import lesson_store, opened_lesson_store
 from pivotal.memory.policy.store import ExperienceStore
 from pivotal.prompts import clip
@@ -44,6 +45,7 @@ async def recall(state: State, runtime: Runtime[Context]) -> RecallUpdate:
         refused.update(more)
         if more:
             await asyncio.to_thread(_retire, store, more, ask["owner"])
+    lessons = _still_on_the_path(lessons, state.get("trajectory") or [])
     recalled = list(dict.fromkeys([*state.get("recalled", []), *(lesson["id"] for lesson in lessons)]))
     update: RecallUpdate = {"lessons": lessons, "recalled": recalled}
     if context.recall == "step":
@@ -63,6 +65,15 @@ def _screened(found: list[Recalled]) -> tuple[list[Recalled], dict[str, str]]:
     """
     refused = {lesson["id"]: why for lesson in found if (why := screened(lesson, capped=False))}
     return [lesson for lesson in found if lesson["id"] not in refused], refused
+
+
+def _still_on_the_path(lessons: list[Recalled], trajectory: list[Step]) -> list[Recalled]:
+    """Leaves out a recalled recipe (a solved run's moves) the run has left: its next move was taken
+    from another state (memory.lesson.provenance.off_the_recipe). Not retired: it still holds from
+    the start, for the next run or a retry that goes back to its path.
+    """
+    calls = [(step["action"], step.get("arguments") or {}) for step in trajectory]
+    return [lesson for lesson in lessons if not off_the_recipe(lesson.get("advice") or lesson["text"], calls)]
 
 
 def _retire(store: ExperienceStore, refused: dict[str, str], owner: str) -> None:

@@ -84,3 +84,25 @@ async def test_the_sim_actor_follows_a_recalled_recipe_only_in_its_own_maze(tmp_
     close_stores()
     assert here.status == "success"
     assert alone.status != "success" and elsewhere.status != "success"
+
+
+@pytest.mark.slow
+async def test_a_run_that_leaves_a_recipes_path_is_no_longer_shown_it(tmp_path):
+    """Issue 42 item 3: a recipe's move for step k was taken from the state its own first k moves reach.
+    A run that left the path (here the critic revises the recipe's first move and the always-wrong
+    actor goes elsewhere) was shown it anyway, and followed it from the wrong square; a pivotal retry
+    that restarted off the path walked back into the hole its attempt fell into, attempt after attempt.
+    """
+    store = str(tmp_path / "store")
+    await arun({"env": "gridworld", "params": {"seed": 1}}, Context(model="sim", store_path=store, **NO_QUARANTINE))
+    wrong = {"actor_model": "sim:error=1.0", "critic_model": "sim:error=1.0", "max_steps": 3, "store_path": store}
+    wrong["loop_detection"] = "off"  # the attempt goes on where steps_to_goal says it cannot make it
+    wrong["recall_min_similarity"] = 0.0  # recalled at every step, wherever the run is
+    result = await arun(
+        {"env": "gridworld", "params": {"seed": 1}}, Context(model="sim", max_pivot_retries=0, **wrong, **NO_QUARANTINE)
+    )
+    close_stores()
+    (recipe,) = result.trajectory[0]["lessons"]  # at the start every recipe holds
+    assert result.trajectory[0]["action"] != "right"  # the recipe's first move, revised away
+    assert len(result.trajectory) > 1
+    assert all(recipe not in step["lessons"] for step in result.trajectory[1:])

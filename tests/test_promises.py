@@ -418,8 +418,6 @@ with promises.saver(given["kind"], Path(given["folder"]), given["postgres"]) as 
 """The desk in a process of its own, run until its refund is written (then held, running)."""
 
 
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 def test_12_a_process_killed_during_the_refund_and_resumed_in_another_refunds_once(surface, server, ledger, tmp_path,

@@ -35,6 +35,17 @@ def test_a_failures_advice_names_the_blamed_executed_action_only():
     assert turned_down == ""  # a turned-down proposal is not an action the agent took
 
 
+def test_a_recipe_says_what_to_do_next_only_while_the_run_is_on_its_path():
+    advice, _ = provenance.composed(outcome="success", verified=True, calls=CALLS)
+    assert not provenance.off_the_recipe(advice, [])
+    assert not provenance.off_the_recipe(advice, CALLS[:2])  # arguments compared as the advice shows them
+    assert provenance.off_the_recipe(advice, [("right", {})])  # another first move: the next one is from elsewhere
+    assert provenance.off_the_recipe(advice, [("down", {}), ("rightmost", {})])  # a move name, not a prefix of one
+    assert provenance.off_the_recipe(advice, CALLS)  # every move taken: nothing left to follow
+    failure, _ = provenance.composed(outcome="failure", verified=True, calls=CALLS, failed_at=1)
+    assert not provenance.off_the_recipe(failure, [("up", {})])  # other advice says nothing of the path
+
+
 def test_an_outcome_nothing_checked_gives_no_advice():
     assert provenance.composed(outcome="success", verified=False, calls=CALLS) == ("", [])
 

@@ -208,6 +208,21 @@ def test_the_retry_bench_heads_each_table_with_its_budget(tmp_path):
         assert "--loop-detection on ignored" in done.stdout
 
 
+@pytest.mark.slow
+def test_the_memory_and_retry_bench_pairs_memory_on_and_off_for_both_strategies(tmp_path):
+    out = tmp_path / "retry_memory.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_retry_memory.py"), "--envs", "word-room", "--errors", "0.3",
+         "--streams", "1", "--tasks", "2", "--json", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(out.read_text())
+    assert sorted({r["config"] for r in found["rows"]}) == ["full", "full+memory", "pivotal", "pivotal+memory"]
+    assert all(c["all"]["tasks"] == 2 for c in found["comparisons"].values())
+    assert "pivotal+memory vs pivotal" in done.stdout
+
+
 def test_the_perfect_retry_floor_restarts_at_the_closest_state_on_the_path():
     """Three steps along the shortest path and a fall: the cheapest retry starts where the three
     steps led (the start's distance less three), not at the start or after a later detour.

@@ -108,6 +108,23 @@ def _recipe(calls: list[tuple[str, Any]]) -> tuple[str, list[Span]]:
     return f"{RECIPE}{', '.join(moves)}.", _recipe_spans(moves, cut=False)
 
 
+def off_the_recipe(advice: str, calls: list[tuple[str, Any]]) -> bool:
+    """Whether a solved run's recipe (advice worded `RECIPE`) no longer says what to do next: the run's
+    executed `calls` ([action, arguments]) are not its first moves, or are all of them. Any other
+    advice says nothing about the path, so it never is.
+
+    Why it matters (issue 42): a recipe is a path from the task's start. A run that left it, by one
+    revised step or by a retry that restarts at a state the recipe never passed, is shown the move the
+    recipe took at this step number from another state; following it walked a FrozenLake retry back
+    into the very hole its attempt had fallen into, three attempts in a row.
+    """
+    if not advice.startswith(RECIPE) or not calls:
+        return False
+    done = ", ".join(shown_call(name, arguments) for name, arguments in calls)
+    moves = advice[len(RECIPE) :]
+    return not (moves.startswith(done) and moves[len(done) :].startswith(", "))
+
+
 def _recipe_spans(moves: list[str], *, cut: bool) -> list[Span]:
     spans = [Span(field="advice", origin="outcome", text=RECIPE)]
     spans += [Span(field="advice", origin="action", text=move) for move in moves]
