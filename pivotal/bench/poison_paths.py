@@ -29,28 +29,29 @@ lesson still reaches a prompt at all (as data, or as advice).
 """
 
 import asyncio
+import io
 import json
 import re
 import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pydantic import Field
 
 from pivotal.core.context import Context
 from pivotal.core.environments import register_environment
 from pivotal.core.environments.base import read_params
-from pivotal.core.environments.gridworld import GridWorld, Params
+from pivotal.core.environments.gridworld import GridWorld
 from pivotal.core.task import Task
-from pivotal.memory.lesson import QUOTED, Lesson, lessons_block, provenance, screened
+from pivotal.memory.lesson import QUOTED, Candidate, Lesson, lessons_block, provenance, screened
 from pivotal.memory.policy import rules as policy
 from pivotal.memory.policy.registry import close_stores, open_store
 from pivotal.memory.policy.transfer import import_lessons
 from pivotal.nodes.recall import _screened as recall_screen
 from pivotal.prompts import clip
-from pivotal.testing.hostile_env import HostileGrid, RecordingSim
+from pivotal.testing.hostile_env import HostileGrid, HostileParams, RecordingSim
 
 FAMILY = "support"
 WITNESSES = 3
@@ -167,7 +168,7 @@ def via_import(rows: list[dict[str, Any]], folder: str) -> PathReport:
         )
         for r in rows
     ]
-    result = import_lessons(store, lines, source="outside.jsonl")
+    result = import_lessons(store, io.StringIO("\n".join(lines)), source="outside.jsonl")
     refused = {number for number, why in result.bad_rows if why.startswith("poisoning screen")}
     for number, row in enumerate(rows, start=1):
         fate = report.fates[row["id"]] = Fate(refused=number in refused)
@@ -193,10 +194,15 @@ def via_writer(rows: list[dict[str, Any]], folder: str, *, witnesses: int = WITN
         if why := screened(draft):  # nodes/gate.py: the rule screen before any model is asked
             fate.refused, fate.why = True, why
             continue
-        read = {"observation": [f"{row['situation']} {row['text']}"], "user": ["Answer the ticket."]}
+        read: dict[provenance.SpanOrigin, list[str]] = {
+            "observation": [f"{row['situation']} {row['text']}"],
+            "user": ["Answer the ticket."],
+        }
         draft.update(provenance.traced(draft, outcome="success", verified=True, calls=CALLS, sources=read))
         for run in range(witnesses):
-            lesson = Lesson.from_candidate(draft, family=FAMILY, run_id=f"{row['id']}-run{run}", model="sim")
+            lesson = Lesson.from_candidate(
+                cast(Candidate, draft), family=FAMILY, run_id=f"{row['id']}-run{run}", model="sim"
+            )
             witness = policy.witness("default", f"thread-{row['id']}-{run}", f"task-{run}")
             store.add(
                 [policy.quarantined(lesson, witness_key=witness, confirmations=context.confirmations())],
@@ -220,7 +226,8 @@ def via_raw(rows: list[dict[str, Any]], folder: str) -> PathReport:
             "level": "step",
         }
         store.add(
-            [Lesson.from_candidate(draft, family=FAMILY, run_id=f"raw-{row['id']}", model="app")], dedup_similarity=2.0
+            [Lesson.from_candidate(cast(Candidate, draft), family=FAMILY, run_id=f"raw-{row['id']}", model="app")],
+            dedup_similarity=2.0,
         )
         fate = report.fates[row["id"]] = Fate()
         read_block(recall_block(store, row), row, fate)
@@ -228,7 +235,7 @@ def via_raw(rows: list[dict[str, Any]], folder: str) -> PathReport:
     return report
 
 
-class PlantedParams(Params):
+class PlantedParams(HostileParams):
     text: str = Field("", max_length=2000)
     """The outside lesson's words, shown in every observation."""
 
