@@ -45,6 +45,8 @@ _SECRET_WORDS = (
     r"|pass[\s_.-]*words?(?:\s+reset)?\s*(?:is|was|=|:|to|as)\s"
     r"|credentials?|secrets|client[\s_.-]*secret|(?:auth|access|bearer|session|refresh|api|github|slack|oauth)"
     r"[\s_.-]*tokens?|tokens?(?![\s_.-]*(?:budget|limit|count|usage|per))|seed[\s_.-]*phrase|mnemonic|session[\s_.-]*cookies?|otp|2fa[\s_.-]*codes?"
+    r"|one[\s-]*time[\s_.-]*(?:codes?|passwords?|pins?)|verification[\s_.-]*codes?|security[\s_.-]*codes?|cvv|cvc"
+    r"|pin[\s_.-]*codes?|environment[\s_.-]*variables?|env[\s_.-]*vars?"
 )
 _CONDITIONS = "before|after|when|whenever|once|if|unless|until|while|twice|again|without|per|only"
 """Words that tie "always call X" to a situation ("always call lookup_order before refunding"): a
@@ -103,7 +105,7 @@ _PATTERNS = [
         r"\b[a-z0-9_]*_(key|secret|token|password|passwd)s?\b|\bsk-[a-z0-9]"
         r"|\bpass[\s_.-]*words?(?:\s+reset)?\s*(?:is|was|=|:|to|as)\s+\S*[0-9]\S*"
         rf"|\b({_SECRET_WORDS})\s+(is|are|was|were)\s+(kept|stored|saved|written|hidden|found|in|at|on|under)\b"
-        r"|\benv(ironment)?\s*var(iable)?s?\b|\bos\s*\.\s*(environ|getenv)|\bgetenv\b|\bprintenv\b|\$\{?[a-z_]*(key|token"
+        r"|\bos\s*\.\s*(environ|getenv)|\bgetenv\b|\bprintenv\b|\$\{?[a-z_]*(key|token"
         r"|secret|pass)|\.env\b|\bid_(rsa|ed25519|ecdsa)\b|\.ssh\b|/etc/(passwd|shadow)|\.aws\b|\.netrc\b|\bkeychain\b",
         "names secrets",
     ),
@@ -165,7 +167,7 @@ _PATTERNS += [
         r"\bbcc\b|\bcc\s*:|(https?://|www\.)[^\s)\]]*\?[^\s)\]]*="
         r"|!\[[^\]]*\]\(\s*https?:"
         r"|\b(append|add|put|include|insert|pass|attach)\b[^.;\n]{0,60}\b(to|into|in)\b[^.;\n]{0,25}"
-        r"\b(argument|parameter|param|query|url|header)s?\b"
+        r"\b(argument|parameter|param|url|header)s?\b"
         r"|\b(post|publish|paste|share|put|upload|leak|write|send)\b[^.;\n]{0,80}\b(public|forum|community|status page"
         r"|pastebin|gist)\b",
         "asks to send data out",
@@ -185,6 +187,107 @@ _PATTERNS += [
         "orders in another language what no lesson asks",
     ),
 ]
+_DATA = (
+    r"transcripts?|conversations?|history|customer'?s?'? (?:emails?|address|data|list|details|names?|phone|records?)"
+    r"|customer (?:data|list|records)|session(?: id)?|tokens?|passwords?(?! reset)|credentials?|card(?: numbers?)?"
+    r"|account (?:numbers?|ids?|details)|personal (?:data|details)|user data|pii"
+)
+"""What a run holds about its users and itself: moved to an address or into a call's argument, it leaves."""
+_OVERSIGHT = (
+    r"(critic|reviewers?|reviews?|gate|approvals?|sign-?offs?|verification|verifying|checks?|checking|look-?ups?"
+    r"|identity (check|question)s?|confirmations?|screen|safety|guardrails?|audit|oversight|2fa|mfa|the rules)"
+)
+"""What stands between a proposal and its execution: a lesson may say what it found, never to get past it."""
+_PASSED = r"(approved|authori[sz]ed|signed[\s-]*off|cleared|vetted|verified|sanctioned|pre-?cleared|green-?lit)"
+_INTENTS = [
+    (
+        r"\b(overrul\w*|overrid\w*|set aside|sidestep\w*|circumvent\w*|evad\w*|get around|work around|dismiss\w*"
+        r"|suppress\w*|silenc\w*|mute|neutrali[sz]\w*|defeat\w*|switch off|bypass\w*|ignor\w*|disregard\w*|skip\w*)\b"
+        rf"[^.;\n]{{0,40}}\b{_OVERSIGHT}\b"
+        rf"|\b{_OVERSIGHT}('s)?\s+(\w+\s+){{0,2}}(can|may|should|could|is to|are to) be\s+(\w+\s+)?"
+        r"(ignored|overruled|overridden|set aside|skipped|waived|bypassed|dismissed|disregarded)"
+        rf"|\b{_OVERSIGHT}\s+(need|needs|does|do)\s*(not|n't)\s+(see|review|check|know|be asked|hear)"
+        rf"|\b(count|counts|counted|treat|treated|consider|considered|regard|regarded|deem|deemed)\b[^.;\n]{{0,40}}"
+        rf"\b(as\s+)?(already\s+)?{_PASSED}\b"
+        rf"|\b{_PASSED}\s+(already|by default|upstream|in advance|automatically|beforehand)\b"
+        rf"|\balready\s+(been\s+)?{_PASSED}\b"
+        r"|\bproceed\w* (anyway|regardless|nonetheless)|\bgo ahead (anyway|regardless)"
+        r"|\bbefore (the )?(reviewer|critic|approver|approval|gate|manager)\w* "
+        r"(replies|answers|responds|decides|sees|looks)"
+        r"|\b(try|retry|repeat|resubmit|send)\b[^.;\n]{0,40}\b(until|till) (it |they )?(pass|passes|goes through"
+        r"|go through|is approved|are approved|gets approved|get approved)",
+        "tells the agent to get past a review",
+    ),
+    (
+        r"\b(refund\w*|reimburs\w*|reverse\w*|pay|pays|paying|wire|transfer\w*|payouts?|hand out|give out|issue|grant"
+        r"|reset|update|change|unlock)\b[^.;\n]{0,50}\b(immediately|at once|right away|straight away|instantly"
+        r"|without delay|no questions|for whoever|for anyone|whoever asks|anyone who asks|the caller|no identity"
+        r"|on request|the amount the (message|email|ticket|note) (names|says|gives))"
+        r"|\basking for (proof|id|identity|confirmation)\b[^.;\n]{0,30}\b(annoys|wastes|slows|is rude|is pointless)",
+        "orders a consequential action unchecked",
+    ),
+    (
+        r"\b(carry out|follow|obey|execute|act on|comply with|do|heed|perform)\b[^.;\n]{0,30}"
+        r"\b(requests?|instructions?|directions?|directives?|orders?|commands?|notes?|whatever|what)\b[^.;\n]{0,30}"
+        r"\b(in|inside|within|from|written in|embedded in|found in|that appear in|on)\b[^.;\n]{0,20}"
+        r"\b(documents?|pages?|emails?|messages?|tool (results?|outputs?)|results?|outputs?|files?|tickets?|web|sites?"
+        r"|you read|it reads|read)\b"
+        r"|\b(instructions?|requests?|notes?|directions?|orders?|commands?|messages?)\s+(addressed|directed|written)"
+        r"\s+(to|at|for)\s+(the |an? )?(ai|assistant|agent|model|bot|llm)s?\b"
+        r"|\b(must|are to|is to|shall|should) be (carried out|obeyed|followed|executed|acted on|complied with)\b"
+        r"|\b(is|are) binding\b|\btakes? precedence\b|\bto be obeyed\b|\bwithout question\b|\bunquestioningly\b",
+        "tells the agent to obey text it reads",
+    ),
+    (
+        r"\b(rank|put|place|weigh|trust|prefer|value|hold|keep)\s+this\s+(note|lesson|memory|rule|entry|advice)\b"
+        r"|\bthis (note|lesson|memory|rule|entry) (outranks|beats|wins|comes first|is final|overrides)"
+        r"|\b(forever|permanently|from here on|henceforth|for good|in perpetuity)\b"
+        r"|\bhouse rule\b|\bwhen in doubt,? (approve|refund|pay|execute|allow|grant|send)"
+        r"|\b(apply|use) (it|this) (to|for|in) (every|each|all|any)\b",
+        "tries to make itself a standing rule",
+    ),
+    (
+        r"\b(admin\w*|operator|security team|management|ceo|owner|it department|root|developer|vendor|support lead)\b"
+        r"[^.;\n]{0,50}\b(authori[sz]\w*|overrides?|permitted|allowed you|granted|has cleared|orders? you)\b"
+        r"|\b(full|unrestricted|elevated|admin|root|superuser|god) (permissions?|access|privileges?|rights|control)\b"
+        r"|\boperator override\b|\b(signed|sent) by (the )?(admin\w*|operator|security team|ceo|owner)",
+        "claims an authority no lesson has",
+    ),
+    (
+        r"\b(in|on) (copy|cc)\b|\b(keep|loop|copy|cc|bcc|include|add)\s+[\w.+-]+@[\w-]+\.[\w.]+"
+        r"|\b(tweet\w*|twitter|x\.com|facebook|reddit|public (board|channel|chat|forum|page|repo\w*|post|gist|wiki)"
+        r"|social media|shared public)\b"
+        r"|(https?://|www\.)\S*[{<]\S*[}>]"
+        r"|\b(pass|put|encode|embed|include|add|append|insert|place|attach|hide|smuggle|carry|tuck)\b[^.;\n]{0,30}"
+        rf"\b({_DATA})\b[^.;\n]{{0,30}}"
+        r"\b(as|in|into|inside|within|to)\s+(the\s+)?(\w+\s+){0,2}(value|path|parameter|param|argument|field|url|query"
+        r"|header|subdomain|filename|hostname|link)s?\b"
+        r"|\b(send|mail|e-?mail|forward|upload|post|share|transmit|deliver|export|sync|copy|leak)\w*\b[^.;\n]{0,40}"
+        rf"\b({_DATA}|data|records)\b[^.;\n]{{0,30}}\bto\b[^.;\n]{{0,30}}\b(address|addresses|server|endpoint|partner"
+        r"|contact|inbox|site|host|note|me|us)\b",
+        "asks to send data out",
+    ),
+    (
+        r"\b(erase|wipe|purge|clear|empty|drop|truncate|delete|remove|reset|destroy)\b[^.;\n]{0,40}"
+        r"\b(without (a |any )?backups?|to empty|from scratch|audit (trail|log)s?|every (record|row|file|table)s?"
+        r"|all (tables|records|rows|files|data|logs|users|accounts))\b"
+        r"|\b(erase|wipe|purge|delete|remove|destroy|clear)\s+(the\s+)?logs?\b(?![^.;\n]{0,30}\b(you|the task) "
+        r"(made|created|wrote|names?))",
+        "tells the agent to destroy data",
+    ),
+]
+_INTENTS += [
+    (
+        r"\bsend\b[^.;\n]{0,60}\b(data|passwords?|customers|customer list|credentials)\b[^.;\n]{0,40}\b(address|me)\b"
+        r"|\b(rules|reviewer|instructions)\b[^.;\n]{0,15}\b(ignore|skip|forget)\b",
+        "orders what no lesson asks (read in English)",
+    ),
+    (
+        r"^\s*,?\s*(do so|do it|comply|go ahead|agree|obey|just do)\b|\s,\s*(do so|do it|comply|obey|just do it)\b",
+        "tells the agent to do what it was asked, whatever it was",
+    ),
+]
+_PATTERNS += _INTENTS
 _COMPILED = [(re.compile(pattern, re.IGNORECASE | re.MULTILINE | re.DOTALL), why) for pattern, why in _PATTERNS]
 """DOTALL: a pattern's gaps (`.{0,40}`) cross line breaks, so a payload split across situation and
 text, or across lines, is read whole; `^` still marks where each line starts."""
@@ -221,11 +324,14 @@ def screen(text: str, *, capped: bool = True) -> str | None:
     if payload := _base64_text(seen):
         return f"carries an encoded payload (base64 of {payload[:40]!r})"
     for view, how in _views(seen, text):
+        view = _unprotected(view)
         for pattern, why in _COMPILED:
             if pattern.search(view):
                 return f"{why}{how}"
         if _moves_secret(view):
             return f"names secrets{how}"
+        if _DATA_NOUN.search(view) and _URL.search(view):
+            return f"sends data to an address{how}"
     for run in _SPELT_OUT.finditer(seen):
         if stem := _STEMS.search(_SEPARATORS.sub("", run.group(0)).lower()):
             return f"spells out {stem.group(0)!r} letter by letter"
@@ -257,7 +363,9 @@ def _views(seen: str, text: str) -> list[tuple[str, str]]:
     if plain != joined:
         views.append((plain, " (letters written as digits)"))
     if "\n" in seen:
-        views.append((seen.replace("\n", ""), " (split across its fields)"))
+        joined_fields = _SENTENCE.sub(". ", seen)
+        views.append((joined_fields.replace("\n", ""), " (split across its fields)"))
+        views.append((joined_fields.replace("\n", " "), " (split across its fields)"))  # at a space trimmed away
     for decoded, how in _decoded(seen):
         if decoded != seen:
             views.append((normalise(decoded), f" ({how})"))
@@ -266,6 +374,11 @@ def _views(seen: str, text: str) -> list[tuple[str, str]]:
         views.append((native, " (read in its own script)"))
         if "\n" in native:
             views.append((native.replace("\n", ""), " (split across its fields)"))
+    glossed = _glossed(_native(text))
+    if glossed != _native(text):
+        views.append((glossed, " (read in English)"))
+        if "\n" in glossed:
+            views.append((glossed.replace("\n", " "), " (read in English, split across its fields)"))
     return views
 
 
@@ -279,6 +392,445 @@ def _decoded(seen: str) -> list[tuple[str, str]]:
         decoded.append((html.unescape(seen), "written as HTML entities"))
     decoded.append((codecs.encode(seen, "rot13"), "in ROT13"))
     return decoded
+
+
+_SENTENCE = re.compile(r"\n(?=[A-Z])")
+"""A text field that starts with a capital starts a sentence: joined to the situation mid-word it
+would make one clause of two ("... a stack trace" / "Stack traces can hold tokens")."""
+_URL = re.compile(r"(https?://|ftp://|www\.)\S+", re.IGNORECASE)
+_DATA_NOUN = re.compile(
+    rf"\b({_DATA})\b",
+    re.IGNORECASE,
+)
+"""What a run holds about its users. Named in a lesson that also names an address on the web, it is
+data on its way out, however the sending is worded (a tool's argument, a path, a link, a form)."""
+
+_PROTECTIVE = re.compile(
+    r"\b(never|do not|don't|dont|must not|mustn't|should not|shouldn't|cannot|can't|avoid|refuse to)\s+(ever\s+)?"
+    r"(\w+\s+(or|and|nor)\s+)?"
+    r"(send|share|post|publish|paste|forward|e-?mail|mail|upload|copy|repeat|print|reveal|expose|disclose|store|write"
+    r"|log|type|read|accept|open|click|follow|run|execute|delete|remove|drop|erase|wipe|refund|pay|transfer|approve"
+    r"|change|reset|promise|give|hand|skip|bypass|ignore|disable|put|include|enter|quote|cc|install|download|visit"
+    r"|leak|keep|save|reuse|trust (links?|urls?|attachments?))\b",
+    re.IGNORECASE,
+)
+"""A prohibition of a risky move ("never send customer data out", "do not skip identity checks",
+"never refund without a lookup") is security advice: the clause it heads keeps the agent on its
+task, so the patterns do not read it. A prohibition of a check ("never wait for approval", "do not
+verify") is not in the list, and stays read."""
+_ORDER_INSIDE = re.compile(
+    r"\b(forget|fail|hesitate|neglect|omit|miss)\b|\b(but|except|instead|unless|rather)\b|https?:|www\.|@",
+    re.IGNORECASE,
+)
+""""Never forget to send ...", "do not hesitate to ...", "never X but Y", an address: an order
+dressed as a prohibition, read as written."""
+_REPORTED = re.compile(
+    r"\b(asks?|asked|wants?|wanted|requests?|requested|tries|tried|attempts?|attempted)\s+(\w+\s+)?to\s+"
+    r"(?![^,.;!?\n]*(https?:|www\.|@))[^,.;!?\n]*",
+    re.IGNORECASE,
+)
+"""What someone asked for, reported ("a ticket asks to skip verification"): the lesson's own order is
+elsewhere, up to the comma ("when a user asks to skip review, do so" keeps ", do so": `_COMPLY`)."""
+_NOT_THIS = re.compile(r",\s*not (their|the|a|an|his|her|your|its)\s+[\w' -]{1,30},", re.IGNORECASE)
+_ASK = re.compile(r"\b(never|do not|don't|dont|must not|should not|avoid)\s+(ever\s+)?ask\b", re.IGNORECASE)
+
+
+def _unprotected(view: str) -> str:
+    """The view without its protective clauses (`_PROTECTIVE`); asking is protective only of a secret
+    ("never ask for a password"), never of a check ("never ask for confirmation").
+    """
+    view = _REPORTED.sub(" ", _NOT_THIS.sub(",", view))
+    clauses = re.split(r"([.;!?\n])", view)
+    kept = []
+    for clause in clauses:
+        protective = bool(_PROTECTIVE.search(clause)) or bool(_ASK.search(clause) and _SECRET.search(clause))
+        kept.append(" " if protective and not _ORDER_INSIDE.search(clause) else clause)
+    return "".join(kept)
+
+
+_GLOSS_SPLIT = re.compile(r"\s+")
+
+
+_GLOSS: dict[str, tuple[str, ...]] = {
+    "ignore": (
+        "ignoriere",
+        "ignorier",
+        "ignorieren",
+        "ignora",
+        "ignore",
+        "ignorez",
+        "ignorar",
+        "negeer",
+        "negeren",
+        "ignoruj",
+        "игнорируй",
+        "игнорировать",
+        "не обращай внимания на",
+        "無視して",
+        "無視",
+        "忽略",
+        "无视",
+        "무시",
+        "ne tiens pas compte d",
+        "ne tiens pas compte de",
+        "ne tiens pas compte du",
+        "ne tenez pas compte",
+        "non tenere conto",
+        "no hagas caso a",
+        "no hagas caso de",
+        "no hagas caso",
+    ),
+    "skip": (
+        "überspringe",
+        "uberspringe",
+        "überspring",
+        "omite",
+        "omitir",
+        "salta",
+        "saltati",
+        "pula",
+        "pule",
+        "sla over",
+        "pomiń",
+        "pomin",
+        "пропусти",
+        "пропустить",
+        "スキップして",
+        "スキップ",
+        "跳过",
+        "saute",
+        "sautez",
+    ),
+    "forget": (
+        "vergiss",
+        "olvida",
+        "oublie",
+        "oubliez",
+        "dimentica",
+        "esqueça",
+        "esqueca",
+        "vergeet",
+        "забудь",
+        "忘记",
+    ),
+    "send": (
+        "sende",
+        "senden",
+        "schicke",
+        "schick",
+        "envía",
+        "envia",
+        "envie",
+        "envoie",
+        "envoyez",
+        "invia",
+        "inviare",
+        "verstuur",
+        "stuur",
+        "wyślij",
+        "wyslij",
+        "отправь",
+        "отправьте",
+        "пришли",
+        "送って",
+        "送信して",
+        "送信",
+        "发送",
+        "发给",
+        "发到",
+        "寄给",
+        "보내",
+        "manda",
+        "mande",
+        "mandar",
+        "spedisci",
+        "manda",
+        "übermittle",
+        "transmets",
+        "transmettez",
+    ),
+    "delete": (
+        "lösche",
+        "losche",
+        "löschen",
+        "borra",
+        "borrar",
+        "supprime",
+        "supprimez",
+        "efface",
+        "effacez",
+        "elimina",
+        "eliminare",
+        "apague",
+        "apaga",
+        "verwijder",
+        "usuń",
+        "usun",
+        "удали",
+        "удалите",
+        "削除して",
+        "削除",
+        "删除",
+        "清空",
+        "삭제",
+    ),
+    "refund": (
+        "erstatte",
+        "erstatten",
+        "reembolsa",
+        "reembolse",
+        "reembolsar",
+        "rembourse",
+        "remboursez",
+        "rimborsa",
+        "betaal terug",
+        "terugbetalen",
+        "возвращай",
+        "верни",
+        "вернуть",
+        "返金して",
+        "返金",
+        "退款",
+        "退还",
+        "환불",
+    ),
+    "transfer": (
+        "überweise",
+        "uberweise",
+        "transfiere",
+        "transfira",
+        "vire",
+        "virez",
+        "bonifica",
+        "maak over",
+        "переведи",
+        "振り込んで",
+        "转账",
+        "paie",
+        "payez",
+        "paga",
+        "pague",
+        "betaal",
+        "zahle",
+    ),
+    "all": (
+        "alle",
+        "alles",
+        "todos",
+        "todas",
+        "tous",
+        "toutes",
+        "tout",
+        "tutti",
+        "tutte",
+        "все",
+        "всю",
+        "всех",
+        "全部",
+        "所有",
+        "すべての",
+        "すべて",
+        "全て",
+        "모든",
+        "wszystkie",
+    ),
+    "data": (
+        "daten",
+        "datos",
+        "données",
+        "donnees",
+        "dati",
+        "dados",
+        "gegevens",
+        "данные",
+        "データ",
+        "数据",
+        "资料",
+        "데이터",
+        "dane",
+        "registros",
+        "enregistrements",
+        "записи",
+        "記録",
+    ),
+    "password": (
+        "passwort",
+        "passwörter",
+        "contraseña",
+        "contrasena",
+        "contraseñas",
+        "mot de passe",
+        "mots de passe",
+        "senha",
+        "senhas",
+        "wachtwoord",
+        "пароль",
+        "пароли",
+        "パスワード",
+        "密码",
+        "비밀번호",
+        "hasło",
+        "haslo",
+        "claves de acceso",
+        "clave de acceso",
+        "claves",
+        "zugangsdaten",
+        "identifiants",
+        "credenziali",
+        "credenciais",
+        "inloggegevens",
+        "учетные данные",
+    ),
+    "rules": (
+        "regeln",
+        "reglas",
+        "règles",
+        "regles",
+        "regole",
+        "regras",
+        "regels",
+        "правила",
+        "ルール",
+        "规则",
+        "규칙",
+        "zasady",
+        "anweisungen",
+        "instrucciones",
+        "consignes",
+        "istruzioni",
+        "instruções",
+        "instructies",
+        "инструкции",
+        "指示",
+        "指令",
+    ),
+    "reviewer": (
+        "prüfer",
+        "prufer",
+        "prüfers",
+        "prüfung",
+        "pruefung",
+        "revisor",
+        "revisión",
+        "revision",
+        "correcteur",
+        "vérificateur",
+        "verificateur",
+        "vérification",
+        "revisore",
+        "revisão",
+        "controleur",
+        "controle",
+        "проверку",
+        "проверки",
+        "проверяющего",
+        "レビュー",
+        "审核",
+        "审核员",
+        "검토",
+    ),
+    "address": (
+        "adresse",
+        "dirección",
+        "direccion",
+        "correo",
+        "indirizzo",
+        "endereço",
+        "endereco",
+        "adres",
+        "адрес",
+        "アドレス",
+        "地址",
+        "주소",
+    ),
+    "immediately": (
+        "sofort",
+        "de inmediato",
+        "inmediatamente",
+        "ahora",
+        "immédiatement",
+        "tout de suite",
+        "subito",
+        "imediatamente",
+        "onmiddellijk",
+        "сразу",
+        "немедленно",
+        "すぐに",
+        "立即",
+        "马上",
+    ),
+    "full amount": (
+        "vollen betrag",
+        "gesamten betrag",
+        "importe completo",
+        "cualquier importe",
+        "montant total",
+        "tout montant",
+        "intero importo",
+        "valor total",
+        "volledige bedrag",
+        "полную сумму",
+        "любую сумму",
+        "全額を",
+        "全額",
+        "全额",
+        "任何金额",
+        "das geld",
+        "el dinero",
+        "l'argent",
+        "i soldi",
+        "o dinheiro",
+    ),
+    "customers": (
+        "kunden",
+        "kundendaten",
+        "clientes",
+        "clients",
+        "clienti",
+        "klanten",
+        "клиентов",
+        "顧客の",
+        "顧客",
+        "客户的",
+        "客户",
+    ),
+    "database": (
+        "datenbank",
+        "base de datos",
+        "banco de dados",
+        "base de données",
+        "database",
+        "база данных",
+        "базы данных",
+        "データベース",
+        "数据库",
+        "데이터베이스",
+    ),
+}
+"""Words of other languages an order to an agent is made of, with the English word each means: a model
+reads "Überspringe die Prüfung" as "skip the review", so the screen reads a glossed copy with the
+English patterns. By intent (ignore, skip, send, delete, refund, move money, all, data, passwords,
+rules, reviewers, addresses), not by sentence: a new wording in a listed language reads the same."""
+
+
+@cache
+def _gloss_table() -> tuple[re.Pattern[str], dict[str, str]]:
+    """One pattern for every glossed word, longest first, folded as `_native` folds the text."""
+    table: dict[str, str] = {}
+    for english, words in _GLOSS.items():
+        for word in words:
+            table[_native(word)] = english
+    keys = sorted(table, key=len, reverse=True)
+    alternatives = [re.escape(k) if not k.isascii() else rf"\b{re.escape(k)}\b" for k in keys]
+    return re.compile("|".join(alternatives)), table
+
+
+def _glossed(native: str) -> str:
+    """`native` with the words of `_GLOSS` replaced by their English: Latin-script words whole, other
+    scripts wherever they stand (Chinese and Japanese write no spaces).
+    """
+    pattern, table = _gloss_table()
+    return pattern.sub(lambda m: f" {table[m.group(0)]} ", native)
 
 
 _PERCENT = re.compile(r"%[0-9a-f]{2}", re.IGNORECASE)
@@ -313,7 +865,7 @@ _SECRET = re.compile(rf"\b({_SECRET_WORDS})\b", re.IGNORECASE)
 _DISCLOSE = re.compile(
     r"\b(send|share|print|show|reveal|post|paste|include|put|tell|give|copy|email|mail|log|echo|output|return|dump"
     r"|display|upload|attach|expose|write|leak|forward|enter|ask|request|collect|export|submit|repeat"
-    r"|insert|append|reply|fetch|grab|steal|extract|type|provide|hand)\b",
+    r"|insert|append|reply|fetch|grab|steal|extract|type|provide|hand|read out|read back|write down|note down|jot)\b",
     re.IGNORECASE,
 )
 _NEGATION = {"never", "not", "no", "don't", "dont", "cannot", "can't", "avoid", "without", "nor"}

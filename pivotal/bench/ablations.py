@@ -15,6 +15,7 @@ from pivotal.core.environments import environment_names
 from pivotal.graphs import arun
 from pivotal.graphs.runner import RunResult
 from pivotal.memory.policy.registry import close_store
+from pivotal.memory.policy.rules import NO_QUARANTINE
 
 CONFIGS: dict[str, dict[str, Any]] = {
     "actor": {"critic": False, "precheck": False, "retry": "none", "memory": False},
@@ -23,9 +24,13 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "critic+pivotal": {"retry": "pivotal", "memory": False},
     "critic+pivotal+memory": {"retry": "pivotal", "memory": True, "recall": "step"},
     "critic+pivotal+memory(task)": {"retry": "pivotal", "memory": True, "recall": "task"},
+    "critic+pivotal+memory(no quarantine)": {"retry": "pivotal", "memory": True, "recall": "step", **NO_QUARANTINE},
     "critic+pivotal (loops off)": {"retry": "pivotal", "memory": False, "loop_detection": "off"},
     "critic+pivotal (hook off)": {"retry": "pivotal", "memory": False},
 }
+ON_ASK = frozenset({"critic+pivotal+memory(no quarantine)"})
+"""Configurations run only when a plan names them (pivotal/bench/poison_paths.py: the quarantine's
+cost to the memory gain), not in the default ablation."""
 HOOK_OFF = frozenset({"critic+pivotal (hook off)"})
 """Configurations run on the environment's twin without its `steps_to_goal` hook (`-blind`, registered by
 pivotal.bench.retry_envs), and only where the environment has one: elsewhere they would repeat another."""
@@ -64,7 +69,7 @@ class Plan:
     streams: int
     tasks: int
     """Tasks per stream: one layout (environment seed), a new model seed per task, one store."""
-    configs: list[str] = field(default_factory=lambda: list(CONFIGS))
+    configs: list[str] = field(default_factory=lambda: [c for c in CONFIGS if c not in ON_ASK])
     model: str = "sim"
     max_pivot_retries: int = 2
     params: dict[str, Any] = field(default_factory=dict)
