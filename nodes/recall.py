@@ -73,7 +73,7 @@ def _still_on_the_path(lessons: list[Recalled], trajectory: list[Step]) -> list[
     the start, for the next run or a retry that goes back to its path.
     """
     calls = [(step["action"], step.get("arguments") or {}) for step in trajectory]
-    return [lesson for lesson in lessons if not off_the_recipe(lesson.get("advice") or lesson["text"], calls)]
+    return [lesson for lesson in lessons if not off_the_recipe(lesson, calls)]
 
 
 def _retire(store: ExperienceStore, refused: dict[str, str], owner: str) -> None:

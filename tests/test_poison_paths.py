@@ -77,4 +77,4 @@ def test_each_path_on_a_real_store(tmp_path):
     assert written["b1"].recalled and written["b1"].as_data and not written["b1"].as_advice  # provenance: data only
     raw = via_raw(ROWS, folder).fates
     assert not raw["h1"].recalled  # refused by the screen recall runs
-    assert raw["b1"].as_advice  # no provenance: one line of advice, as before issue 41
+    assert raw["b1"].recalled and raw["b1"].as_data and not raw["b1"].as_advice  # stored with a file's provenance

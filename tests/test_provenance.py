@@ -37,13 +37,13 @@ def test_a_failures_advice_names_the_blamed_executed_action_only():
 
 def test_a_recipe_says_what_to_do_next_only_while_the_run_is_on_its_path():
     advice, _ = provenance.composed(outcome="success", verified=True, calls=CALLS)
-    assert not provenance.off_the_recipe(advice, [])
-    assert not provenance.off_the_recipe(advice, CALLS[:2])  # arguments compared as the advice shows them
-    assert provenance.off_the_recipe(advice, [("right", {})])  # another first move: the next one is from elsewhere
-    assert provenance.off_the_recipe(advice, [("down", {}), ("rightmost", {})])  # a move name, not a prefix of one
-    assert provenance.off_the_recipe(advice, CALLS)  # every move taken: nothing left to follow
+    assert not provenance.off_the_recipe({"advice": advice}, [])
+    assert not provenance.off_the_recipe({"advice": advice}, CALLS[:2])  # arguments compared as the advice shows them
+    assert provenance.off_the_recipe({"advice": advice}, [("right", {})])  # another first move: from elsewhere
+    assert provenance.off_the_recipe({"advice": advice}, [("down", {}), ("rightmost", {})])  # a name, not a prefix
+    assert provenance.off_the_recipe({"advice": advice}, CALLS)  # every move taken: nothing left to follow
     failure, _ = provenance.composed(outcome="failure", verified=True, calls=CALLS, failed_at=1)
-    assert not provenance.off_the_recipe(failure, [("up", {})])  # other advice says nothing of the path
+    assert not provenance.off_the_recipe({"advice": failure}, [("up", {})])  # other advice says nothing of the path
 
 
 def test_an_outcome_nothing_checked_gives_no_advice():

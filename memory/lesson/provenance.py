@@ -18,11 +18,14 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, TypeAdapter
 
 from pivotal.core.schemas import RECIPE
+
+if TYPE_CHECKING:
+    from pivotal.memory.lesson import Lesson
 
 SpanOrigin = Literal["action", "outcome", "observation", "user", "model", "document"]
 """action, outcome: the agent's own executed actions and the verifier's outcome (trusted).
@@ -108,8 +111,9 @@ def _recipe(calls: list[tuple[str, Any]]) -> tuple[str, list[Span]]:
     return f"{RECIPE}{', '.join(moves)}.", _recipe_spans(moves, cut=False)
 
 
-def off_the_recipe(advice: str, calls: list[tuple[str, Any]]) -> bool:
-    """Whether a solved run's recipe (advice worded `RECIPE`) no longer says what to do next: the run's
+def off_the_recipe(lesson: Mapping[str, Any], calls: list[tuple[str, Any]]) -> bool:
+    """Whether a solved run's recipe (advice worded `RECIPE`; a lesson stored before provenance holds it
+    in its text) no longer says what to do next: the run's
     executed `calls` ([action, arguments]) are not its first moves, or are all of them. Any other
     advice says nothing about the path, so it never is.
 
@@ -118,6 +122,7 @@ def off_the_recipe(advice: str, calls: list[tuple[str, Any]]) -> bool:
     recipe took at this step number from another state; following it walked a FrozenLake retry back
     into the very hole its attempt had fallen into, three attempts in a row.
     """
+    advice = str(lesson.get("advice") or lesson.get("text") or "")
     if not advice.startswith(RECIPE) or not calls:
         return False
     done = ", ".join(shown_call(name, arguments) for name, arguments in calls)
@@ -261,3 +266,13 @@ def run_record(state: Mapping[str, Any], goal: str) -> dict[str, Any]:
         "calls": [(str(s.get("action", "")), s.get("arguments")) for s in steps],
         "sources": run_sources(goal, observations),
     }
+
+
+def with_provenance(lesson: "Lesson") -> "Lesson":
+    """A lesson written without provenance (a program's own `ExperienceStore.add`) as a file's: every
+    word a document's, no advice, so it reaches a prompt only as quoted data. The writer and the
+    import give theirs; nothing reaches the store as advice that no run checked.
+    """
+    if lesson.provenance:
+        return lesson
+    return lesson.model_copy(update=documented(lesson.model_dump()))

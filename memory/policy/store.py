@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from pivotal.memory.lesson import DEFAULT_OWNER, Found, Lesson
 from pivotal.memory.lesson.ledger import Record, evidence, recall
+from pivotal.memory.lesson.provenance import with_provenance
 from pivotal.memory.policy import revocation, rules
 from pivotal.memory.policy.lesson_io import LessonIO, owned
 from pivotal.memory.policy.limits import FamilyRuns, Limits
@@ -135,7 +136,7 @@ class ExperienceStore:
         written = []
         counted: dict[str, Lesson] = {}  # merges that change only counts, written together at the end
         with self._lock:
-            for lesson in lessons:
+            for lesson in map(with_provenance, lessons):
                 match = self.duplicate(lesson, dedup_similarity)
                 if match is None:
                     self.buffer.note([evidence(lesson, lesson.id)])

@@ -14,8 +14,9 @@ store on disk (PersistentClient), and what recall then puts in a prompt is read:
   written again by `WITNESSES` independent runs (other threads), as an attacker who plants the same
   page in many threads would, so the quarantine is passed and the lesson is recalled.
 - `raw`: a program calls `ExperienceStore.add` with a lesson it built itself, no gate, no provenance,
-  approved: only the screen recall runs on every lesson it reads stands in the way (a lesson stored
-  before provenance renders as one line of advice).
+  approved: the store gives it a file's provenance (every word a document's, no advice), so it reaches
+  a prompt only as quoted data, and the screen recall runs on every lesson it reads refuses the rest
+  (only a lesson stored before provenance existed still renders as one line of advice).
 - `observation` (graph runs, slower): the text is shown by the environment in every observation
   (pivotal/testing/hostile_env.py's maze with this text), and runs of the real graph (sim models
   that copy what they read into their lessons) reflect, distil, gate, store and recall; every prompt
