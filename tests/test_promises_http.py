@@ -417,9 +417,10 @@ def test_12_over_http_a_server_killed_during_the_refund_and_started_again_refund
             assert client.threads.get(thread)["thread_id"] == thread  # the thread survived the kill
             retried = client.runs.join(thread, run["run_id"])  # the server retries the run it left running
             assert client.runs.get(thread, run["run_id"])["status"] == "success", said(retried)
+            assert ledger_kinds(ledger) == ["lookup", "refund", "email"]  # the retried run went on to the email
             desk_id = _system_assistant(client, "desk")
             client.runs.wait(thread, desk_id, input=None)  # the user resumes the thread
-            assert ledger_kinds(ledger) == ["lookup", "refund", "email"]  # the retried run went on to the email
+            assert ledger_kinds(ledger) == ["lookup", "refund", "email"]
             client.runs.wait(thread, desk_id, input=ticket())  # and sends the message again
             assert ledger_kinds(ledger).count("refund") == 1, ledger_kinds(ledger)
 
