@@ -6,17 +6,20 @@ own module builds `create_pivotal_agent` agents on a real `ChatOpenAI` whose bas
 environment variable, is the loopback OpenAI-compatible server this test process runs, so each test
 scripts the clerk and the critic. The desk's tools append to a ledger file: refunds are counted
 from it, the world's side. One server for the module (it takes seconds to start); each test clears
-the ledger and works threads of its own.
+the ledger and works threads of its own. Row 12 kills a server, so it starts two of its own.
 """
 
 import asyncio
 import json
 import os
 import re
+import signal
+import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +31,7 @@ from langgraph_sdk.errors import ConflictError, NotFoundError
 from pivotal.cli.studio import QUIET
 from pivotal.testing.loopback_provider import Loopback, loopback
 from pivotal.testing.promise_desk import clerk_responder, ledger_kinds
-from pivotal.testing.servers import free_port, serve
+from pivotal.testing.servers import free_port, serve, wait_until_up
 
 pytestmark = pytest.mark.slow
 
@@ -115,29 +118,37 @@ class Served:
 def served(tmp_path_factory) -> Iterator[Served]:
     """`langgraph dev` in the application's folder, its models on this process's loopback servers."""
     folder = tmp_path_factory.mktemp("desk-server")
+    canary = f"sk-proj-Canary{uuid.uuid4().hex}"  # shaped like an API key, so Pivotal knows it for a secret
+    port, log = free_port(), folder / "server.log"
+    with loopback() as llm, loopback() as broken:
+        broken.responder = lambda *_: 1 / 0  # every request answered 500
+        env = desk_folder(folder, llm, broken.base_url_openai, canary)
+        with serve(dev_command(port), "/ok", port, log, cwd=folder, env=env) as url:
+            yield Served(url, folder, llm, canary, log)
+
+
+def desk_folder(folder: Path, llm: Loopback, broken_url: str, note: str = "") -> dict[str, str]:
+    """Writes the application's folder (its module and langgraph.json); the server's environment."""
     (folder / "desk_app.py").write_text(DESK_APP)
     graphs = {name: f"./desk_app.py:{name}" for name in ("desk", "approving", "dead_critic", "broken_critic")}
     config = {"dependencies": [str(ROOT), "."], "graphs": graphs, "python_version": "3.11",
               "http": {"app": "pivotal.graphs.served:app"}}  # fmt: skip
     (folder / "langgraph.json").write_text(json.dumps(config))
-    canary = f"sk-proj-Canary{uuid.uuid4().hex}"  # shaped like an API key, so Pivotal knows it for a secret
-    port, log = free_port(), folder / "server.log"
-    command = [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port)]
-    with loopback() as llm, loopback() as broken:
-        broken.responder = lambda *_: 1 / 0  # every request answered 500
-        env = {
-            **os.environ,
-            **QUIET,
-            "DESK_LEDGER": str(folder / "desk.jsonl"),
-            "DESK_HOLD": str(folder / "desk.hold"),
-            "DESK_NOTE": canary,
-            "DESK_LLM_URL": llm.base_url_openai,
-            "DESK_BROKEN_URL": broken.base_url_openai,
-            "DESK_DEAD_URL": f"http://127.0.0.1:{free_port()}/v1",  # nothing listens: connection refused
-            "PIVOTAL_STORE_PATH": str(folder / "lessons"),
-        }
-        with serve(command, "/ok", port, log, cwd=folder, env=env) as url:
-            yield Served(url, folder, llm, canary, log)
+    return {
+        **os.environ,
+        **QUIET,
+        "DESK_LEDGER": str(folder / "desk.jsonl"),
+        "DESK_HOLD": str(folder / "desk.hold"),
+        "DESK_NOTE": note,
+        "DESK_LLM_URL": llm.base_url_openai,
+        "DESK_BROKEN_URL": broken_url,
+        "DESK_DEAD_URL": f"http://127.0.0.1:{free_port()}/v1",  # nothing listens: connection refused
+        "PIVOTAL_STORE_PATH": str(folder / "lessons"),
+    }
+
+
+def dev_command(port: int) -> list[str]:
+    return [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port)]
 
 
 @pytest.fixture
@@ -368,6 +379,78 @@ async def test_11_over_http_a_message_sent_while_a_turn_runs_refunds_once(desk, 
     assert stopped == {"interrupt": "interrupted", "rollback": "deleted"}.get(policy, "success"), stopped
     if second is not None:
         assert (await client.runs.get(thread, second["run_id"]))["status"] == "success"
+
+
+KEPT = (".langgraph_ops.pckl", ".langgraph_checkpoint.1.pckl", ".langgraph_checkpoint.2.pckl", "store.pckl")
+"""What `langgraph dev` keeps on disk: runs and threads, checkpoints, their pending writes, the store
+(written once something is put in it)."""
+
+
+def test_12_over_http_a_server_killed_during_the_refund_and_started_again_refunds_once(tmp_path):
+    """The server's whole process group killed (SIGKILL) while the refund's tool runs (its ledger line written),
+    then a new `langgraph dev` on the same folder: the thread is there, the server itself retries the
+    run it left running, and the user resumes the thread and sends the message again: 1 refund.
+
+    The in-memory runtime writes `.langgraph_api/` every 10 s (and at a clean shutdown), so the kill
+    comes once a write after the refund began is on disk; a thread younger than that write is lost
+    whole (docs/promises.md, row 12).
+    """
+    with loopback() as llm:
+        llm.responder = clerk_responder()
+        env = desk_folder(tmp_path, llm, llm.base_url_openai)
+        ledger, hold, kept = tmp_path / "desk.jsonl", tmp_path / "desk.hold", tmp_path / ".langgraph_api"
+        hold.touch()
+        with _dev(tmp_path, env, "first.log") as (url, server):
+            client = get_sync_client(url=url)
+            desk_id = _system_assistant(client, "desk")
+            thread = client.threads.create()["thread_id"]
+            run = client.runs.create(thread, desk_id, input=ticket())
+            _until(lambda: ledger_kinds(ledger).count("refund") == 1, 60)
+            began = time.time()
+            _until(lambda: _flushed(kept, began), 40)  # what the server knew during the refund, on disk
+            assert client.runs.get(thread, run["run_id"])["status"] == "running" and hold.exists()
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=30)
+        hold.unlink()
+        with _dev(tmp_path, env, "second.log") as (url, _):
+            client = get_sync_client(url=url)
+            assert client.threads.get(thread)["thread_id"] == thread  # the thread survived the kill
+            retried = client.runs.join(thread, run["run_id"])  # the server retries the run it left running
+            assert client.runs.get(thread, run["run_id"])["status"] == "success", said(retried)
+            assert ledger_kinds(ledger) == ["lookup", "refund", "email"]  # the retried run went on to the email
+            desk_id = _system_assistant(client, "desk")
+            client.runs.wait(thread, desk_id, input=None)  # the user resumes the thread
+            assert ledger_kinds(ledger) == ["lookup", "refund", "email"]
+            client.runs.wait(thread, desk_id, input=ticket())  # and sends the message again
+            assert ledger_kinds(ledger).count("refund") == 1, ledger_kinds(ledger)
+
+
+@contextmanager
+def _dev(folder: Path, env: dict[str, str], log_name: str) -> Iterator[tuple[str, subprocess.Popen]]:
+    """`langgraph dev` in its own process group (so one signal reaches every process it started)."""
+    port, log = free_port(), folder / log_name
+    with log.open("w") as out:
+        server = subprocess.Popen(dev_command(port), stdout=out, stderr=subprocess.STDOUT, cwd=folder, env=env,
+                                  start_new_session=True)  # fmt: skip
+        try:
+            url = f"http://127.0.0.1:{port}"
+            wait_until_up(f"{url}/ok", server, log)
+            yield url, server
+        finally:
+            if server.poll() is None:
+                os.killpg(server.pid, signal.SIGTERM)
+                server.wait(timeout=30)
+
+
+def _system_assistant(client: Any, graph: str) -> str:
+    [own] = client.assistants.search(graph_id=graph, metadata={"created_by": "system"})
+    return own["assistant_id"]
+
+
+def _flushed(folder: Path, since: float) -> bool:
+    """Every file the server keeps was written after `since`: one whole periodic write came after it."""
+    files = [folder / name for name in KEPT]
+    return all(f.stat().st_mtime > since if f.exists() else f.name == "store.pckl" for f in files)
 
 
 def _in(folder: Path, text: str) -> bool:
