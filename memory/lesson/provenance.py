@@ -18,14 +18,11 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, TypeAdapter
 
 from pivotal.core.schemas import RECIPE
-
-if TYPE_CHECKING:
-    from pivotal.memory.lesson import Lesson
 
 SpanOrigin = Literal["action", "outcome", "observation", "user", "model", "document"]
 """action, outcome: the agent's own executed actions and the verifier's outcome (trusted).
@@ -266,13 +263,3 @@ def run_record(state: Mapping[str, Any], goal: str) -> dict[str, Any]:
         "calls": [(str(s.get("action", "")), s.get("arguments")) for s in steps],
         "sources": run_sources(goal, observations),
     }
-
-
-def with_provenance(lesson: "Lesson") -> "Lesson":
-    """A lesson written without provenance (a program's own `ExperienceStore.add`) as a file's: every
-    word a document's, no advice, so it reaches a prompt only as quoted data. The writer and the
-    import give theirs; nothing reaches the store as advice that no run checked.
-    """
-    if lesson.provenance:
-        return lesson
-    return lesson.model_copy(update=documented(lesson.model_dump()))

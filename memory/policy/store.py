@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from pivotal.memory.lesson import DEFAULT_OWNER, Found, Lesson
 from pivotal.memory.lesson.ledger import Record, evidence, recall
-from pivotal.memory.lesson.provenance import with_provenance
+from pivotal.memory.lesson.provenance import documented
 from pivotal.memory.policy import revocation, rules
 from pivotal.memory.policy.lesson_io import LessonIO, owned
 from pivotal.memory.policy.limits import FamilyRuns, Limits
@@ -326,3 +326,13 @@ def _recallable(found: Iterable[tuple[Lesson, float]], instance: str, owner: str
         for lesson, similarity in found
         if lesson.status == "approved" and lesson.applies_to(instance) and lesson.visible_to(owner)
     ]
+
+
+def with_provenance(lesson: Lesson) -> Lesson:
+    """A lesson written without provenance (a program's own `ExperienceStore.add`) as a file's: every
+    word a document's, no advice, so it reaches a prompt only as quoted data. The writer and the
+    import give theirs; nothing reaches the store as advice that no run checked.
+    """
+    if lesson.provenance:
+        return lesson
+    return lesson.model_copy(update=documented(lesson.model_dump()))
