@@ -178,19 +178,18 @@ def via_import(rows: list[dict[str, Any]], folder: str) -> PathReport:
     return report
 
 
+def _draft(row: dict[str, Any]) -> dict[str, Any]:
+    """A row as the step skill a distiller would draft from it, word for word."""
+    return {"kind": "skill", "situation": row["situation"], "text": row["text"], "outcome": "success", "level": "step"}
+
+
 def via_writer(rows: list[dict[str, Any]], folder: str, *, witnesses: int = WITNESSES) -> PathReport:
     """Each row a distiller's verbatim draft, gated and written by `witnesses` independent runs."""
     store = open_store(f"{folder}/writer")
     report = PathReport()
     context = Context()
     for row in rows:
-        draft = {
-            "kind": "skill",
-            "situation": row["situation"],
-            "text": row["text"],
-            "outcome": "success",
-            "level": "step",
-        }
+        draft = _draft(row)
         fate = report.fates[row["id"]] = Fate()
         if why := screened(draft):  # nodes/gate.py: the rule screen before any model is asked
             fate.refused, fate.why = True, why
@@ -219,13 +218,7 @@ def via_raw(rows: list[dict[str, Any]], folder: str) -> PathReport:
     store = open_store(f"{folder}/raw")
     report = PathReport()
     for row in rows:
-        draft = {
-            "kind": "skill",
-            "situation": row["situation"],
-            "text": row["text"],
-            "outcome": "success",
-            "level": "step",
-        }
+        draft = _draft(row)
         store.add(
             [Lesson.from_candidate(cast(Candidate, draft), family=FAMILY, run_id=f"raw-{row['id']}", model="app")],
             dedup_similarity=2.0,
