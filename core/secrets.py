@@ -119,7 +119,7 @@ def _blank(match: re.Match[str]) -> str:
     return whole[:start] + MARK + whole[end:]
 
 
-def redact_tree(value: Any, values: list[str] | None = None) -> Any:
+def redact_tree(value: object, values: list[str] | None = None) -> Any:
     """Every string inside dicts, lists, tuples, pydantic models, dataclasses (LangGraph's
     `Interrupt`, `Command`) and LangGraph's `Send`, redacted; other values unchanged.
 
@@ -215,7 +215,7 @@ class RedactingSerializer:
     def __init__(self, serde: "SerializerProtocol") -> None:
         self.serde = serde
 
-    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+    def dumps_typed(self, obj: object) -> tuple[str, bytes]:
         return self.serde.dumps_typed(redact_tree(obj))
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
@@ -237,6 +237,6 @@ def redacting(checkpointer: Saver) -> Saver:
     return checkpointer
 
 
-def redact_event(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> dict[str, Any]:
+def redact_event(_logger: object, _method: str, event: MutableMapping[str, Any]) -> dict[str, Any]:
     """Structlog processor."""
     return redact_tree(event)

@@ -45,7 +45,7 @@ class Task(BaseModel):
             raise ValueError("env must name an environment, e.g. gridworld")
         return value.strip()
 
-    def model_post_init(self, _context: Any) -> None:
+    def model_post_init(self, _context: object) -> None:
         if not self.family:
             self.family = self.env
 

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from pydantic import BaseModel
 
 from pivotal.core.environments.once import REVIEWS, VERDICTS, step_key, verdict_key
@@ -73,7 +75,7 @@ class CriticReport(BaseModel):
 
 
 def critic_report(
-    source: Any, threads: Iterable[str] | None = None, *, revoked_runs: Iterable[str] = ()
+    source: object, threads: Iterable[str] | None = None, *, revoked_runs: Iterable[str] = ()
 ) -> CriticReport:
     """Per tool figures over these threads (every thread of the checkpointer when None).
 
@@ -84,7 +86,7 @@ def critic_report(
 
 
 async def acritic_report(
-    source: Any, threads: Iterable[str] | None = None, *, revoked_runs: Iterable[str] = ()
+    source: object, threads: Iterable[str] | None = None, *, revoked_runs: Iterable[str] = ()
 ) -> CriticReport:
     saver = checkpointer_of(source)
     wanted = list(dict.fromkeys(threads)) if threads is not None else await thread_ids(saver)
@@ -101,7 +103,7 @@ async def acritic_report(
     return CriticReport(threads=len(wanted), tools=dict(sorted(tools.items())), calls=calls)
 
 
-def checkpointer_of(source: Any) -> Any:
+def checkpointer_of(source: object) -> BaseCheckpointSaver:
     """A graph's checkpointer, or the checkpointer given; one line when there is none to read."""
     saver = getattr(source, "checkpointer", None) or source
     if not callable(getattr(saver, "alist", None)):
@@ -109,10 +111,12 @@ def checkpointer_of(source: Any) -> Any:
             f"reading a thread needs its checkpoints: pass a graph built with a checkpointer, or the "
             f"checkpointer itself (got {type(source).__name__})"
         )
-    return saver
+    return cast(BaseCheckpointSaver, saver)
 
 
-async def checkpoints(saver: Any, query: Mapping[str, Any] | None) -> list[tuple[str, dict[str, Any], Any]]:
+async def checkpoints(
+    saver: BaseCheckpointSaver, query: RunnableConfig | None
+) -> list[tuple[str, dict[str, Any], CheckpointTuple]]:
     """(checkpoint id, channel values, the checkpoint tuple) of what `query` lists, every namespace,
     oldest first; a synchronous saver (SqliteSaver) is read in a thread.
     """
@@ -124,7 +128,7 @@ async def checkpoints(saver: Any, query: Mapping[str, Any] | None) -> list[tuple
     return [(item.checkpoint["id"], dict(item.checkpoint.get("channel_values") or {}), item) for item in found]
 
 
-async def thread_ids(saver: Any) -> list[str]:
+async def thread_ids(saver: BaseCheckpointSaver) -> list[str]:
     seen: dict[str, None] = {}
     for _, _, item in await checkpoints(saver, None):
         seen.setdefault(str(item.config["configurable"]["thread_id"]), None)

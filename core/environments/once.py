@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.config import get_config, get_store
 from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 
@@ -393,7 +394,7 @@ class ThreadRecord:
                 call = (note["action"], note.get("arguments") or {})
             self.steps_started[note["key"]] = (count + (1 if note.get("started") else -1), call)
 
-    def add(self, values: Any) -> None:
+    def add(self, values: object) -> None:
         if not isinstance(values, Mapping):
             return
         if values.get("run_id"):  # a Pivotal graph's state
@@ -480,7 +481,7 @@ class _Listing:
     newest: str
     ordered: bool
 
-    def take(self, item: Any) -> bool | None:
+    def take(self, item: CheckpointTuple) -> bool | None:
         """True to take the checkpoint, False to skip it, None: nothing newer follows."""
         if item.checkpoint["id"] <= self.newest:
             return None if self.ordered else False
@@ -511,7 +512,7 @@ def _newer_sync(saver: Any, query: dict[str, Any], listing: _Listing) -> list[tu
     return found
 
 
-def _pivotal_writes(item: Any) -> list[Any]:
+def _pivotal_writes(item: CheckpointTuple) -> list[Any]:
     return [w for w in getattr(item, "pending_writes", None) or [] if str(w[0]).startswith(WRITTEN)]
 
 

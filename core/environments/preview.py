@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from langgraph.checkpoint.base import CheckpointTuple
 from pydantic import BaseModel
 
 from pivotal.core.environments import make_environment
@@ -75,7 +76,7 @@ class ForkPreview(BaseModel):
         return [(call.action, call.fate) for call in self.calls]
 
 
-def fork_preview(source: Any, config: Mapping[str, Any] | str) -> ForkPreview:
+def fork_preview(source: object, config: Mapping[str, Any] | str) -> ForkPreview:
     """What forking a thread at `config` would do to each side effect recorded after it.
 
     `source`: the compiled graph or agent, or its checkpointer, with `config` a snapshot's config
@@ -87,7 +88,7 @@ def fork_preview(source: Any, config: Mapping[str, Any] | str) -> ForkPreview:
     return asyncio.run(afork_preview(source, config))
 
 
-async def afork_preview(source: Any, config: Mapping[str, Any] | str) -> ForkPreview:
+async def afork_preview(source: object, config: Mapping[str, Any] | str) -> ForkPreview:
     configurable = {"checkpoint_id": config} if isinstance(config, str) else dict(config.get("configurable") or {})
     if isinstance(source, list | tuple):
         listed = [_from_history(state) for state in source]
@@ -136,14 +137,14 @@ class _Checkpoint:
     """Written by `update_state` (a state edit before a fork), not by a node."""
 
 
-def _from_saver(item: Any) -> _Checkpoint:
+def _from_saver(item: CheckpointTuple) -> _Checkpoint:
     configurable = item.config["configurable"]
     parent = ((item.parent_config or {}).get("configurable") or {}).get("checkpoint_id")
     values = dict(item.checkpoint.get("channel_values") or {})
     namespace = str(configurable.get("checkpoint_ns", ""))
     edited = (item.metadata or {}).get("source") == "update"
-    return _Checkpoint(item.checkpoint["id"], parent, values, namespace, str(configurable["thread_id"]), item.config,
-                       edited=edited)  # fmt: skip
+    return _Checkpoint(item.checkpoint["id"], parent, values, namespace, str(configurable["thread_id"]),
+                       dict(item.config), edited=edited)  # fmt: skip
 
 
 def _from_history(state: Any) -> _Checkpoint:
@@ -167,14 +168,15 @@ def _from_history(state: Any) -> _Checkpoint:
                        edited=(metadata or {}).get("source") == "update")  # fmt: skip
 
 
-async def _next(source: Any, config: Mapping[str, Any]) -> list[str] | None:
+async def _next(source: object, config: Mapping[str, Any]) -> list[str] | None:
     """The nodes the fork starts with, as the graph says (None: only a checkpointer was given)."""
-    if not callable(getattr(source, "aget_state", None)):
+    aget_state, get_state = getattr(source, "aget_state", None), getattr(source, "get_state", None)
+    if not callable(aget_state) or not callable(get_state):
         return None
     try:
-        return list((await source.aget_state(config)).next)
+        return list((await aget_state(config)).next)
     except NotImplementedError:  # a synchronous saver
-        return list(source.get_state(config).next)
+        return list(get_state(config).next)
 
 
 def _descendants(listed: list[_Checkpoint], root: str) -> set[str]:

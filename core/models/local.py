@@ -135,7 +135,7 @@ def _compact_grammar(schema: str) -> str | None:
     return grammar
 
 
-def _tighten(schema: Any, limit: int) -> Any:
+def _tighten(schema: object, limit: int) -> Any:
     """Bound what a small model can ramble in, which the grammar then enforces.
 
     - Free text gets `maxLength` ≤ limit: the model wrote "no, no, no, ..." until `max_tokens`,
