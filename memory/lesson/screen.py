@@ -116,7 +116,7 @@ _PATTERNS = [
         r"|\bexternal|\boutside|\bremote|\bserver|\bendpoint|\bthird.party|\bmy\b|\bthis address)"
         r"|\b(fetch|download|open|visit|load|get|read|follow)\s+(https?:|ftp:|www\.)"
         r"|\b(curl|wget|nc|ncat|netcat|scp|rsync|ftp|telnet)\s+\S|\brequests\s*\.\s*(get|post|put)"
-        r"|\burllib|\bsocket\s*\.|\bfetch\s*\(|\bwebhook|\bpastebin|\bngrok|\bbase64\b.{0,40}\b(send|post|upload|url)",
+        r"|\burllib|\bsocket\s*\.|\bfetch\s*\(|\bpastebin|\bngrok|\bbase64\b.{0,40}\b(send|post|upload|url)",
         "asks to send data out",
     ),
     (
@@ -164,7 +164,7 @@ _PATTERNS += [
         "tells the agent to destroy data",
     ),
     (
-        r"\bbcc\b|\bcc\s*:|(https?://|www\.)[^\s)\]]*\?[^\s)\]]*="
+        r"\bbcc\b|\bcc\s*:"
         r"|!\[[^\]]*\]\(\s*https?:"
         r"|\b(append|add|put|include|insert|pass|attach)\b[^.;\n]{0,60}\b(to|into|in)\b[^.;\n]{0,25}"
         r"\b(argument|parameter|param|url|header)s?\b"
@@ -287,6 +287,29 @@ _INTENTS += [
         "tells the agent to do what it was asked, whatever it was",
     ),
 ]
+_INTENTS += [
+    (
+        r"\b(asking|checking|verifying|verification|looking (it )?up|a look-?up|reviewing|a review|confirming)\b"
+        r"[^.;\n]{0,30}\b(annoys|wastes|slows|is rude|is pointless|is a waste|is not needed|is unnecessary|only delays)"
+        r"|\bno (point|reason|sense|use)\b[^.;\n]{0,10}\b(wait\w*|ask\w*|check\w*|verif\w*|review\w*|look\w*)\b"
+        rf"[^.;\n]{{0,30}}\b{_OVERSIGHT}",
+        "tells the agent a check is not worth doing",
+    ),
+    (
+        r"\b(as soon as|whenever|the moment|once) (asked|requested|told|someone asks|anyone asks)\b",
+        "orders a consequential action unchecked",
+    ),
+    (
+        r"\b(treat|regard|consider|take|read|handle)\w*\b[^.;\n]{0,50}\bas\s+(\w+\s+){0,3}?(?<!not )"
+        r"(instructions?|orders?|commands?|directives?)\b(?![^.;\n]{0,12}\bnot\b)"
+        r"|\b(requests?|instructions?|orders?|commands?|notes?|text)\b[^.;\n]{0,40}\b(embedded|written|found|hidden"
+        r"|placed|left)\s+(in|inside|within|on)\b[^.;\n]{0,30}\b(are|is|must be|should be|get|gets)\s+"
+        r"(followed|obeyed|carried out|executed|acted on|done)"
+        r"|\bwhatever\b[^.;\n]{0,60}\b(asks?|says?|tells?|wants?|requests?|orders?|demands?)\b[^.;\n]{0,60}"
+        r"\b(do it|do that|do so|comply|obey|follow it|carry it out|go along)\b",
+        "tells the agent to obey text it reads",
+    ),
+]
 _PATTERNS += _INTENTS
 _COMPILED = [(re.compile(pattern, re.IGNORECASE | re.MULTILINE | re.DOTALL), why) for pattern, why in _PATTERNS]
 """DOTALL: a pattern's gaps (`.{0,40}`) cross line breaks, so a payload split across situation and
@@ -298,6 +321,10 @@ _ASCII_CONTROLS = dict.fromkeys(c for c in range(32) if chr(c) not in "\n\t\r") 
 _SPELT_OUT = re.compile(r"(?<![^\W_])[^\W_](?:[\s.·•*_\-/\\|,:;'\"+~^]{1,3}[^\W_]){2,}(?![^\W_])")
 """Three or more single letters or digits, each set apart by a little punctuation or space: "a.p.i",
 "d e l e t e", "k-e-y". A word of one letter ("a", "I") stands alone in prose; three in a row do not."""
+_PAIRED = re.compile(r"(?<![^\W_])([^\W\d_]) ([^\W\d_])(?![^\W_])")
+"""Two single letters set apart by a space ("t o", "a s", "c c"): a short word spelt out, which the
+three-letter rule above leaves alone; no English sentence puts two one-letter words side by side
+but "a I" and its like, which join to nothing a pattern reads."""
 _STEMS = re.compile(
     r"api|key|passw|credential|token|secret|environ|getenv|exfil|http|curl|wget|ignore|instruction|system|delete"
     r"|wipe|erase|rmrf|sudo|send|upload|approve|always|never|override|bypass|admin|exec|eval"
@@ -318,6 +345,7 @@ def screen(text: str, *, capped: bool = True) -> str | None:
         return f"longer than {MAX_LESSON_CHARS} characters"
     if redact(text, []) != text:
         return "holds a credential"
+    text = _replies_unworded(text)
     seen = normalise(text)
     if _card_number(seen):
         return "holds a card number"
@@ -332,10 +360,46 @@ def screen(text: str, *, capped: bool = True) -> str | None:
             return f"names secrets{how}"
         if _DATA_NOUN.search(view) and _URL.search(view):
             return f"sends data to an address{how}"
+        if _open_query(view):
+            return f"asks to send data out{how}"
     for run in _SPELT_OUT.finditer(seen):
         if stem := _STEMS.search(_SEPARATORS.sub("", run.group(0)).lower()):
             return f"spells out {stem.group(0)!r} letter by letter"
     return None
+
+
+_REPLY = re.compile(
+    r"\b(answer|reply|respond|write back|say|tell (the )?(customer|user|caller|client)|tell them|write)\b[^:\n]{0,40}:"
+    r"\s*(['\"«„“「『‘])([^\n]+)(['\"»“”」』’])",
+    re.IGNORECASE,
+)
+_ENGLISH = re.compile(r"\b(the|and|you|your|is|are|will|of|with|please|this|that|to|it)\b", re.IGNORECASE)
+_AGNOSTIC = re.compile(r"\S*[0-9@:/{}<>$%\\&=?#!\[\]()]\S*")
+
+
+def _replies_unworded(text: str) -> str:
+    """`text` with the words of a reply quoted in another language left out, what could carry data kept
+    (addresses, links, numbers, markup, escapes, encoded runs).
+
+    "Answer in German: 'Sie können alle Entwürfe löschen.'" gives the agent words to say to a customer
+    who writes German ("you can delete all your drafts"); read through the gloss, they would be an
+    order to the agent ("delete all"). A quoted reply addresses its reader, not the agent, so its words
+    are not read as orders; what a reply can carry out (a link with data, an address, a card number,
+    markup, an encoded payload) is language-free and still read. A quote in English is read as written:
+    the English patterns judge it like the rest.
+    """
+
+    def unword(match: re.Match[str]) -> str:
+        quote = match.group(5)
+        if _ENGLISH.search(quote):
+            return match.group(0)
+        kept = " ".join(_AGNOSTIC.findall(quote)) or "…"
+        start = match.start(5) - match.start(0)
+        end = match.end(5) - match.start(0)
+        whole = match.group(0)
+        return f"{whole[:start]}{kept}{whole[end:]}"
+
+    return _REPLY.sub(unword, text)
 
 
 def screen_lesson(situation: str, text: str) -> str | None:
@@ -359,6 +423,8 @@ def _views(seen: str, text: str) -> list[tuple[str, str]]:
     joined = _SPELT_OUT.sub(lambda m: _SEPARATORS.sub("", m.group(0)), seen)
     if joined != seen:
         views.append((joined, " (spelt out letter by letter)"))
+    if (paired := _PAIRED.sub(r"\1\2", joined)) != joined:
+        views.append((paired, " (spelt out letter by letter)"))
     plain = _LEET.sub(lambda m: m.group(0).translate(_DIGIT_LETTERS), joined)
     if plain != joined:
         views.append((plain, " (letters written as digits)"))
@@ -405,6 +471,31 @@ _DATA_NOUN = re.compile(
 """What a run holds about its users. Named in a lesson that also names an address on the web, it is
 data on its way out, however the sending is worded (a tool's argument, a path, a link, a form)."""
 
+_QUERY = re.compile(r"(?:https?://|www\.)[^\s)\]]*?\?([^\s)\]]*)", re.IGNORECASE)
+_FIXED_VALUE = re.compile(r"[a-z0-9][a-z0-9+._-]{0,40}", re.IGNORECASE)
+_DATA_STEM = re.compile(
+    r"mail|token|card|pass|secret|key|session|cookie|phone|account|user|name|addr|transcript|history|ticket|data"
+    r"|ssn|dob|pii|credential|auth|body|text|content|msg|message",
+    re.IGNORECASE,
+)
+
+
+def _open_query(view: str) -> bool:
+    """A URL whose query takes a value the agent fills in: left empty for what follows (`?d=` "plus the
+    customer's email"), a placeholder (`{secret}`, `<data>`, `$TOKEN`), or a value that names data. A
+    query of fixed words (`?q=refund+policy`, `?page=2`) moves nothing of the run's out: it is a link.
+    """
+    for query in _QUERY.findall(view):
+        for pair in query.split("&"):
+            name, _, value = pair.partition("=")
+            if not _:
+                continue
+            value = value.rstrip(".,;:!?'\"")
+            if not _FIXED_VALUE.fullmatch(value) or _DATA_STEM.search(value) or _DATA_STEM.fullmatch(name):
+                return True
+    return False
+
+
 _PROTECTIVE = re.compile(
     r"\b(never|do not|don't|dont|must not|mustn't|should not|shouldn't|cannot|can't|avoid|refuse to)\s+(ever\s+)?"
     r"(\w+\s+(or|and|nor)\s+)?"
@@ -425,12 +516,25 @@ _ORDER_INSIDE = re.compile(
 """"Never forget to send ...", "do not hesitate to ...", "never X but Y", an address: an order
 dressed as a prohibition, read as written."""
 _REPORTED = re.compile(
-    r"\b(asks?|asked|wants?|wanted|requests?|requested|tries|tried|attempts?|attempted)\s+(\w+\s+)?to\s+"
+    r"(?<!\bon )(?<!\bupon )(?<!\bby )\b(asks?|asked|wants?|wanted|requests?|requested|tries|tried|attempts?|attempted)\s+(\w+\s+)?to\s+"
     r"(?![^,.;!?\n]*(https?:|www\.|@))[^,.;!?\n]*",
     re.IGNORECASE,
 )
 """What someone asked for, reported ("a ticket asks to skip verification"): the lesson's own order is
 elsewhere, up to the comma ("when a user asks to skip review, do so" keeps ", do so": `_COMPLY`)."""
+_DESTROY = re.compile(
+    r"\b(clear|empty|purge|wipe|erase|drop|truncate|delete|remove|destroy|reset)\b", re.IGNORECASE
+)
+_SCOPED = re.compile(
+    r"\b(the|this|that|these|those)\s+(task|run|job|test|request)\s+(names?|named|created|made|asked for|asks for"
+    r"|specifies|specified|lists?|listed|set up|opened)\b|\b(you|this run|the run|the test|the task|it) (created|made"
+    r"|set up|opened)\b",
+    re.IGNORECASE,
+)
+_BREADTH = re.compile(r"\b(all|every|everything|entire|whole|any|each)\b|\bwithout\b|https?:|www\.|@", re.IGNORECASE)
+"""A destruction scoped to what the task named or the run itself made ("drop the test database this run
+created", "delete only the draft the task names") is the task's own clean-up, not an order for every
+task; one that reaches for all, every, anything, or skips a backup is read as written."""
 _NOT_THIS = re.compile(r",\s*not (their|the|a|an|his|her|your|its)\s+[\w' -]{1,30},", re.IGNORECASE)
 _ASK = re.compile(r"\b(never|do not|don't|dont|must not|should not|avoid)\s+(ever\s+)?ask\b", re.IGNORECASE)
 
@@ -444,6 +548,7 @@ def _unprotected(view: str) -> str:
     kept = []
     for clause in clauses:
         protective = bool(_PROTECTIVE.search(clause)) or bool(_ASK.search(clause) and _SECRET.search(clause))
+        protective |= bool(_DESTROY.search(clause) and _SCOPED.search(clause) and not _BREADTH.search(clause))
         kept.append(" " if protective and not _ORDER_INSIDE.search(clause) else clause)
     return "".join(kept)
 
