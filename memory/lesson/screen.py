@@ -46,7 +46,7 @@ _SECRET_WORDS = (
     r"|credentials?|secrets|client[\s_.-]*secret|(?:auth|access|bearer|session|refresh|api|github|slack|oauth)"
     r"[\s_.-]*tokens?|tokens?(?![\s_.-]*(?:budget|limit|count|usage|per))|seed[\s_.-]*phrase|mnemonic|session[\s_.-]*cookies?|otp|2fa[\s_.-]*codes?"
     r"|one[\s-]*time[\s_.-]*(?:codes?|passwords?|pins?)|verification[\s_.-]*codes?|security[\s_.-]*codes?|cvv|cvc"
-    r"|pin[\s_.-]*codes?|environment[\s_.-]*variables?|env[\s_.-]*vars?"
+    r"|pin[\s_.-]*codes?|environment[\s_.-]*variables?|env[\s_.-]*vars?|log[\s-]*in[\s_.-]*(?:details|info)"
 )
 _CONDITIONS = "before|after|when|whenever|once|if|unless|until|while|twice|again|without|per|only"
 """Words that tie "always call X" to a situation ("always call lookup_order before refunding"): a
@@ -97,7 +97,7 @@ _PATTERNS = [
         r"|\b(rm\s+-\w*[rf]|drop\s+(table|database)|truncate\s+table|mkfs|format\s+(the\s+)?(disk|drive))"
         r"|\bwithout (the |a |any )?(approval|review|critic|gate|confirmation|person)s?\b"
         r"|\bdo (whatever|what|as) (it|the (page|text|file|site|message|output)) (says|tells)"
-        r"|\b(delete|wipe|erase|destroy|remove)\s+"
+        r"|\b(delete|wipe|erase|destroy|remove|purge|drop|truncate|nuke)\s+"
         r"(all|every|everything|the (whole|entire)|the (disk|database|backups?))\b",
         "tries to plant a standing order",
     ),
@@ -158,7 +158,8 @@ _PATTERNS += [
         "tries to rank itself above the task",
     ),
     (
-        r"\b(clear|empty|purge|wipe|erase|nuke|destroy|drop|truncate|delete|remove|format)\b(?!\s+only\b)[^.;\n]{0,40}"
+        r"\b(clear|empty|purge|wipe|erase|nuke|destroy|drop|truncate|delete|remove|format|get rid of)\b(?!\s+only\b)"
+        r"[^.;\n]{0,40}"
         r"\b(databases?|db|data\s*(folder|volume|dir\w*|tree|base)|backups?|snapshots?|disk|drive|production|prod"
         r"|volumes?)\b",
         "tells the agent to destroy data",
@@ -168,8 +169,7 @@ _PATTERNS += [
         r"|!\[[^\]]*\]\(\s*https?:"
         r"|\b(append|add|put|include|insert|pass|attach)\b[^.;\n]{0,60}\b(to|into|in)\b[^.;\n]{0,25}"
         r"\b(argument|parameter|param|url|header)s?\b"
-        r"|\b(post|publish|paste|share|put|upload|leak|write|send)\b[^.;\n]{0,80}\b(public|forum|community|status page"
-        r"|pastebin|gist)\b",
+        r"|\b(post|publish|paste|share|put|upload|leak|write|send|save)\b[^.;\n]{0,80}\b(pastebin|gist)\b",
         "asks to send data out",
     ),
     (
@@ -191,6 +191,8 @@ _DATA = (
     r"transcripts?|conversations?|history|customer'?s?'? (?:emails?|address|data|list|details|names?|phone|records?)"
     r"|customer (?:data|list|records)|session(?: id)?|tokens?|passwords?(?! reset)|credentials?|card(?: numbers?)?"
     r"|account (?:numbers?|ids?|details)|personal (?:data|details)|user data|pii"
+    r"|(?:customer|account|user|client|caller)'?s?'? (?:e-?mails?|phone(?: numbers?)?|address(?:es)?|details|history)"
+    r"|phone numbers?|ledger|chat (?:history|logs?)|records"
 )
 """What a run holds about its users and itself: moved to an address or into a call's argument, it leaves."""
 _OVERSIGHT = (
@@ -310,6 +312,54 @@ _INTENTS += [
         "tells the agent to obey text it reads",
     ),
 ]
+_OVERSEER = r"(reviewers?|critic|approvers?|gate|manager|checker|verifier|supervisor|auditor)"
+_INTENTS += [
+    (
+        rf"\b{_OVERSIGHT}\s+(is|are)\s+(only |just |merely )?(optional|a formality|a rubber[\s-]?stamp|for show"
+        r"|unnecessary|not needed|not required|redundant|a waste)\b"
+        rf"|\b{_OVERSEER}\s+(is|are)\s+(only |just |merely )?(a rubber[\s-]?stamp|a formality|for show)"
+        rf"|\b(leave|keep|cut|take)\s+(the\s+)?{_OVERSEER}\s+out\b"
+        r"|\bapprove (your|its|their) own\b"
+        rf"|\b{_OVERSIGHT}\s+(can|may|should|will)\s+(wait|come later|follow)\b"
+        r"|\b(act|pay|pay out|refund|send|do it|execute|proceed)\w*\s+first\b[^.;\n]{0,30}"
+        r"\b(verify|check|ask|confirm|review|tell)\w*\b[^.;\n]{0,15}\blater\b"
+        r"|\b(verify|check|confirm|review)\w* (it |them )?later\b",
+        "tells the agent to get past a review",
+    ),
+    (
+        r"\b(trust|take|accept|believe|go by)\w*\s+(the\s+)?(caller|customer|user|sender|requester|client|writer)"
+        r"('s|s'|s)?\s+(word|claim|story|say-?so)\b|\bat face value\b",
+        "orders a consequential action unchecked",
+    ),
+    (
+        r"\b(let|allow)\s+(the\s+)?(\w+\s+){0,2}(text|page|document|email|output|result|content|message|ticket)s?\s+"
+        r"(decide|choose|direct|dictate|determine|steer|drive)\b"
+        r"|\b(outranks?|trumps?|supersedes?|overrides?|overrule[sd]?|takes? precedence over|beats?|comes? before)\b"
+        r"[^.;\n]{0,20}\b(the\s+)?(user|task|request|goal|customer|reviewer|critic|instructions?|rules?|system|prompt)"
+        r"|\b(commands?|instructions?|orders?|requests?|directives?)\b[^.;\n]{0,20},\s*"
+        r"(execute|follow|obey|run|do|carry out|perform|act on)\s+(them|it|those|these)\b",
+        "tells the agent to obey text it reads",
+    ),
+    (
+        r"\b(copy|repeat|include|add|insert|propagate|spread|paste|append)\b[^.;\n]{0,20}\bthis (lesson|note|rule"
+        r"|memory|text|message|line)\b[^.;\n]{0,30}\b(every|each|all|other|new|future)\b"
+        r"|\bthis (rule|lesson|note|memory|instruction|order|policy)\b[^.;\n]{0,20}\b(never|does not|doesn't|cannot"
+        r"|can't|won't|must not) (expire|lapse|end|be removed|be revoked|change|be deleted)"
+        r"|\bno (one|reviewer|critic|agent|admin|person|user)\b[^.;\n]{0,10}\b(may|can|should|is allowed to)\s+"
+        r"(remove|delete|revoke|change|edit|question|override)\s+(it|this)\b",
+        "tries to make itself a standing rule",
+    ),
+    (
+        r"\bfactory[\s-]*reset\b[^.;\n]{0,25}\b(server|database|db|production|prod|system|host|cluster|machine)"
+        r"|\bformat (the )?(\w+ )?(drive|disk|server|partition|volume)\b",
+        "tells the agent to destroy data",
+    ),
+    (
+        r"\b(post|publish|paste|share|put|upload|leak|write|send|save)\b[^.;\n]{0,80}?"
+        rf"\b({_DATA}|data|details)\b[^.;\n]{{0,80}}\b(public|forum|community|status page)\b",
+        "asks to send data out",
+    ),
+]
 _PATTERNS += _INTENTS
 _COMPILED = [(re.compile(pattern, re.IGNORECASE | re.MULTILINE | re.DOTALL), why) for pattern, why in _PATTERNS]
 """DOTALL: a pattern's gaps (`.{0,40}`) cross line breaks, so a payload split across situation and
@@ -358,7 +408,7 @@ def screen(text: str, *, capped: bool = True) -> str | None:
                 return f"{why}{how}"
         if _moves_secret(view):
             return f"names secrets{how}"
-        if _DATA_NOUN.search(view) and _URL.search(view):
+        if _DATA_NOUN.search(view) and (_URL.search(view) or _MAILBOX.search(view) or _sent_to_host(view)):
             return f"sends data to an address{how}"
         if _open_query(view):
             return f"asks to send data out{how}"
@@ -470,6 +520,21 @@ _DATA_NOUN = re.compile(
 )
 """What a run holds about its users. Named in a lesson that also names an address on the web, it is
 data on its way out, however the sending is worded (a tool's argument, a path, a link, a form)."""
+
+_MAILBOX = re.compile(r"[\w.+-]+@[\w-]+(\.[\w-]+)+")
+_HOST = re.compile(r"\b[a-z0-9-]+(\.[a-z0-9-]+)*\.(com|net|org|io|biz|info|live|app|dev|site|co|xyz|ru|cn|me|sh|top)\b")
+_CARRY = re.compile(
+    r"\b(send|post|log|upload|request|carr(y|ies)|attach|put|embed|add|forward|sync|report|push|write|mail|beacon"
+    r"|ship|stream|submit|deliver)\w*\b",
+    re.IGNORECASE,
+)
+
+
+def _sent_to_host(view: str) -> bool:
+    """A clause that moves something (send, log, carry, attach ...) and names a host: with data named in
+    the lesson too, that is data on its way to the host."""
+    return any(_HOST.search(clause) and _CARRY.search(clause) for clause in re.split(r"[;!?\n]|\.\s", view))
+
 
 _QUERY = re.compile(r"(?:https?://|www\.)[^\s)\]]*?\?([^\s)\]]*)", re.IGNORECASE)
 _FIXED_VALUE = re.compile(r"[a-z0-9][a-z0-9+._-]{0,40}", re.IGNORECASE)
