@@ -473,6 +473,9 @@ def _views(seen: str, text: str) -> list[tuple[str, str]]:
     joined = _SPELT_OUT.sub(lambda m: _SEPARATORS.sub("", m.group(0)), seen)
     if joined != seen:
         views.append((joined, " (spelt out letter by letter)"))
+        article = _SPELT_OUT.sub(_after_article, seen)
+        if article != joined:
+            views.append((article, " (spelt out letter by letter)"))
     if (paired := _PAIRED.sub(r"\1\2", joined)) != joined:
         views.append((paired, " (spelt out letter by letter)"))
     plain = _LEET.sub(lambda m: m.group(0).translate(_DIGIT_LETTERS), joined)
@@ -485,6 +488,8 @@ def _views(seen: str, text: str) -> list[tuple[str, str]]:
     for decoded, how in _decoded(seen):
         if decoded != seen:
             views.append((normalise(decoded), f" ({how})"))
+            if "\n" in decoded:  # encoded and cut across the fields: decoded, then read whole
+                views.append((normalise(decoded).replace("\n", ""), f" ({how}, split across its fields)"))
     if not text.isascii():
         native = _native(text)
         views.append((native, " (read in its own script)"))
@@ -496,6 +501,15 @@ def _views(seen: str, text: str) -> list[tuple[str, str]]:
         if "\n" in glossed:
             views.append((glossed.replace("\n", " "), " (read in English, split across its fields)"))
     return views
+
+
+def _after_article(run: re.Match[str]) -> str:
+    """A spelt-out run that starts with a word of one letter ("a f a c t o r y"): the article kept apart,
+    the rest joined ("a factory"), as a reader takes it."""
+    letters = _SEPARATORS.split(run.group(0))
+    if letters[0].lower() in ("a", "i") and len(letters) > 3:
+        return f"{letters[0]} {''.join(letters[1:])}"
+    return "".join(letters)
 
 
 def _decoded(seen: str) -> list[tuple[str, str]]:
