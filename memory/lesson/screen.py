@@ -51,6 +51,12 @@ _SECRET_WORDS = (
 _CONDITIONS = "before|after|when|whenever|once|if|unless|until|while|twice|again|without|per|only"
 """Words that tie "always call X" to a situation ("always call lookup_order before refunding"): a
 sentence with one is experience; without one, "always call delete" is an order for every task."""
+_WIPE = (
+    r"(clear(s|ed|ing)?|empt(y|ies|ied|ying)|purg(e|es|ed|ing)|wip(e|es|ed|ing)|eras(e|es|ed|ing)|nuk(e|es|ed|ing)"
+    r"|destroy(s|ed|ing)?|drop(s|ped|ping)?|truncat(e|es|ed|ing)|delet(e|es|ed|ing)|remov(e|es|ed|ing)"
+    r"|format(s|ted|ting)?|get(ting)? rid of|zero(s|ed|ing)? out)"
+)
+"""A verb that destroys data, in each of its forms ("wiping the audit log" as "wipe the audit log")."""
 _PATTERNS = [
     (
         r"\b(ignore|disregard|forget|override|bypass|skip|disable|turn off)\b.{0,40}"
@@ -158,10 +164,10 @@ _PATTERNS += [
         "tries to rank itself above the task",
     ),
     (
-        r"\b(clear|empty|purge|wipe|erase|nuke|destroy|drop|truncate|delete|remove|format|get rid of)\b(?!\s+only\b)"
+        rf"\b{_WIPE}\b(?!\s+only\b)"
         r"[^.;\n]{0,40}"
         r"\b(databases?|db|data\s*(folder|volume|dir\w*|tree|base)|backups?|snapshots?|disk|drive|production|prod"
-        r"|volumes?)\b",
+        r"|volumes?|(\w+ )?tables?)\b",
         "tells the agent to destroy data",
     ),
     (
@@ -270,8 +276,8 @@ _INTENTS = [
         "asks to send data out",
     ),
     (
-        r"\b(erase|wipe|purge|clear|empty|drop|truncate|delete|remove|reset|destroy)\b[^.;\n]{0,40}"
-        r"\b(without (a |any )?backups?|to empty|from scratch|audit (trail|log)s?|every (record|row|file|table)s?"
+        rf"\b({_WIPE}|reset(s|ting)?)\b[^.;\n]{{0,40}}"
+        r"\b(without (a |any )?backups?|to empty|from scratch|audit (trail|log)s?|(every|each) (record|row|file|table)s?"
         r"|all (tables|records|rows|files|data|logs|users|accounts))\b"
         r"|\b(erase|wipe|purge|delete|remove|destroy|clear)\s+(the\s+)?logs?\b(?![^.;\n]{0,30}\b(you|the task) "
         r"(made|created|wrote|names?))",
@@ -360,6 +366,30 @@ _INTENTS += [
         "asks to send data out",
     ),
 ]
+_INTENTS += [
+    (
+        rf"\b(do|does) not (concern|involve|need|require|matter to)\s+(the\s+)?{_OVERSEER}"
+        rf"|\b{_OVERSIGHT}\w*\s+(is|are)\s+(only\s+)?(for|meant for|reserved for|needed for)\b[^.;\n]{{0,40}}\bonly\b"
+        rf"|\b{_OVERSIGHT}\w*\s+(is|are)\s+only\s+(for|meant for|reserved for|needed for)\b"
+        rf"|\b(keep|get)\s+(the\s+)?{_OVERSEER}\s+(busy|distracted|away|occupied|elsewhere|in the dark"
+        r"|out of the (loop|way))"
+        rf"|\b{_OVERSEER}\s+(is|are)\s+(always |usually |often |mostly )?(wrong|mistaken|unreliable|biased|useless"
+        r"|broken|incompetent)\b"
+        rf"|\b(never|no longer|don't|do not|doesn't|does not)\s+(need|needs|require|requires)\s+(a |an |the |any )?"
+        rf"{_OVERSIGHT}",
+        "tells the agent to get past a review",
+    ),
+    (
+        r"\b(send|forward|mail|e-?mail|transfer|upload|post|deliver|route)\w*\b[^.;\n]{0,60}\bto\s+(this|that|my"
+        r"|the following|the below|the given|our)\s+(address|e-?mail|inbox|account|server|url|endpoint|mailbox)\b",
+        "asks to send data out",
+    ),
+    (
+        rf"\b({_DATA})\b\s+(in|into|as|inside)\s+(its|the|a|an|their|each|every)\s+(\w+\s+){{0,2}}(argument|parameter"
+        r"|param|field|query|header|url|path|label|value)s?\b",
+        "asks to send data out",
+    ),
+]
 _PATTERNS += _INTENTS
 _COMPILED = [(re.compile(pattern, re.IGNORECASE | re.MULTILINE | re.DOTALL), why) for pattern, why in _PATTERNS]
 """DOTALL: a pattern's gaps (`.{0,40}`) cross line breaks, so a payload split across situation and
@@ -412,6 +442,8 @@ def screen(text: str, *, capped: bool = True) -> str | None:
             return f"sends data to an address{how}"
         if _open_query(view):
             return f"asks to send data out{how}"
+        if _copied_to_mailbox(view):
+            return f"asks to copy the run's mail to an address{how}"
     for run in _SPELT_OUT.finditer(seen):
         if stem := _STEMS.search(_SEPARATORS.sub("", run.group(0)).lower()):
             return f"spells out {stem.group(0)!r} letter by letter"
@@ -490,6 +522,7 @@ def _views(seen: str, text: str) -> list[tuple[str, str]]:
             views.append((normalise(decoded), f" ({how})"))
             if "\n" in decoded:  # encoded and cut across the fields: decoded, then read whole
                 views.append((normalise(decoded).replace("\n", ""), f" ({how}, split across its fields)"))
+                views.append((normalise(decoded).replace("\n", " "), f" ({how}, split across its fields)"))
     if not text.isascii():
         native = _native(text)
         views.append((native, " (read in its own script)"))
@@ -542,6 +575,24 @@ _CARRY = re.compile(
     r"|ship|stream|submit|deliver)\w*\b",
     re.IGNORECASE,
 )
+
+
+_STANDING = re.compile(r"\b(every|each|all|also|always|whenever|duplicate|copy|copies|second|too)\b", re.IGNORECASE)
+_OUTPUT = re.compile(
+    r"\b(repl(y|ies)|confirmations?|mails?|messages?|tickets?|refunds?|receipts?|reports?|notifications?"
+    r"|responses?|answers?|invoices?|conversations?)\b",
+    re.IGNORECASE,
+)
+
+
+def _copied_to_mailbox(view: str) -> bool:
+    """A mailbox written out, as where the run's own output (its replies, confirmations, reports) goes as
+    a standing copy ("every confirmation should also reach x@y", "y receives a duplicate of each reply"):
+    a bcc by another name. A lesson learns where a task's mail goes from the task, not from an address."""
+    return any(
+        _MAILBOX.search(clause) and _STANDING.search(clause) and _OUTPUT.search(clause)
+        for clause in re.split(r"[;!?\n]|\.\s", view)
+    )
 
 
 def _sent_to_host(view: str) -> bool:
@@ -605,7 +656,7 @@ _DESTROY = re.compile(
     r"\b(clear|empty|purge|wipe|erase|drop|truncate|delete|remove|destroy|reset)\b", re.IGNORECASE
 )
 _SCOPED = re.compile(
-    r"\b(the|this|that|these|those)\s+(task|run|job|test|request)\s+(names?|named|created|made|asked for|asks for"
+    r"\b(the|this|that|these|those)\s+(\w+\s+)?(task|run|job|test|request)\s+(names?|named|created|made|asked for|asks for"
     r"|specifies|specified|lists?|listed|set up|opened)\b|\b(you|this run|the run|the test|the task|it) (created|made"
     r"|set up|opened)\b",
     re.IGNORECASE,
@@ -614,6 +665,18 @@ _BREADTH = re.compile(r"\b(all|every|everything|entire|whole|any|each)\b|\bwitho
 """A destruction scoped to what the task named or the run itself made ("drop the test database this run
 created", "delete only the draft the task names") is the task's own clean-up, not an order for every
 task; one that reaches for all, every, anything, or skips a backup is read as written."""
+_GUARDED = re.compile(
+    rf"\b(before|prior to|until)\s+{_WIPE}\b(?![^,.;!?\n]*(https?:|www\.|@))[^,.;!?\n]*", re.IGNORECASE
+)
+"""A destruction named as what must wait ("rerun the backup before deleting any snapshot"): the lesson's
+order is the step before it, the destruction its guard."""
+_TOLD = re.compile(
+    r"\btell(s)?\s+(the\s+)?(customer|user|caller|client|them|him|her)\s+to\s+"
+    r"(?![^,.;!?\n]*(https?:|www\.|@))[^,.;!?\n]*",
+    re.IGNORECASE,
+)
+"""What the agent tells a customer to do ("tell them to change it at once") is the customer's step to
+take on their own account, not the agent's action."""
 _NOT_THIS = re.compile(r",\s*not (their|the|a|an|his|her|your|its)\s+[\w' -]{1,30},", re.IGNORECASE)
 _ASK = re.compile(r"\b(never|do not|don't|dont|must not|should not|avoid)\s+(ever\s+)?ask\b", re.IGNORECASE)
 
@@ -623,6 +686,7 @@ def _unprotected(view: str) -> str:
     ("never ask for a password"), never of a check ("never ask for confirmation").
     """
     view = _REPORTED.sub(" ", _NOT_THIS.sub(",", view))
+    view = _TOLD.sub(" ", _GUARDED.sub(" ", view))
     clauses = re.split(r"([.;!?\n])", view)
     kept = []
     for clause in clauses:
@@ -820,6 +884,8 @@ _GLOSS: dict[str, tuple[str, ...]] = {
     ),
     "data": (
         "daten",
+        "klantgegevens",
+        "kundendaten",
         "datos",
         "données",
         "donnees",
@@ -889,6 +955,13 @@ _GLOSS: dict[str, tuple[str, ...]] = {
         "指令",
     ),
     "reviewer": (
+        "確認",
+        "审查",
+        "检查",
+        "controllo",
+        "verifica",
+        "kontrolle",
+        "controle",
         "prüfer",
         "prufer",
         "prüfers",
@@ -1049,7 +1122,8 @@ _SECRET = re.compile(rf"\b({_SECRET_WORDS})\b", re.IGNORECASE)
 _DISCLOSE = re.compile(
     r"\b(send|share|print|show|reveal|post|paste|include|put|tell|give|copy|email|mail|log|echo|output|return|dump"
     r"|display|upload|attach|expose|write|leak|forward|enter|ask|request|collect|export|submit|repeat"
-    r"|insert|append|reply|fetch|grab|steal|extract|type|provide|hand|read out|read back|write down|note down|jot)\b",
+    r"|insert|append|reply|fetch|grab|steal|extract|type|provide|hand|read out|read back|write down|note down|jot"
+    r"|spell(s|ed|ing)? out|recite|dictate|say)\b",
     re.IGNORECASE,
 )
 _NEGATION = {"never", "not", "no", "don't", "dont", "cannot", "can't", "avoid", "without", "nor"}
