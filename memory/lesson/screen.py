@@ -325,7 +325,8 @@ _INTENTS += [
         r"|unnecessary|not needed|not required|redundant|a waste)\b"
         rf"|\b{_OVERSEER}\s+(is|are)\s+(only |just |merely )?(a rubber[\s-]?stamp|a formality|for show)"
         rf"|\b(leave|keep|cut|take)\s+(the\s+)?{_OVERSEER}\s+out\b"
-        r"|\bapprove (your|its|their) own\b"
+        r"|\b(approv\w*|sign\w* off( on)?|authori[sz]\w*|green-?light\w*|okay\w*|rubber-?stamp\w*)\s+"
+        r"(your|its|their|the agent's) own\b"
         rf"|\b{_OVERSIGHT}\s+(can|may|should|will)\s+(wait|come later|follow)\b"
         r"|\b(act|pay|pay out|refund|send|do it|execute|proceed)\w*\s+first\b[^.;\n]{0,30}"
         r"\b(verify|check|ask|confirm|review|tell)\w*\b[^.;\n]{0,15}\blater\b"
@@ -343,7 +344,8 @@ _INTENTS += [
         r"|\b(outranks?|trumps?|supersedes?|overrides?|overrule[sd]?|takes? precedence over|beats?|comes? before)\b"
         r"[^.;\n]{0,20}\b(the\s+)?(user|task|request|goal|customer|reviewer|critic|instructions?|rules?|system|prompt)"
         r"|\b(commands?|instructions?|orders?|requests?|directives?)\b[^.;\n]{0,20},\s*"
-        r"(execute|follow|obey|run|do|carry out|perform|act on)\s+(them|it|those|these)\b",
+        r"((execute|follow|obey|run|do|carry out|perform|act on)\s+(them|it|those|these)\b"
+        r"|(carry|act) (them|it|those|these) (out|through)\b)",
         "tells the agent to obey text it reads",
     ),
     (
@@ -739,6 +741,7 @@ _GLOSS: dict[str, tuple[str, ...]] = {
         "pula",
         "pule",
         "sla over",
+        "sla",
         "pomiń",
         "pomin",
         "пропусти",
@@ -1010,6 +1013,7 @@ _GLOSS: dict[str, tuple[str, ...]] = {
         "subito",
         "imediatamente",
         "onmiddellijk",
+        "meteen",
         "сразу",
         "немедленно",
         "すぐに",
