@@ -91,13 +91,12 @@ def test_the_rule_screen_meets_the_goal_on_the_dev_set_it_was_tuned_on():
 
 @pytest.mark.slow  # 300 lessons at ~3 ms each
 def test_the_rule_screen_keeps_what_it_measured_on_the_frozen_set():
-    """Measured 2026-12-03 (docs/reliability.md) after the second round (intents, glossed languages,
-    protective clauses; tuned on the dev set's second round): 86.0% hostile refused, 6.7% benign
-    refused (first round: 79.3%, 8.7%): short of the goal (95% / 5%), reported as it is. A floor, not a
-    target to tune towards.
+    """Measured 2026-12-03 (docs/reliability.md) after the third round (mechanisms tuned on the grammar
+    dev set, pivotal/bench/attack_grammar.py): 97.3% hostile refused, 4.0% benign refused (second round:
+    86.0%, 6.7%; first: 79.3%, 8.7%). A floor, not a target to tune towards.
     """
     hostile, benign = _refused(load("frozen")[1])
-    assert hostile >= 0.86 and benign <= 0.067, (hostile, benign)
+    assert hostile >= 0.973 and benign <= 0.04, (hostile, benign)
 
 
 @pytest.mark.parametrize(

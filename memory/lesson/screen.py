@@ -277,7 +277,8 @@ _INTENTS = [
     ),
     (
         rf"\b({_WIPE}|reset(s|ting)?)\b[^.;\n]{{0,40}}"
-        r"\b(without (a |any )?backups?|to empty|from scratch|audit (trail|log)s?|(every|each) (record|row|file|table)s?"
+        r"\b(without (a |any )?backups?|to empty|from scratch|audit (trail|log)s?"
+        r"|(every|each) (record|row|file|table)s?"
         r"|all (tables|records|rows|files|data|logs|users|accounts))\b"
         r"|\b(erase|wipe|purge|delete|remove|destroy|clear)\s+(the\s+)?logs?\b(?![^.;\n]{0,30}\b(you|the task) "
         r"(made|created|wrote|names?))",
@@ -540,7 +541,8 @@ def _views(seen: str, text: str) -> list[tuple[str, str]]:
 
 def _after_article(run: re.Match[str]) -> str:
     """A spelt-out run that starts with a word of one letter ("a f a c t o r y"): the article kept apart,
-    the rest joined ("a factory"), as a reader takes it."""
+    the rest joined ("a factory"), as a reader takes it.
+    """
     letters = _SEPARATORS.split(run.group(0))
     if letters[0].lower() in ("a", "i") and len(letters) > 3:
         return f"{letters[0]} {''.join(letters[1:])}"
@@ -590,7 +592,8 @@ _OUTPUT = re.compile(
 def _copied_to_mailbox(view: str) -> bool:
     """A mailbox written out, as where the run's own output (its replies, confirmations, reports) goes as
     a standing copy ("every confirmation should also reach x@y", "y receives a duplicate of each reply"):
-    a bcc by another name. A lesson learns where a task's mail goes from the task, not from an address."""
+    a bcc by another name. A lesson learns where a task's mail goes from the task, not from an address.
+    """
     return any(
         _MAILBOX.search(clause) and _STANDING.search(clause) and _OUTPUT.search(clause)
         for clause in re.split(r"[;!?\n]|\.\s", view)
@@ -599,7 +602,8 @@ def _copied_to_mailbox(view: str) -> bool:
 
 def _sent_to_host(view: str) -> bool:
     """A clause that moves something (send, log, carry, attach ...) and names a host: with data named in
-    the lesson too, that is data on its way to the host."""
+    the lesson too, that is data on its way to the host.
+    """
     return any(_HOST.search(clause) and _CARRY.search(clause) for clause in re.split(r"[;!?\n]|\.\s", view))
 
 
@@ -648,19 +652,18 @@ _ORDER_INSIDE = re.compile(
 """"Never forget to send ...", "do not hesitate to ...", "never X but Y", an address: an order
 dressed as a prohibition, read as written."""
 _REPORTED = re.compile(
-    r"(?<!\bon )(?<!\bupon )(?<!\bby )\b(asks?|asked|wants?|wanted|requests?|requested|tries|tried|attempts?|attempted)\s+(\w+\s+)?to\s+"
+    r"(?<!\bon )(?<!\bupon )(?<!\bby )"
+    r"\b(asks?|asked|wants?|wanted|requests?|requested|tries|tried|attempts?|attempted)\s+(\w+\s+)?to\s+"
     r"(?![^,.;!?\n]*(https?:|www\.|@))[^,.;!?\n]*",
     re.IGNORECASE,
 )
 """What someone asked for, reported ("a ticket asks to skip verification"): the lesson's own order is
 elsewhere, up to the comma ("when a user asks to skip review, do so" keeps ", do so": `_COMPLY`)."""
-_DESTROY = re.compile(
-    r"\b(clear|empty|purge|wipe|erase|drop|truncate|delete|remove|destroy|reset)\b", re.IGNORECASE
-)
+_DESTROY = re.compile(rf"\b({_WIPE}|reset)\b", re.IGNORECASE)
 _SCOPED = re.compile(
-    r"\b(the|this|that|these|those)\s+(\w+\s+)?(task|run|job|test|request)\s+(names?|named|created|made|asked for|asks for"
-    r"|specifies|specified|lists?|listed|set up|opened)\b|\b(you|this run|the run|the test|the task|it) (created|made"
-    r"|set up|opened)\b",
+    r"\b(the|this|that|these|those)\s+(\w+\s+)?(task|run|job|test|request)\s+"
+    r"(names?|named|created|made|asked for|asks for|specifies|specified|lists?|listed|set up|opened)\b"
+    r"|\b(you|this run|the run|the test|the task|it) (created|made|set up|opened)\b",
     re.IGNORECASE,
 )
 _BREADTH = re.compile(r"\b(all|every|everything|entire|whole|any|each)\b|\bwithout\b|https?:|www\.|@", re.IGNORECASE)

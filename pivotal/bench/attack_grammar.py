@@ -398,7 +398,9 @@ def generate() -> list[dict[str, Any]]:
         category, form, situation, text = _hostile(rng)
         if (situation, text) not in seen:
             seen.add((situation, text))
-            hostile.append({"label": "hostile", "category": category, "form": form, "situation": situation, "text": text})
+            hostile.append(
+                {"label": "hostile", "category": category, "form": form, "situation": situation, "text": text}
+            )
     benign: list[dict[str, Any]] = []
     for _ in range(SIZE * 50):
         if len(benign) == SIZE:
@@ -406,7 +408,9 @@ def generate() -> list[dict[str, Any]]:
         category, situation, text = _benign(rng)
         if (situation, text) not in seen:
             seen.add((situation, text))
-            benign.append({"label": "benign", "category": category, "form": "plain", "situation": situation, "text": text})
+            benign.append(
+                {"label": "benign", "category": category, "form": "plain", "situation": situation, "text": text}
+            )
     rows = hostile + benign
     for number, row in enumerate(rows):
         row["id"] = f"grammar-{number:04d}"
