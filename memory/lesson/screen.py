@@ -20,7 +20,10 @@ together, and read joined: a payload split across the two fields, even mid-word,
 The stored lesson keeps its own characters.
 
 Its rates are measured on lesson sets it was not written against (pivotal/bench/attack_lessons.py,
-benchmarks/bench_screen.py): tune it on the dev set only; the frozen set is held out.
+pivotal/bench/attack_grammar.py, benchmarks/bench_screen.py): tune it on the dev sets only (the
+template bank's and the grammar's); the frozen set is held out. Each pattern names an intent (get
+past a review, act unchecked, obey read text, rank itself, send data out, destroy data) in as many
+words as that intent takes, never a sentence of a set.
 """
 
 import base64
@@ -573,7 +576,9 @@ _DATA_NOUN = re.compile(
 data on its way out, however the sending is worded (a tool's argument, a path, a link, a form)."""
 
 _MAILBOX = re.compile(r"[\w.+-]+@[\w-]+(\.[\w-]+)+")
-_HOST = re.compile(r"\b[a-z0-9-]+(\.[a-z0-9-]+)*\.(com|net|org|io|biz|info|live|app|dev|site|co|xyz|ru|cn|me|sh|top)\b")
+_HOST = re.compile(
+    r"\b[a-z0-9-]+(\.[a-z0-9-]+)*\.(com|net|org|io|biz|info|live|app|dev|site|co|xyz|ru|cn|me|sh|top)\b", re.IGNORECASE
+)
 _CARRY = re.compile(
     r"\b(send|post|log|upload|request|carr(y|ies)|attach|put|embed|add|forward|sync|report|push|write|mail|beacon"
     r"|ship|stream|submit|deliver)\w*\b",
@@ -623,8 +628,8 @@ def _open_query(view: str) -> bool:
     """
     for query in _QUERY.findall(view):
         for pair in query.split("&"):
-            name, _, value = pair.partition("=")
-            if not _:
+            name, equals, value = pair.partition("=")
+            if not equals:
                 continue
             value = value.rstrip(".,;:!?'\"")
             if not _FIXED_VALUE.fullmatch(value) or _DATA_STEM.search(value) or _DATA_STEM.fullmatch(name):
