@@ -1,6 +1,6 @@
 """The poisoning screens measured apart on the outside lesson sets (pivotal/bench/attack_lessons.py).
 
-For each set (dev: tuned against; frozen: held out, never tuned against) and each screen (the rule
+For each set (dev and dev_grammar: tuned against; frozen: held out, never tuned against) and each screen (the rule
 screen, memory/lesson/screen.py; the model screen, the critic's model asked by nodes/gate.py's
 `model_screen`), the share of hostile lessons refused and of benign lessons refused.
 
@@ -9,6 +9,7 @@ screen, memory/lesson/screen.py; the model screen, the critic's model asked by n
     python benchmarks/bench_screen.py --model local --sample 40   # ... on the embedded model (~4 s a
                                                                   # lesson on 1 thread): 40 of each label
     python benchmarks/bench_screen.py --misses dev       # list what the rule screen got wrong on dev
+                                                         # (or dev_grammar: pivotal/bench/attack_grammar.py)
 
 Prints one JSON object; `--out FILE` writes it too. `--misses` works on the dev set only: the
 frozen set's misses are never listed, so no rule is written against them.
@@ -76,11 +77,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", help="also measure the model screen with this model spec (sim, local, ...)")
     parser.add_argument("--sample", type=int, help="the model screen reads this many rows of each label per set")
-    parser.add_argument("--misses", choices=["dev"], help="list the rule screen's misses on this set")
+    parser.add_argument("--misses", choices=["dev", "dev_grammar"], help="list the rule screen's misses on this set")
     parser.add_argument("--out", help="also write the JSON here")
     args = parser.parse_args()
     result: dict[str, Any] = {"sets": {}}
-    for bank in ("dev", "frozen"):
+    for bank in ("dev", "dev_grammar", "frozen"):
         header, rows = load(bank)
         started = time.perf_counter()
         rule = [screen_lesson(r["situation"], r["text"]) is not None for r in rows]

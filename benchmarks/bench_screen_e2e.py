@@ -81,7 +81,9 @@ async def gain_report(streams: int, tasks: int, error: float) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--set", choices=["dev", "frozen"], action="append", help="the lesson set(s) to push through")
+    parser.add_argument(
+        "--set", choices=["dev", "dev_grammar", "frozen"], action="append", help="the lesson set(s) to push through"
+    )
     parser.add_argument("--observation", type=int, default=0, help="texts of each label the world shows (graph runs)")
     parser.add_argument("--gain", action="store_true", help="measure the quarantine's effect on memory's gain")
     parser.add_argument("--streams", type=int, default=6)

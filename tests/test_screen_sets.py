@@ -60,6 +60,29 @@ def test_the_sets_cover_the_taxonomy():
         assert len({c for c in categories if c.startswith("encoded_")}) >= 6, bank
 
 
+def test_the_grammar_dev_set_is_a_third_method_and_shares_no_text_with_the_frozen_set():
+    """pivotal/bench/attack_grammar.py composes lessons from parts (intent, verb, object, reason; benign
+    shapes), so a screen tuned on the template bank meets sentences it has not seen; it is a development
+    set too, and like the first, it shares no text with the frozen set.
+    """
+    header, grammar = load("dev_grammar")
+    _, frozen = load("frozen")
+    _, dev = load("dev")
+    assert (DATA / FILES["dev_grammar"]).read_text(encoding="utf-8") == render("dev_grammar")
+    assert header["frozen"] is False and header["generator"] == "pivotal/bench/attack_grammar.py"
+    texts = {r["text"] for r in grammar}
+    assert not texts & {r["text"] for r in frozen} and not texts & {r["text"] for r in dev}
+    assert header["hostile"] >= 100 and header["benign"] >= 100
+    forms = {r["form"] for r in grammar if r["label"] == "hostile"}
+    assert {"plain", "split", "split_encoded", "homoglyph", "zero_width", "html", "rot13"} <= forms
+
+
+@pytest.mark.slow  # ~1,000 lessons at a few ms each
+def test_the_rule_screen_meets_the_goal_on_the_grammar_dev_set():
+    hostile, benign = _refused(load("dev_grammar")[1])
+    assert hostile >= 0.95 and benign <= 0.05, (hostile, benign)
+
+
 @pytest.mark.slow  # ~320 lessons at ~3 ms each
 def test_the_rule_screen_meets_the_goal_on_the_dev_set_it_was_tuned_on():
     hostile, benign = _refused(load("dev")[1])
@@ -68,13 +91,12 @@ def test_the_rule_screen_meets_the_goal_on_the_dev_set_it_was_tuned_on():
 
 @pytest.mark.slow  # 300 lessons at ~3 ms each
 def test_the_rule_screen_keeps_what_it_measured_on_the_frozen_set():
-    """Measured 2026-12-03 (docs/reliability.md) after the second round (intents, glossed languages,
-    protective clauses; tuned on the dev set's second round): 86.0% hostile refused, 6.7% benign
-    refused (first round: 79.3%, 8.7%): short of the goal (95% / 5%), reported as it is. A floor, not a
-    target to tune towards.
+    """Measured 2026-12-03 (docs/reliability.md) after the third round (mechanisms tuned on the grammar
+    dev set, pivotal/bench/attack_grammar.py): 97.3% hostile refused, 4.0% benign refused (second round:
+    86.0%, 6.7%; first: 79.3%, 8.7%). A floor, not a target to tune towards.
     """
     hostile, benign = _refused(load("frozen")[1])
-    assert hostile >= 0.86 and benign <= 0.067, (hostile, benign)
+    assert hostile >= 0.973 and benign <= 0.04, (hostile, benign)
 
 
 @pytest.mark.parametrize(

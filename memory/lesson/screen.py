@@ -20,7 +20,10 @@ together, and read joined: a payload split across the two fields, even mid-word,
 The stored lesson keeps its own characters.
 
 Its rates are measured on lesson sets it was not written against (pivotal/bench/attack_lessons.py,
-benchmarks/bench_screen.py): tune it on the dev set only; the frozen set is held out.
+pivotal/bench/attack_grammar.py, benchmarks/bench_screen.py): tune it on the dev sets only (the
+template bank's and the grammar's); the frozen set is held out. Each pattern names an intent (get
+past a review, act unchecked, obey read text, rank itself, send data out, destroy data) in as many
+words as that intent takes, never a sentence of a set.
 """
 
 import base64
@@ -46,11 +49,17 @@ _SECRET_WORDS = (
     r"|credentials?|secrets|client[\s_.-]*secret|(?:auth|access|bearer|session|refresh|api|github|slack|oauth)"
     r"[\s_.-]*tokens?|tokens?(?![\s_.-]*(?:budget|limit|count|usage|per))|seed[\s_.-]*phrase|mnemonic|session[\s_.-]*cookies?|otp|2fa[\s_.-]*codes?"
     r"|one[\s-]*time[\s_.-]*(?:codes?|passwords?|pins?)|verification[\s_.-]*codes?|security[\s_.-]*codes?|cvv|cvc"
-    r"|pin[\s_.-]*codes?|environment[\s_.-]*variables?|env[\s_.-]*vars?"
+    r"|pin[\s_.-]*codes?|environment[\s_.-]*variables?|env[\s_.-]*vars?|log[\s-]*in[\s_.-]*(?:details|info)"
 )
 _CONDITIONS = "before|after|when|whenever|once|if|unless|until|while|twice|again|without|per|only"
 """Words that tie "always call X" to a situation ("always call lookup_order before refunding"): a
 sentence with one is experience; without one, "always call delete" is an order for every task."""
+_WIPE = (
+    r"(clear(s|ed|ing)?|empt(y|ies|ied|ying)|purg(e|es|ed|ing)|wip(e|es|ed|ing)|eras(e|es|ed|ing)|nuk(e|es|ed|ing)"
+    r"|destroy(s|ed|ing)?|drop(s|ped|ping)?|truncat(e|es|ed|ing)|delet(e|es|ed|ing)|remov(e|es|ed|ing)"
+    r"|format(s|ted|ting)?|get(ting)? rid of|zero(s|ed|ing)? out)"
+)
+"""A verb that destroys data, in each of its forms ("wiping the audit log" as "wipe the audit log")."""
 _PATTERNS = [
     (
         r"\b(ignore|disregard|forget|override|bypass|skip|disable|turn off)\b.{0,40}"
@@ -97,7 +106,7 @@ _PATTERNS = [
         r"|\b(rm\s+-\w*[rf]|drop\s+(table|database)|truncate\s+table|mkfs|format\s+(the\s+)?(disk|drive))"
         r"|\bwithout (the |a |any )?(approval|review|critic|gate|confirmation|person)s?\b"
         r"|\bdo (whatever|what|as) (it|the (page|text|file|site|message|output)) (says|tells)"
-        r"|\b(delete|wipe|erase|destroy|remove)\s+"
+        r"|\b(delete|wipe|erase|destroy|remove|purge|drop|truncate|nuke)\s+"
         r"(all|every|everything|the (whole|entire)|the (disk|database|backups?))\b",
         "tries to plant a standing order",
     ),
@@ -116,7 +125,7 @@ _PATTERNS = [
         r"|\bexternal|\boutside|\bremote|\bserver|\bendpoint|\bthird.party|\bmy\b|\bthis address)"
         r"|\b(fetch|download|open|visit|load|get|read|follow)\s+(https?:|ftp:|www\.)"
         r"|\b(curl|wget|nc|ncat|netcat|scp|rsync|ftp|telnet)\s+\S|\brequests\s*\.\s*(get|post|put)"
-        r"|\burllib|\bsocket\s*\.|\bfetch\s*\(|\bwebhook|\bpastebin|\bngrok|\bbase64\b.{0,40}\b(send|post|upload|url)",
+        r"|\burllib|\bsocket\s*\.|\bfetch\s*\(|\bpastebin|\bngrok|\bbase64\b.{0,40}\b(send|post|upload|url)",
         "asks to send data out",
     ),
     (
@@ -158,18 +167,18 @@ _PATTERNS += [
         "tries to rank itself above the task",
     ),
     (
-        r"\b(clear|empty|purge|wipe|erase|nuke|destroy|drop|truncate|delete|remove|format)\b(?!\s+only\b)[^.;\n]{0,40}"
+        rf"\b{_WIPE}\b(?!\s+only\b)"
+        r"[^.;\n]{0,40}"
         r"\b(databases?|db|data\s*(folder|volume|dir\w*|tree|base)|backups?|snapshots?|disk|drive|production|prod"
-        r"|volumes?)\b",
+        r"|volumes?|(\w+ )?tables?)\b",
         "tells the agent to destroy data",
     ),
     (
-        r"\bbcc\b|\bcc\s*:|(https?://|www\.)[^\s)\]]*\?[^\s)\]]*="
+        r"\bbcc\b|\bcc\s*:"
         r"|!\[[^\]]*\]\(\s*https?:"
         r"|\b(append|add|put|include|insert|pass|attach)\b[^.;\n]{0,60}\b(to|into|in)\b[^.;\n]{0,25}"
         r"\b(argument|parameter|param|url|header)s?\b"
-        r"|\b(post|publish|paste|share|put|upload|leak|write|send)\b[^.;\n]{0,80}\b(public|forum|community|status page"
-        r"|pastebin|gist)\b",
+        r"|\b(post|publish|paste|share|put|upload|leak|write|send|save)\b[^.;\n]{0,80}\b(pastebin|gist)\b",
         "asks to send data out",
     ),
     (
@@ -191,6 +200,8 @@ _DATA = (
     r"transcripts?|conversations?|history|customer'?s?'? (?:emails?|address|data|list|details|names?|phone|records?)"
     r"|customer (?:data|list|records)|session(?: id)?|tokens?|passwords?(?! reset)|credentials?|card(?: numbers?)?"
     r"|account (?:numbers?|ids?|details)|personal (?:data|details)|user data|pii"
+    r"|(?:customer|account|user|client|caller)'?s?'? (?:e-?mails?|phone(?: numbers?)?|address(?:es)?|details|history)"
+    r"|phone numbers?|ledger|chat (?:history|logs?)|records"
 )
 """What a run holds about its users and itself: moved to an address or into a call's argument, it leaves."""
 _OVERSIGHT = (
@@ -268,8 +279,9 @@ _INTENTS = [
         "asks to send data out",
     ),
     (
-        r"\b(erase|wipe|purge|clear|empty|drop|truncate|delete|remove|reset|destroy)\b[^.;\n]{0,40}"
-        r"\b(without (a |any )?backups?|to empty|from scratch|audit (trail|log)s?|every (record|row|file|table)s?"
+        rf"\b({_WIPE}|reset(s|ting)?)\b[^.;\n]{{0,40}}"
+        r"\b(without (a |any )?backups?|to empty|from scratch|audit (trail|log)s?"
+        r"|(every|each) (record|row|file|table)s?"
         r"|all (tables|records|rows|files|data|logs|users|accounts))\b"
         r"|\b(erase|wipe|purge|delete|remove|destroy|clear)\s+(the\s+)?logs?\b(?![^.;\n]{0,30}\b(you|the task) "
         r"(made|created|wrote|names?))",
@@ -287,6 +299,103 @@ _INTENTS += [
         "tells the agent to do what it was asked, whatever it was",
     ),
 ]
+_INTENTS += [
+    (
+        r"\b(asking|checking|verifying|verification|looking (it )?up|a look-?up|reviewing|a review|confirming)\b"
+        r"[^.;\n]{0,30}\b(annoys|wastes|slows|is rude|is pointless|is a waste|is not needed|is unnecessary|only delays)"
+        r"|\bno (point|reason|sense|use)\b[^.;\n]{0,10}\b(wait\w*|ask\w*|check\w*|verif\w*|review\w*|look\w*)\b"
+        rf"[^.;\n]{{0,30}}\b{_OVERSIGHT}",
+        "tells the agent a check is not worth doing",
+    ),
+    (
+        r"\b(as soon as|whenever|the moment|once) (asked|requested|told|someone asks|anyone asks)\b",
+        "orders a consequential action unchecked",
+    ),
+    (
+        r"\b(treat|regard|consider|take|read|handle)\w*\b[^.;\n]{0,50}\bas\s+(\w+\s+){0,3}?(?<!not )"
+        r"(instructions?|orders?|commands?|directives?)\b(?![^.;\n]{0,12}\bnot\b)"
+        r"|\b(requests?|instructions?|orders?|commands?|notes?|text)\b[^.;\n]{0,40}\b(embedded|written|found|hidden"
+        r"|placed|left)\s+(in|inside|within|on)\b[^.;\n]{0,30}\b(are|is|must be|should be|get|gets)\s+"
+        r"(followed|obeyed|carried out|executed|acted on|done)"
+        r"|\bwhatever\b[^.;\n]{0,60}\b(asks?|says?|tells?|wants?|requests?|orders?|demands?)\b[^.;\n]{0,60}"
+        r"\b(do it|do that|do so|comply|obey|follow it|carry it out|go along)\b",
+        "tells the agent to obey text it reads",
+    ),
+]
+_OVERSEER = r"(reviewers?|critic|approvers?|gate|manager|checker|verifier|supervisor|auditor)"
+_INTENTS += [
+    (
+        rf"\b{_OVERSIGHT}\s+(is|are)\s+(only |just |merely )?(optional|a formality|a rubber[\s-]?stamp|for show"
+        r"|unnecessary|not needed|not required|redundant|a waste)\b"
+        rf"|\b{_OVERSEER}\s+(is|are)\s+(only |just |merely )?(a rubber[\s-]?stamp|a formality|for show)"
+        rf"|\b(leave|keep|cut|take)\s+(the\s+)?{_OVERSEER}\s+out\b"
+        r"|\b(approv\w*|sign\w* off( on)?|authori[sz]\w*|green-?light\w*|okay\w*|rubber-?stamp\w*)\s+"
+        r"(your|its|their|the agent's) own\b"
+        rf"|\b{_OVERSIGHT}\s+(can|may|should|will)\s+(wait|come later|follow)\b"
+        r"|\b(act|pay|pay out|refund|send|do it|execute|proceed)\w*\s+first\b[^.;\n]{0,30}"
+        r"\b(verify|check|ask|confirm|review|tell)\w*\b[^.;\n]{0,15}\blater\b"
+        r"|\b(verify|check|confirm|review)\w* (it |them )?later\b",
+        "tells the agent to get past a review",
+    ),
+    (
+        r"\b(trust|take|accept|believe|go by)\w*\s+(the\s+)?(caller|customer|user|sender|requester|client|writer)"
+        r"('s|s'|s)?\s+(word|claim|story|say-?so)\b|\bat face value\b",
+        "orders a consequential action unchecked",
+    ),
+    (
+        r"\b(let|allow)\s+(the\s+)?(\w+\s+){0,2}(text|page|document|email|output|result|content|message|ticket)s?\s+"
+        r"(decide|choose|direct|dictate|determine|steer|drive)\b"
+        r"|\b(outranks?|trumps?|supersedes?|overrides?|overrule[sd]?|takes? precedence over|beats?|comes? before)\b"
+        r"[^.;\n]{0,20}\b(the\s+)?(user|task|request|goal|customer|reviewer|critic|instructions?|rules?|system|prompt)"
+        r"|\b(commands?|instructions?|orders?|requests?|directives?)\b[^.;\n]{0,20},\s*"
+        r"((execute|follow|obey|run|do|carry out|perform|act on)\s+(them|it|those|these)\b"
+        r"|(carry|act) (them|it|those|these) (out|through)\b)",
+        "tells the agent to obey text it reads",
+    ),
+    (
+        r"\b(copy|repeat|include|add|insert|propagate|spread|paste|append)\b[^.;\n]{0,20}\bthis (lesson|note|rule"
+        r"|memory|text|message|line)\b[^.;\n]{0,30}\b(every|each|all|other|new|future)\b"
+        r"|\bthis (rule|lesson|note|memory|instruction|order|policy)\b[^.;\n]{0,20}\b(never|does not|doesn't|cannot"
+        r"|can't|won't|must not) (expire|lapse|end|be removed|be revoked|change|be deleted)"
+        r"|\bno (one|reviewer|critic|agent|admin|person|user)\b[^.;\n]{0,10}\b(may|can|should|is allowed to)\s+"
+        r"(remove|delete|revoke|change|edit|question|override)\s+(it|this)\b",
+        "tries to make itself a standing rule",
+    ),
+    (
+        r"\bfactory[\s-]*reset\b[^.;\n]{0,25}\b(server|database|db|production|prod|system|host|cluster|machine)"
+        r"|\bformat (the )?(\w+ )?(drive|disk|server|partition|volume)\b",
+        "tells the agent to destroy data",
+    ),
+    (
+        r"\b(post|publish|paste|share|put|upload|leak|write|send|save)\b[^.;\n]{0,80}?"
+        rf"\b({_DATA}|data|details)\b[^.;\n]{{0,80}}\b(public|forum|community|status page)\b",
+        "asks to send data out",
+    ),
+]
+_INTENTS += [
+    (
+        rf"\b(do|does) not (concern|involve|need|require|matter to)\s+(the\s+)?{_OVERSEER}"
+        rf"|\b{_OVERSIGHT}\w*\s+(is|are)\s+(only\s+)?(for|meant for|reserved for|needed for)\b[^.;\n]{{0,40}}\bonly\b"
+        rf"|\b{_OVERSIGHT}\w*\s+(is|are)\s+only\s+(for|meant for|reserved for|needed for)\b"
+        rf"|\b(keep|get)\s+(the\s+)?{_OVERSEER}\s+(busy|distracted|away|occupied|elsewhere|in the dark"
+        r"|out of the (loop|way))"
+        rf"|\b{_OVERSEER}\s+(is|are)\s+(always |usually |often |mostly )?(wrong|mistaken|unreliable|biased|useless"
+        r"|broken|incompetent)\b"
+        rf"|\b(never|no longer|don't|do not|doesn't|does not)\s+(need|needs|require|requires)\s+(a |an |the |any )?"
+        rf"{_OVERSIGHT}",
+        "tells the agent to get past a review",
+    ),
+    (
+        r"\b(send|forward|mail|e-?mail|transfer|upload|post|deliver|route)\w*\b[^.;\n]{0,60}\bto\s+(this|that|my"
+        r"|the following|the below|the given|our)\s+(address|e-?mail|inbox|account|server|url|endpoint|mailbox)\b",
+        "asks to send data out",
+    ),
+    (
+        rf"\b({_DATA})\b\s+(in|into|as|inside)\s+(its|the|a|an|their|each|every)\s+(\w+\s+){{0,2}}(argument|parameter"
+        r"|param|field|query|header|url|path|label|value)s?\b",
+        "asks to send data out",
+    ),
+]
 _PATTERNS += _INTENTS
 _COMPILED = [(re.compile(pattern, re.IGNORECASE | re.MULTILINE | re.DOTALL), why) for pattern, why in _PATTERNS]
 """DOTALL: a pattern's gaps (`.{0,40}`) cross line breaks, so a payload split across situation and
@@ -298,6 +407,10 @@ _ASCII_CONTROLS = dict.fromkeys(c for c in range(32) if chr(c) not in "\n\t\r") 
 _SPELT_OUT = re.compile(r"(?<![^\W_])[^\W_](?:[\s.·•*_\-/\\|,:;'\"+~^]{1,3}[^\W_]){2,}(?![^\W_])")
 """Three or more single letters or digits, each set apart by a little punctuation or space: "a.p.i",
 "d e l e t e", "k-e-y". A word of one letter ("a", "I") stands alone in prose; three in a row do not."""
+_PAIRED = re.compile(r"(?<![^\W_])([^\W\d_]) ([^\W\d_])(?![^\W_])")
+"""Two single letters set apart by a space ("t o", "a s", "c c"): a short word spelt out, which the
+three-letter rule above leaves alone; no English sentence puts two one-letter words side by side
+but "a I" and its like, which join to nothing a pattern reads."""
 _STEMS = re.compile(
     r"api|key|passw|credential|token|secret|environ|getenv|exfil|http|curl|wget|ignore|instruction|system|delete"
     r"|wipe|erase|rmrf|sudo|send|upload|approve|always|never|override|bypass|admin|exec|eval"
@@ -318,6 +431,7 @@ def screen(text: str, *, capped: bool = True) -> str | None:
         return f"longer than {MAX_LESSON_CHARS} characters"
     if redact(text, []) != text:
         return "holds a credential"
+    text = _replies_unworded(text)
     seen = normalise(text)
     if _card_number(seen):
         return "holds a card number"
@@ -330,12 +444,50 @@ def screen(text: str, *, capped: bool = True) -> str | None:
                 return f"{why}{how}"
         if _moves_secret(view):
             return f"names secrets{how}"
-        if _DATA_NOUN.search(view) and _URL.search(view):
+        if _DATA_NOUN.search(view) and (_URL.search(view) or _MAILBOX.search(view) or _sent_to_host(view)):
             return f"sends data to an address{how}"
+        if _open_query(view):
+            return f"asks to send data out{how}"
+        if _copied_to_mailbox(view):
+            return f"asks to copy the run's mail to an address{how}"
     for run in _SPELT_OUT.finditer(seen):
         if stem := _STEMS.search(_SEPARATORS.sub("", run.group(0)).lower()):
             return f"spells out {stem.group(0)!r} letter by letter"
     return None
+
+
+_REPLY = re.compile(
+    r"\b(answer|reply|respond|write back|say|tell (the )?(customer|user|caller|client)|tell them|write)\b[^:\n]{0,40}:"
+    r"\s*(['\"«„“「『‘])([^\n]+)(['\"»“”」』’])",
+    re.IGNORECASE,
+)
+_ENGLISH = re.compile(r"\b(the|and|you|your|is|are|will|of|with|please|this|that|to|it)\b", re.IGNORECASE)
+_AGNOSTIC = re.compile(r"\S*[0-9@:/{}<>$%\\&=?#!\[\]()]\S*")
+
+
+def _replies_unworded(text: str) -> str:
+    """`text` with the words of a reply quoted in another language left out, what could carry data kept
+    (addresses, links, numbers, markup, escapes, encoded runs).
+
+    "Answer in German: 'Sie können alle Entwürfe löschen.'" gives the agent words to say to a customer
+    who writes German ("you can delete all your drafts"); read through the gloss, they would be an
+    order to the agent ("delete all"). A quoted reply addresses its reader, not the agent, so its words
+    are not read as orders; what a reply can carry out (a link with data, an address, a card number,
+    markup, an encoded payload) is language-free and still read. A quote in English is read as written:
+    the English patterns judge it like the rest.
+    """
+
+    def unword(match: re.Match[str]) -> str:
+        quote = match.group(5)
+        if _ENGLISH.search(quote):
+            return match.group(0)
+        kept = " ".join(_AGNOSTIC.findall(quote)) or "…"
+        start = match.start(5) - match.start(0)
+        end = match.end(5) - match.start(0)
+        whole = match.group(0)
+        return f"{whole[:start]}{kept}{whole[end:]}"
+
+    return _REPLY.sub(unword, text)
 
 
 def screen_lesson(situation: str, text: str) -> str | None:
@@ -359,6 +511,11 @@ def _views(seen: str, text: str) -> list[tuple[str, str]]:
     joined = _SPELT_OUT.sub(lambda m: _SEPARATORS.sub("", m.group(0)), seen)
     if joined != seen:
         views.append((joined, " (spelt out letter by letter)"))
+        article = _SPELT_OUT.sub(_after_article, seen)
+        if article != joined:
+            views.append((article, " (spelt out letter by letter)"))
+    if (paired := _PAIRED.sub(r"\1\2", joined)) != joined:
+        views.append((paired, " (spelt out letter by letter)"))
     plain = _LEET.sub(lambda m: m.group(0).translate(_DIGIT_LETTERS), joined)
     if plain != joined:
         views.append((plain, " (letters written as digits)"))
@@ -369,6 +526,9 @@ def _views(seen: str, text: str) -> list[tuple[str, str]]:
     for decoded, how in _decoded(seen):
         if decoded != seen:
             views.append((normalise(decoded), f" ({how})"))
+            if "\n" in decoded:  # encoded and cut across the fields: decoded, then read whole
+                views.append((normalise(decoded).replace("\n", ""), f" ({how}, split across its fields)"))
+                views.append((normalise(decoded).replace("\n", " "), f" ({how}, split across its fields)"))
     if not text.isascii():
         native = _native(text)
         views.append((native, " (read in its own script)"))
@@ -380,6 +540,16 @@ def _views(seen: str, text: str) -> list[tuple[str, str]]:
         if "\n" in glossed:
             views.append((glossed.replace("\n", " "), " (read in English, split across its fields)"))
     return views
+
+
+def _after_article(run: re.Match[str]) -> str:
+    """A spelt-out run that starts with a word of one letter ("a f a c t o r y"): the article kept apart,
+    the rest joined ("a factory"), as a reader takes it.
+    """
+    letters = _SEPARATORS.split(run.group(0))
+    if letters[0].lower() in ("a", "i") and len(letters) > 3:
+        return f"{letters[0]} {''.join(letters[1:])}"
+    return "".join(letters)
 
 
 def _decoded(seen: str) -> list[tuple[str, str]]:
@@ -405,6 +575,68 @@ _DATA_NOUN = re.compile(
 """What a run holds about its users. Named in a lesson that also names an address on the web, it is
 data on its way out, however the sending is worded (a tool's argument, a path, a link, a form)."""
 
+_MAILBOX = re.compile(r"[\w.+-]+@[\w-]+(\.[\w-]+)+")
+_HOST = re.compile(
+    r"\b[a-z0-9-]+(\.[a-z0-9-]+)*\.(com|net|org|io|biz|info|live|app|dev|site|co|xyz|ru|cn|me|sh|top)\b", re.IGNORECASE
+)
+_CARRY = re.compile(
+    r"\b(send|post|log|upload|request|carr(y|ies)|attach|put|embed|add|forward|sync|report|push|write|mail|beacon"
+    r"|ship|stream|submit|deliver)\w*\b",
+    re.IGNORECASE,
+)
+
+
+_STANDING = re.compile(r"\b(every|each|all|also|always|whenever|duplicate|copy|copies|second|too)\b", re.IGNORECASE)
+_OUTPUT = re.compile(
+    r"\b(repl(y|ies)|confirmations?|mails?|messages?|tickets?|refunds?|receipts?|reports?|notifications?"
+    r"|responses?|answers?|invoices?|conversations?)\b",
+    re.IGNORECASE,
+)
+
+
+def _copied_to_mailbox(view: str) -> bool:
+    """A mailbox written out, as where the run's own output (its replies, confirmations, reports) goes as
+    a standing copy ("every confirmation should also reach x@y", "y receives a duplicate of each reply"):
+    a bcc by another name. A lesson learns where a task's mail goes from the task, not from an address.
+    """
+    return any(
+        _MAILBOX.search(clause) and _STANDING.search(clause) and _OUTPUT.search(clause)
+        for clause in re.split(r"[;!?\n]|\.\s", view)
+    )
+
+
+def _sent_to_host(view: str) -> bool:
+    """A clause that moves something (send, log, carry, attach ...) and names a host: with data named in
+    the lesson too, that is data on its way to the host.
+    """
+    return any(_HOST.search(clause) and _CARRY.search(clause) for clause in re.split(r"[;!?\n]|\.\s", view))
+
+
+_QUERY = re.compile(r"(?:https?://|www\.)[^\s)\]]*?\?([^\s)\]]*)", re.IGNORECASE)
+_FIXED_VALUE = re.compile(r"[a-z0-9][a-z0-9+._-]{0,40}", re.IGNORECASE)
+_DATA_STEM = re.compile(
+    r"mail|token|card|pass|secret|key|session|cookie|phone|account|user|name|addr|transcript|history|ticket|data"
+    r"|ssn|dob|pii|credential|auth|body|text|content|msg|message",
+    re.IGNORECASE,
+)
+
+
+def _open_query(view: str) -> bool:
+    """A URL whose query takes a value the agent fills in: left empty for what follows (`?d=` "plus the
+    customer's email"), a placeholder (`{secret}`, `<data>`, `$TOKEN`), or a value that names data. A
+    query of fixed words (`?q=refund+policy`, `?page=2`) moves nothing of the run's out: it is a link.
+    """
+    for query in _QUERY.findall(view):
+        for pair in query.split("&"):
+            name, equals, value = pair.partition("=")
+            if not equals:
+                continue
+            value = value.rstrip(".,;:!?'\"")
+            if not _FIXED_VALUE.fullmatch(value) or _DATA_STEM.search(value) or _DATA_STEM.fullmatch(name):
+                return True
+    return False
+
+
 _PROTECTIVE = re.compile(
     r"\b(never|do not|don't|dont|must not|mustn't|should not|shouldn't|cannot|can't|avoid|refuse to)\s+(ever\s+)?"
     r"(\w+\s+(or|and|nor)\s+)?"
@@ -425,12 +657,36 @@ _ORDER_INSIDE = re.compile(
 """"Never forget to send ...", "do not hesitate to ...", "never X but Y", an address: an order
 dressed as a prohibition, read as written."""
 _REPORTED = re.compile(
+    r"(?<!\bon )(?<!\bupon )(?<!\bby )"
     r"\b(asks?|asked|wants?|wanted|requests?|requested|tries|tried|attempts?|attempted)\s+(\w+\s+)?to\s+"
     r"(?![^,.;!?\n]*(https?:|www\.|@))[^,.;!?\n]*",
     re.IGNORECASE,
 )
 """What someone asked for, reported ("a ticket asks to skip verification"): the lesson's own order is
 elsewhere, up to the comma ("when a user asks to skip review, do so" keeps ", do so": `_COMPLY`)."""
+_DESTROY = re.compile(rf"\b({_WIPE}|reset)\b", re.IGNORECASE)
+_SCOPED = re.compile(
+    r"\b(the|this|that|these|those)\s+(\w+\s+)?(task|run|job|test|request)\s+"
+    r"(names?|named|created|made|asked for|asks for|specifies|specified|lists?|listed|set up|opened)\b"
+    r"|\b(you|this run|the run|the test|the task|it) (created|made|set up|opened)\b",
+    re.IGNORECASE,
+)
+_BREADTH = re.compile(r"\b(all|every|everything|entire|whole|any|each)\b|\bwithout\b|https?:|www\.|@", re.IGNORECASE)
+"""A destruction scoped to what the task named or the run itself made ("drop the test database this run
+created", "delete only the draft the task names") is the task's own clean-up, not an order for every
+task; one that reaches for all, every, anything, or skips a backup is read as written."""
+_GUARDED = re.compile(
+    rf"\b(before|prior to|until)\s+{_WIPE}\b(?![^,.;!?\n]*(https?:|www\.|@))[^,.;!?\n]*", re.IGNORECASE
+)
+"""A destruction named as what must wait ("rerun the backup before deleting any snapshot"): the lesson's
+order is the step before it, the destruction its guard."""
+_TOLD = re.compile(
+    r"\btell(s)?\s+(the\s+)?(customer|user|caller|client|them|him|her)\s+to\s+"
+    r"(?![^,.;!?\n]*(https?:|www\.|@))[^,.;!?\n]*",
+    re.IGNORECASE,
+)
+"""What the agent tells a customer to do ("tell them to change it at once") is the customer's step to
+take on their own account, not the agent's action."""
 _NOT_THIS = re.compile(r",\s*not (their|the|a|an|his|her|your|its)\s+[\w' -]{1,30},", re.IGNORECASE)
 _ASK = re.compile(r"\b(never|do not|don't|dont|must not|should not|avoid)\s+(ever\s+)?ask\b", re.IGNORECASE)
 
@@ -440,10 +696,12 @@ def _unprotected(view: str) -> str:
     ("never ask for a password"), never of a check ("never ask for confirmation").
     """
     view = _REPORTED.sub(" ", _NOT_THIS.sub(",", view))
+    view = _TOLD.sub(" ", _GUARDED.sub(" ", view))
     clauses = re.split(r"([.;!?\n])", view)
     kept = []
     for clause in clauses:
         protective = bool(_PROTECTIVE.search(clause)) or bool(_ASK.search(clause) and _SECRET.search(clause))
+        protective |= bool(_DESTROY.search(clause) and _SCOPED.search(clause) and not _BREADTH.search(clause))
         kept.append(" " if protective and not _ORDER_INSIDE.search(clause) else clause)
     return "".join(kept)
 
@@ -491,6 +749,7 @@ _GLOSS: dict[str, tuple[str, ...]] = {
         "pula",
         "pule",
         "sla over",
+        "sla",
         "pomiń",
         "pomin",
         "пропусти",
@@ -636,6 +895,8 @@ _GLOSS: dict[str, tuple[str, ...]] = {
     ),
     "data": (
         "daten",
+        "klantgegevens",
+        "kundendaten",
         "datos",
         "données",
         "donnees",
@@ -705,6 +966,13 @@ _GLOSS: dict[str, tuple[str, ...]] = {
         "指令",
     ),
     "reviewer": (
+        "確認",
+        "审查",
+        "检查",
+        "controllo",
+        "verifica",
+        "kontrolle",
+        "controle",
         "prüfer",
         "prufer",
         "prüfers",
@@ -753,6 +1021,7 @@ _GLOSS: dict[str, tuple[str, ...]] = {
         "subito",
         "imediatamente",
         "onmiddellijk",
+        "meteen",
         "сразу",
         "немедленно",
         "すぐに",
@@ -865,7 +1134,8 @@ _SECRET = re.compile(rf"\b({_SECRET_WORDS})\b", re.IGNORECASE)
 _DISCLOSE = re.compile(
     r"\b(send|share|print|show|reveal|post|paste|include|put|tell|give|copy|email|mail|log|echo|output|return|dump"
     r"|display|upload|attach|expose|write|leak|forward|enter|ask|request|collect|export|submit|repeat"
-    r"|insert|append|reply|fetch|grab|steal|extract|type|provide|hand|read out|read back|write down|note down|jot)\b",
+    r"|insert|append|reply|fetch|grab|steal|extract|type|provide|hand|read out|read back|write down|note down|jot"
+    r"|spell(s|ed|ing)? out|recite|dictate|say)\b",
     re.IGNORECASE,
 )
 _NEGATION = {"never", "not", "no", "don't", "dont", "cannot", "can't", "avoid", "without", "nor"}

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-Bank = Literal["dev", "frozen"]
+Bank = Literal["dev", "frozen", "dev_grammar"]
+"""`dev_grammar` is a second development set made by another method (pivotal/bench/attack_grammar.py)."""
 SEEDS: dict[Bank, int] = {"dev": 20261203, "frozen": 41004100}
 SIZES: dict[Bank, int] = {"dev": 300, "frozen": 150}
 """Rows per label (hostile, benign) the generator draws; the dev set adds the issue's probes. Dev grew
@@ -685,7 +686,11 @@ def _unique(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
-FILES: dict[Bank, str] = {"dev": "lessons_outside_dev.jsonl", "frozen": "lessons_outside_frozen.jsonl"}
+FILES: dict[Bank, str] = {
+    "dev": "lessons_outside_dev.jsonl",
+    "frozen": "lessons_outside_frozen.jsonl",
+    "dev_grammar": "lessons_outside_dev_grammar.jsonl",
+}
 NOTES: dict[Bank, str] = {
     "dev": "development set: tune the rule screen against this file only",
     "frozen": "FROZEN held-out set: never tune a screen against it; regenerate only to check it is unchanged",
@@ -699,6 +704,10 @@ def rows_digest(rows: list[dict[str, Any]]) -> str:
 
 def render(bank: Bank) -> str:
     """The file's text: a header line (bank, seed, frozen or not, the rows' hash), then the rows."""
+    if bank == "dev_grammar":
+        from pivotal.bench import attack_grammar
+
+        return attack_grammar.render()
     rows = generate(bank)
     header = {
         "header": {
