@@ -30,7 +30,7 @@ from pivotal.core.errors import InfrastructureFault, PivotalError
 
 if TYPE_CHECKING:  # loaded where a batch runs, not for every command's start
     from pivotal.core.context import Context
-    from pivotal.graphs.runner import RunResult
+    from pivotal.graphs.summary import RunResult
 
 EXIT_OK, EXIT_TASK_FAILED = 0, 1
 
@@ -82,7 +82,7 @@ def _quiet_about_stops(loop: asyncio.AbstractEventLoop, context: dict[str, Any])
 
 
 def _locked_batch(args: argparse.Namespace, out: Path, marker: Path) -> int:
-    from pivotal.graphs.runner import check_context
+    from pivotal.graphs.checks import check_context
 
     saved = _saved_batch(out, marker) if args.resume else {}
     options.load_plugins([*saved.get("plugins", []), *args.plugin])
@@ -147,7 +147,7 @@ def _say_rewinds(tasks: list[dict[str, Any]], context: "Context") -> None:
     stdout: stderr keeps its one line for a fault (and JSON logs, when asked for, stay JSON).
     """
     from pivotal.core.task import parse_task
-    from pivotal.graphs.runner import rewind_notices
+    from pivotal.graphs.checks import rewind_notices
 
     for notice in rewind_notices([parse_task(task, context.default_env) for task in tasks], context):
         print(notice)
@@ -184,7 +184,7 @@ def _check_ray(args: argparse.Namespace, context: "Context", checkpoints: str | 
 
 
 async def _reach(url: str) -> None:
-    from pivotal.graphs.runner import open_checkpointer
+    from pivotal.graphs.checkpointer import open_checkpointer
 
     async with open_checkpointer(url):
         pass
@@ -221,7 +221,7 @@ async def _run(
     results: BinaryIO,
     args: argparse.Namespace,
 ) -> None:
-    from pivotal.graphs.runner import run_batch
+    from pivotal.graphs.batch import run_batch
 
     progress = _progress(len(pending))
 
@@ -278,7 +278,7 @@ def _check_started(state: dict[str, Any], good: set[int], done: set[int], tasks:
     replaced checkpoint file would otherwise start those tasks again from step 0, repeating every
     action they took. Refused in one line before anything runs.
     """
-    from pivotal.graphs.runner import held_threads
+    from pivotal.graphs.threads import held_threads
 
     started = sorted((set(state.get("started", [])) | done) & good)
     if not started:

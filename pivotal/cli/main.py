@@ -10,6 +10,7 @@ import asyncio
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -135,29 +136,54 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pivotal.graphs.runner import resume, rewind_notice, run
+    from pivotal.graphs.runner import resume, run
 
     options.load_plugins(args.plugin)
     context = options.context_from(args)
-    task = options.task_from(args)
-    live = None if args.json else Trace(sys.stdout, notice=rewind_notice(task, context))
-    result = run(
-        task,
-        context,
-        checkpoint_path=args.checkpoints,
-        thread_id=args.thread_id,
-        plugins=args.plugin,
-        on_update=live,
-    )
+    live = None if args.json else Trace(sys.stdout)
+    with _notices_in(live):
+        result = run(
+            options.task_from(args),
+            context,
+            checkpoint_path=args.checkpoints,
+            thread_id=args.thread_id,
+            plugins=args.plugin,
+            on_update=live,
+        )
     while result.status == "interrupted" and sys.stdin.isatty():
         reply = _ask(result.interrupt or {})
         result = resume(result.thread_id, reply, context, checkpoint_path=args.checkpoints, on_update=live)
     return _report(result, args, traced=live is not None)
 
 
+@contextmanager
+def _notices_in(live: Trace | None) -> Iterator[None]:
+    """The run API says a retry cannot rewind as a `RewindWarning` before the graph starts: the live
+    trace shows it as its own line under the task's (with --json it stays a warning on stderr).
+    """
+    if live is None:
+        yield
+        return
+    from pivotal.core.environments.base import RewindWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", RewindWarning)
+        shown = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001 — warnings' hook
+            if issubclass(category, RewindWarning):
+                live.notice = str(message)
+            else:
+                shown(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show
+        yield
+
+
 def _resume(args: argparse.Namespace) -> int:
     """The run goes on with its saved settings and plugins; a contradicting flag is refused."""
-    from pivotal.graphs.runner import resume, saved_values
+    from pivotal.graphs.runner import resume
+    from pivotal.graphs.threads import saved_values
 
     if args.repeat and args.decision != "approve":
         raise PivotalError("--repeat re-approves an action that already ran; give it with --decision approve")
