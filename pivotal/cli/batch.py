@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from pivotal.cli import options
 from pivotal.cli.options import Commands
+from pivotal.cli.trace import rewind_notices_to
 from pivotal.core.errors import InfrastructureFault, PivotalError
 
 if TYPE_CHECKING:  # loaded where a batch runs, not for every command's start
@@ -136,21 +137,11 @@ def _run_pending(
                     },
                 )
         pending = [(number, task) for number, task in lines if number not in done]
-        _say_rewinds([task for _, task in pending], context)
-        with asyncio.Runner() as runner:
+        # the run API's rewind notice, once per environment, above the summary on stdout: stderr keeps its
+        # one line for a fault (and JSON logs, when asked for, stay JSON)
+        with asyncio.Runner() as runner, rewind_notices_to(print):
             runner.get_loop().set_exception_handler(_quiet_about_stops)
             runner.run(_run(pending, context, args.concurrency, state, results, args))
-
-
-def _say_rewinds(tasks: list[dict[str, Any]], context: "Context") -> None:
-    """`pivotal run`'s rewind notice, once per environment of the batch, above the summary on
-    stdout: stderr keeps its one line for a fault (and JSON logs, when asked for, stay JSON).
-    """
-    from pivotal.core.task import parse_task
-    from pivotal.graphs.checks import rewind_notices
-
-    for notice in rewind_notices([parse_task(task, context.default_env) for task in tasks], context):
-        print(notice)
 
 
 def _check_checkpoints(path: str | None) -> None:

@@ -10,12 +10,11 @@ import asyncio
 import signal
 import sys
 import threading
-import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 from pivotal.cli import batch, bench, checkpoints, critic, fork, lessons, options, studio
-from pivotal.cli.trace import Trace, reflection_line
+from pivotal.cli.trace import Trace, reflection_line, rewind_notices_to
 from pivotal.core.errors import EnvironmentFault, PivotalError, Terminated, infrastructure_fault
 from pivotal.core.logs import library_logs_to
 from pivotal.core.settings import load_env_file, settings
@@ -141,7 +140,7 @@ def _run(args: argparse.Namespace) -> int:
     options.load_plugins(args.plugin)
     context = options.context_from(args)
     live = None if args.json else Trace(sys.stdout)
-    with _notices_in(live):
+    with rewind_notices_to(live.say) if live else nullcontext():  # with --json: a RewindWarning on stderr
         result = run(
             options.task_from(args),
             context,
@@ -154,30 +153,6 @@ def _run(args: argparse.Namespace) -> int:
         reply = _ask(result.interrupt or {})
         result = resume(result.thread_id, reply, context, checkpoint_path=args.checkpoints, on_update=live)
     return _report(result, args, traced=live is not None)
-
-
-@contextmanager
-def _notices_in(live: Trace | None) -> Iterator[None]:
-    """The run API says a retry cannot rewind as a `RewindWarning` before the graph starts: the live
-    trace shows it as its own line under the task's (with --json it stays a warning on stderr).
-    """
-    if live is None:
-        yield
-        return
-    from pivotal.core.environments.base import RewindWarning
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("always", RewindWarning)
-        shown = warnings.showwarning
-
-        def show(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001 — warnings' hook
-            if issubclass(category, RewindWarning):
-                live.notice = str(message)
-            else:
-                shown(message, category, filename, lineno, file, line)
-
-        warnings.showwarning = show
-        yield
 
 
 def _resume(args: argparse.Namespace) -> int:
