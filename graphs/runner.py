@@ -79,7 +79,7 @@ async def aresume(
         context = Context.resumed(saved.get("run_settings") or {}, context)
         check_context(context)
         check_task(saved["task"])
-        config = _config(thread_id, context)
+        config = _config(thread_id, recursion_limit(context))
         return await _invoke(graph, Command(resume=reply), config, context, saved.get("run_id", ""), on_update)
 
 
@@ -103,7 +103,7 @@ async def run_on_thread(
 ) -> RunResult:
     """Start the task on its thread, or continue it from the thread's last checkpoint."""
     thread_id = thread_id or uuid.uuid4().hex
-    config = _config(thread_id, context, {"pivotal_task": task.id})
+    config = _config(thread_id, recursion_limit(context), {"pivotal_task": task.id})
     saved = await graph.aget_state(config) if graph.checkpointer is not None else None
     # A node that finished just before a crash has its writes saved but no checkpoint after it:
     # `next` is then empty while `tasks` still holds it, so only no next *and* no tasks means done.
@@ -124,12 +124,9 @@ async def run_on_thread(
     return await _invoke(graph, start, config, context, run_id, on_update)
 
 
-def _config(thread_id: str, context: Context, metadata: dict[str, Any] | None = None) -> RunnableConfig:
-    return {
-        "configurable": {"thread_id": thread_id},
-        "recursion_limit": recursion_limit(context),
-        "metadata": metadata or {},
-    }
+def _config(thread_id: str, ceiling: int, metadata: dict[str, Any] | None = None) -> RunnableConfig:
+    """The thread, and a node ceiling the Context bounds can never reach (builder.py `recursion_limit`)."""
+    return {"configurable": {"thread_id": thread_id}, "recursion_limit": ceiling, "metadata": metadata or {}}
 
 
 async def _invoke(
@@ -140,34 +137,28 @@ async def _invoke(
     run_id: str,
     on_update: OnUpdate | None = None,
 ) -> RunResult:
-    """Run (or continue) the graph to its end or next pause, then release the live environment."""
+    """Run (or continue) the graph to its end or next pause, telling `on_update` each node's writes as
+    it finishes, then release the live environment and summarise the last values (and the pause, if any).
+    """
     started, started_at = time.perf_counter(), time.time()
-    try:
-        # "sync": each step's checkpoint is on disk before the next step starts, so a
-        # killed process resumes after the last executed action, not before it.
-        if on_update is None:
-            final = await graph.ainvoke(run_input, config=config, context=context, durability="sync")
-        else:
-            final = await _streamed(graph, run_input, config, context, on_update)
-    finally:
-        release(run_id)
-    return summarise(final, context, config["configurable"]["thread_id"], time.perf_counter() - started, started_at)
-
-
-async def _streamed(graph: Graph, run_input: Any, config: RunnableConfig, context: Context, on_update: OnUpdate) -> Any:
-    """What `ainvoke` returns (the last values, and the pause if any), telling `on_update` each node's writes."""
     final: dict[str, Any] = {}
     paused = None
     chunk: Any  # a (mode, chunk) pair per part, as `stream_mode` is a list
-    async for mode, chunk in graph.astream(
-        run_input, config=config, context=context, durability="sync", stream_mode=["updates", "values"]
-    ):
-        if mode == "values":
-            final = dict(chunk)
-            continue
-        for node, update in chunk.items():
-            if node == "__interrupt__":
-                paused = update
-            else:
-                on_update(node, update or {})
-    return {**final, "__interrupt__": paused} if paused else final
+    try:
+        # "sync": each step's checkpoint is on disk before the next step starts, so a
+        # killed process resumes after the last executed action, not before it.
+        async for mode, chunk in graph.astream(
+            run_input, config=config, context=context, durability="sync", stream_mode=["updates", "values"]
+        ):
+            if mode == "values":
+                final = dict(chunk)
+                continue
+            for node, update in chunk.items():
+                if node == "__interrupt__":
+                    paused = update
+                elif on_update is not None:
+                    on_update(node, update or {})
+    finally:
+        release(run_id)
+    final = {**final, "__interrupt__": paused} if paused else final
+    return summarise(final, context, config["configurable"]["thread_id"], time.perf_counter() - started, started_at)
