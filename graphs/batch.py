@@ -20,7 +20,7 @@ from pivotal.core.task import Task
 from pivotal.graphs.checkpointer import graph_over
 from pivotal.graphs.checks import check_run
 from pivotal.graphs.lease import Busy, ThreadBusy, thread_lease
-from pivotal.graphs.runner import Graph, run_on_thread
+from pivotal.graphs.runner import Graph, run_on_thread, settings_for
 from pivotal.graphs.summary import ENDED, RunResult
 from pivotal.memory.policy.registry import opened_lesson_store
 from pivotal.memory.policy.store import ExperienceStore
@@ -39,6 +39,7 @@ async def run_batch(
     plugins: Iterable[str] = (),
     busy: Busy = "skip",
     on_start: Callable[[int], Any] | None = None,
+    graph: Graph | None = None,
 ) -> list[RunResult]:
     """Run many tasks, at most `concurrency` at once, over one checkpointer; results keep input order.
 
@@ -53,11 +54,12 @@ async def run_batch(
     `on_result` has returned. A thread another process owns, or finished and reported, is left to
     it: its result has status "skipped" (`busy="skip"`), or the task waits for it (`busy="wait"`).
     `on_start(i)` is called once task i's first checkpoint is written in this call, before any of
-    its nodes runs (with the SQLite and Postgres savers, which hold leases).
+    its nodes runs (with the SQLite and Postgres savers, which hold leases). `graph`: an application's
+    own compiled graph, as for `arun`.
     """
     if concurrency <= 0:
         raise PivotalError(f"concurrency must be > 0 (got {concurrency})")
-    context = context or Context()
+    context = settings_for(graph, context, checkpointer, checkpoint_path)
     parsed, threads = batch_threads(tasks, context, thread_prefix, thread_keys)
     limit = asyncio.Semaphore(concurrency)
 
@@ -73,7 +75,7 @@ async def run_batch(
         async with limit:
             return await run_leased(graph, task, context, threads[index], list(plugins), busy, report, start)
 
-    async with graph_over(checkpointer, checkpoint_path) as graph:  # compiled once for the whole batch
+    async with graph_over(checkpointer, checkpoint_path, graph) as graph:  # compiled once for the whole batch
         try:
             async with asyncio.TaskGroup() as group:  # a storage fault cancels the rest, which stay resumable
                 running = [group.create_task(one(i, task, graph)) for i, task in enumerate(parsed)]

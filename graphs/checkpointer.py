@@ -51,8 +51,15 @@ async def open_checkpointer(path: str | None = None) -> AsyncIterator[BaseCheckp
 
 
 @asynccontextmanager
-async def graph_over(checkpointer: BaseCheckpointSaver | None, checkpoint_path: str | None) -> AsyncIterator[Any]:
-    """The graph over the given checkpointer, or over one opened (and closed) for this call."""
+async def graph_over(
+    checkpointer: BaseCheckpointSaver | None, checkpoint_path: str | None, graph: Any = None
+) -> AsyncIterator[Any]:
+    """An application's own graph as it is; else the graph over the given checkpointer, or over one
+    opened (and closed) for this call.
+    """
+    if graph is not None:
+        yield graph
+        return
     if checkpointer is not None:
         yield build_graph(checkpointer=checkpointer)
         return

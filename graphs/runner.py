@@ -17,8 +17,9 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 from langgraph.types import Command
 
-from pivotal.core.context import Context
+from pivotal.core.context import Context, refuse_loosening
 from pivotal.core.environments.live import release
+from pivotal.core.errors import PivotalError
 from pivotal.core.secrets import redact_tree
 from pivotal.core.task import Task
 from pivotal.graphs.builder import recursion_limit
@@ -44,18 +45,44 @@ async def arun(
     thread_id: str | None = None,
     plugins: Iterable[str] = (),
     on_update: OnUpdate | None = None,
+    graph: Graph | None = None,
 ) -> RunResult:
     """Run one task to its end and summarise it. Pass `checkpointer` to share one across runs.
 
     `plugins` (module names that register the task's environment) are saved with the thread,
     so `pivotal resume` can import them again in another process. `on_update(node, update)` is
     called as each node finishes, with the state it changed: a live trace (`pivotal run` prints one).
+
+    `graph`: an application's own compiled graph (`create_pivotal_agent`, `build_graph(store=...)`), run
+    with its checkpointer, store and settings; `context` may then tighten its safety settings, never
+    loosen them, and `checkpointer`/`checkpoint_path` are the graph's own.
     """
-    context = context or Context()
+    context = settings_for(graph, context, checkpointer, checkpoint_path)
     [parsed] = check_run([task], context)
     thread_id = thread_id or uuid.uuid4().hex
-    async with graph_over(checkpointer, checkpoint_path) as graph, thread_lease(graph.checkpointer, thread_id):
+    async with graph_over(checkpointer, checkpoint_path, graph) as graph, thread_lease(graph.checkpointer, thread_id):
         return await run_on_thread(graph, parsed, context, thread_id, list(plugins), on_update)
+
+
+def settings_for(
+    graph: Graph | None,
+    context: Context | None,
+    checkpointer: BaseCheckpointSaver | None = None,
+    checkpoint_path: str | None = None,
+) -> Context:
+    """The run's Context: the caller's, else the graph's own (an application's graph was built with
+    settings) or the defaults. Over an application's graph a context may tighten, never loosen, and the
+    checkpoints are the graph's: both refused in one line before anything runs.
+    """
+    if graph is None:
+        return context or Context()
+    if checkpointer is not None or checkpoint_path is not None:
+        raise PivotalError("a run on an application's graph keeps its checkpoints in the graph's own checkpointer; "
+                           "pass graph= or checkpointer=/checkpoint_path=, not both")  # fmt: skip
+    schema = graph.context_schema
+    own = schema() if isinstance(schema, type) and issubclass(schema, Context) else Context()
+    refuse_loosening(context, own)
+    return context or own
 
 
 async def aresume(
@@ -66,15 +93,18 @@ async def aresume(
     checkpoint_path: str | None = None,
     checkpointer: BaseCheckpointSaver | None = None,
     on_update: OnUpdate | None = None,
+    graph: Graph | None = None,
 ) -> RunResult:
     """Continue a run paused for approval: `reply` is {"decision": "approve"|"reject", "reason": ...}.
 
     The run goes on with the settings it started with. `context` may repeat them (a Context,
     or a dict of the fields a caller set explicitly) but not contradict them. Everything the
     rest of the run needs is checked before the reply is written, so a failed resume leaves
-    the thread exactly as it was, still waiting.
+    the thread exactly as it was, still waiting. `graph`: the application's graph the run paused on (`arun`).
     """
-    async with graph_over(checkpointer, checkpoint_path) as graph, thread_lease(graph.checkpointer, thread_id):
+    if graph is not None:
+        settings_for(graph, None, checkpointer, checkpoint_path)
+    async with graph_over(checkpointer, checkpoint_path, graph) as graph, thread_lease(graph.checkpointer, thread_id):
         saved = await paused_run(graph, thread_id)  # read under the lease: a second resume waits, then finds none
         context = Context.resumed(saved.get("run_settings") or {}, context)
         check_context(context)
