@@ -15,7 +15,7 @@ from pivotal.core.task import Task
 from pivotal.graphs.checkpointer import graph_over, open_checkpointer
 
 
-async def paused_run(graph: Pregel, thread_id: str) -> dict[str, Any]:
+async def paused_run(graph: Pregel[Any, Any, Any, Any], thread_id: str) -> dict[str, Any]:
     """The values of a thread that waits for approval; one clear line when it does not."""
     saved = await graph.aget_state({"configurable": {"thread_id": thread_id}})
     if not any(task.interrupts for task in saved.tasks):
