@@ -6,7 +6,8 @@ a LangGraph `Runtime` whose context is one, or a dict of saved settings, each ho
 The path ends at the first call into `nodes/` (where the setting reaches the nodes).
 
 The calls, in order, are grouped into stays: consecutive calls in one module. Printed: the stays, the
-modules passed, how often the path enters `graphs/runner.py`, climbs (a stay in a higher folder layer
+modules passed, how often the path enters `graphs/runner.py` (stays there) and how many of its functions
+it calls, climbs (a stay in a higher folder layer
 than the one before it: cli > middleware > graphs > nodes > memory/prompts > core) and returns (a stay
 in a module the path already left). Counts, not times, so one run on a busy machine is enough.
 
@@ -120,6 +121,7 @@ def measure(show: bool = False) -> dict[str, int]:
         "stays": len(grouped),
         "modules": len(seen),
         "runner_entries": sum(module == "graphs/runner.py" for module, _ in grouped),
+        "runner_calls": sum(module == "graphs/runner.py" for module, _ in path),
         "climbs": climbs,
         "returns": returns,
         "reached": grouped[-1][0] if grouped else "",
