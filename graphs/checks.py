@@ -21,9 +21,9 @@ def check_run(tasks: Iterable[Task | dict[str, Any] | str], context: Context) ->
     """A run's (or a batch's) tasks, parsed, once its context and each task passed: the whole run is
     refused before any task starts, wherever it runs. A retry that cannot rewind is a `RewindWarning`.
     """
-    check_context(context)
     parsed = [check_task(task, context.default_env) for task in tasks]
-    warn_rewinds(parsed, context)
+    warn_rewinds(parsed, context)  # told first: a run refused for its models still hears it cannot rewind
+    check_context(context)
     return parsed
 
 

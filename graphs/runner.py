@@ -109,8 +109,7 @@ async def aresume(
         context = Context.resumed(saved.get("run_settings") or {}, context)
         check_context(context)
         check_task(saved["task"])
-        config = _config(thread_id, recursion_limit(context))
-        return await _invoke(graph, Command(resume=reply), config, context, saved.get("run_id", ""), on_update)
+        return await _invoke(graph, Command(resume=reply), thread_id, context, saved.get("run_id", ""), on_update)
 
 
 def resume(thread_id: str, reply: Any, context: Context | None = None, **kwargs: Any) -> RunResult:
@@ -133,8 +132,8 @@ async def run_on_thread(
 ) -> RunResult:
     """Start the task on its thread, or continue it from the thread's last checkpoint."""
     thread_id = thread_id or uuid.uuid4().hex
-    config = _config(thread_id, recursion_limit(context), {"pivotal_task": task.id})
-    saved = await graph.aget_state(config) if graph.checkpointer is not None else None
+    thread: RunnableConfig = {"configurable": {"thread_id": thread_id}}
+    saved = await graph.aget_state(thread) if graph.checkpointer is not None else None
     # A node that finished just before a crash has its writes saved but no checkpoint after it:
     # `next` is then empty while `tasks` still holds it, so only no next *and* no tasks means done.
     if saved is not None and saved.values and not saved.next and not saved.tasks:
@@ -142,7 +141,7 @@ async def run_on_thread(
     if saved is not None and saved.values:
         Context.resumed(saved.values.get("run_settings") or {}, context)
         in_flight = in_flight_step(saved, task)
-        result = await _invoke(graph, None, config, context, saved.values.get("run_id", ""), on_update)
+        result = await _invoke(graph, None, thread_id, context, saved.values.get("run_id", ""), on_update, task.id)
         return result.model_copy(update={"at_least_once": in_flight})
     run_id = uuid.uuid4().hex
     start = {
@@ -151,25 +150,28 @@ async def run_on_thread(
         "run_settings": context.saved(),
         "plugins": plugins or [],
     }
-    return await _invoke(graph, start, config, context, run_id, on_update)
-
-
-def _config(thread_id: str, ceiling: int, metadata: dict[str, Any] | None = None) -> RunnableConfig:
-    """The thread, and a node ceiling the Context bounds can never reach (builder.py `recursion_limit`)."""
-    return {"configurable": {"thread_id": thread_id}, "recursion_limit": ceiling, "metadata": metadata or {}}
+    return await _invoke(graph, start, thread_id, context, run_id, on_update, task.id)
 
 
 async def _invoke(
     graph: Graph,
     run_input: Any,
-    config: RunnableConfig,
+    thread_id: str,
     context: Context,
     run_id: str,
     on_update: OnUpdate | None = None,
+    task_id: str = "",
 ) -> RunResult:
     """Run (or continue) the graph to its end or next pause, telling `on_update` each node's writes as
     it finishes, then release the live environment and summarise the last values (and the pause, if any).
+    The node ceiling is one the Context bounds can never reach (builder.py `recursion_limit`).
     """
+    metadata = {"pivotal_task": task_id} if task_id else {}
+    config: RunnableConfig = {
+        "configurable": {"thread_id": thread_id},
+        "recursion_limit": recursion_limit(context),
+        "metadata": metadata,
+    }
     started, started_at = time.perf_counter(), time.time()
     final: dict[str, Any] = {}
     paused = None
@@ -191,4 +193,4 @@ async def _invoke(
     finally:
         release(run_id)
     final = {**final, "__interrupt__": paused} if paused else final
-    return summarise(final, context, config["configurable"]["thread_id"], time.perf_counter() - started, started_at)
+    return summarise(final, context, thread_id, time.perf_counter() - started, started_at)
