@@ -33,7 +33,7 @@ from bench_batch import efficiency
 
 from pivotal.core.context import Context
 from pivotal.graphs import run_batch, run_batch_on_ray
-from pivotal.graphs.runner import RunResult
+from pivotal.graphs.summary import RunResult
 
 SERVER = "postgresql://postgres@127.0.0.1:5432"
 RESULTS = Path(__file__).parent / "results" / "scale.json"

@@ -7,10 +7,12 @@ spreads a batch over Ray workers.
 """
 
 from pivotal.graphs.agent import create_pivotal_agent
+from pivotal.graphs.batch import run_batch
 from pivotal.graphs.builder import build_graph
 from pivotal.graphs.outcome import Result, result
 from pivotal.graphs.ray_batch import run_batch_on_ray
-from pivotal.graphs.runner import RunResult, aresume, arun, resume, run, run_batch
+from pivotal.graphs.runner import aresume, arun, resume, run
+from pivotal.graphs.summary import RunResult
 
 
 def __getattr__(name: str):

@@ -24,9 +24,12 @@ from pivotal.core.context import Context
 from pivotal.core.errors import InfrastructureFault, PivotalError
 from pivotal.core.settings import settings
 from pivotal.core.task import Task
+from pivotal.graphs.batch import batch_threads, run_leased
 from pivotal.graphs.builder import build_graph
+from pivotal.graphs.checkpointer import open_checkpointer
+from pivotal.graphs.checks import check_task
 from pivotal.graphs.lease import Busy
-from pivotal.graphs.runner import RunResult, batch_threads, check_task, open_checkpointer, run_leased
+from pivotal.graphs.summary import RunResult
 
 INSTALL = "Ray batches need Ray: pip install 'pivotal[ray]'"
 MAX_WORKER_DEATHS = 3

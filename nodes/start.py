@@ -250,7 +250,7 @@ def _last_question(messages: list[AnyMessage]) -> Question | None:
 
 async def preflight(context: Context, store: BaseStore | None) -> None:
     """What the run needs after its actions (lesson models, the store, its embedding model), checked
-    before the first one: a direct `invoke` has no runner to check it (graphs/runner.py `preflight`).
+    before the first one: a direct `invoke` has no run API to check it (graphs/checks.py `check_context`).
     Checked once per process and setting: a batch's thousandth task costs no connect and no thread.
     """
     graph_store = context.memory and uses_graph_store(context, store)

@@ -18,7 +18,7 @@ from pivotal.core.context import Context
 from pivotal.core.errors import PivotalError
 from pivotal.core.task import MAX_GOAL_CHARS, parse_task
 from pivotal.graphs import aresume, arun, build_graph, run_batch
-from pivotal.graphs.runner import open_checkpointer
+from pivotal.graphs.checkpointer import open_checkpointer
 from pivotal.memory.lesson import Lesson, lessons_block
 from pivotal.memory.lesson.screen import MAX_LESSON_CHARS
 from pivotal.memory.policy.registry import close_stores, open_store

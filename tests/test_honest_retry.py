@@ -21,7 +21,7 @@ from pivotal.core.models.sim import _answer
 from pivotal.core.models.world import given
 from pivotal.core.task import Task
 from pivotal.graphs import arun, run
-from pivotal.graphs.runner import rewind_notice
+from pivotal.graphs.checks import rewind_notice
 from pivotal.memory.policy.registry import close_stores
 from pivotal.memory.policy.rules import NO_QUARANTINE
 from pivotal.nodes.start import _family

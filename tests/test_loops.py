@@ -12,7 +12,7 @@ from pivotal import Context
 from pivotal.core.environments import ActionSpec, StepResult, register_environment
 from pivotal.graphs import arun
 from pivotal.graphs.builder import build_graph
-from pivotal.graphs.runner import open_checkpointer
+from pivotal.graphs.checkpointer import open_checkpointer
 from pivotal.testing.scripted import ScriptedChatModel
 
 

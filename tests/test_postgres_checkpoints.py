@@ -18,7 +18,7 @@ import pytest
 from pivotal.core.context import Context
 from pivotal.core.errors import PivotalError, infrastructure_fault
 from pivotal.graphs import run_batch
-from pivotal.graphs.runner import open_checkpointer
+from pivotal.graphs.checkpointer import open_checkpointer
 from pivotal.testing.cli import cli, finish
 from pivotal.testing.journal_env import just_started
 
@@ -162,7 +162,7 @@ def test_checkpoint_stats_and_prune_refuse_a_postgres_url_in_one_line(tmp_path):
 
 _OPEN = (
     "import asyncio, sys\n"
-    "from graphs.runner import open_checkpointer\n"
+    "from graphs.checkpointer import open_checkpointer\n"
     "async def main():\n"
     "    async with open_checkpointer(sys.argv[1]):\n"
     "        pass\n"

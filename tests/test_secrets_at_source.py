@@ -552,7 +552,7 @@ async def test_a_callers_messages_are_blanked_in_every_checkpoint_after_the_inpu
     from langchain_core.messages import HumanMessage
 
     from pivotal.graphs.builder import build_graph
-    from pivotal.graphs.runner import open_checkpointer
+    from pivotal.graphs.checkpointer import open_checkpointer
 
     config = {"configurable": {"thread_id": "chat-1"}, "recursion_limit": 200}
     async with open_checkpointer(str(tmp_path / "chat.sqlite")) as saver:
@@ -575,7 +575,7 @@ async def test_a_graph_invoked_directly_checkpoints_no_key_from_its_input(tmp_pa
     from langchain_core.messages import HumanMessage
 
     from pivotal.graphs import build_graph
-    from pivotal.graphs.runner import open_checkpointer
+    from pivotal.graphs.checkpointer import open_checkpointer
 
     monkeypatch.setenv("MY_SERVICE_KEY", PLAIN_KEY)
     goal = f"Reach G. (deploy with {PLAIN_KEY}, aws_secret_access_key = {AWS_SECRET})"

@@ -13,7 +13,7 @@ from pivotal.bench.truth import judge_trajectory
 from pivotal.core.context import Context
 from pivotal.core.environments import environment_names
 from pivotal.graphs import arun
-from pivotal.graphs.runner import RunResult
+from pivotal.graphs.summary import RunResult
 from pivotal.memory.policy.registry import close_store
 from pivotal.memory.policy.rules import NO_QUARANTINE
 

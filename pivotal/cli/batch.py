@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from pivotal.cli import options
 from pivotal.cli.options import Commands
+from pivotal.cli.trace import rewind_notices_to
 from pivotal.core.errors import InfrastructureFault, PivotalError
 
 if TYPE_CHECKING:  # loaded where a batch runs, not for every command's start
     from pivotal.core.context import Context
-    from pivotal.graphs.runner import RunResult
+    from pivotal.graphs.summary import RunResult
 
 EXIT_OK, EXIT_TASK_FAILED = 0, 1
 
@@ -82,7 +83,7 @@ def _quiet_about_stops(loop: asyncio.AbstractEventLoop, context: dict[str, Any])
 
 
 def _locked_batch(args: argparse.Namespace, out: Path, marker: Path) -> int:
-    from pivotal.graphs.runner import check_context
+    from pivotal.graphs.checks import check_context
 
     saved = _saved_batch(out, marker) if args.resume else {}
     options.load_plugins([*saved.get("plugins", []), *args.plugin])
@@ -136,21 +137,11 @@ def _run_pending(
                     },
                 )
         pending = [(number, task) for number, task in lines if number not in done]
-        _say_rewinds([task for _, task in pending], context)
-        with asyncio.Runner() as runner:
+        # the run API's rewind notice, once per environment, above the summary on stdout: stderr keeps its
+        # one line for a fault (and JSON logs, when asked for, stay JSON)
+        with asyncio.Runner() as runner, rewind_notices_to(print):
             runner.get_loop().set_exception_handler(_quiet_about_stops)
             runner.run(_run(pending, context, args.concurrency, state, results, args))
-
-
-def _say_rewinds(tasks: list[dict[str, Any]], context: "Context") -> None:
-    """`pivotal run`'s rewind notice, once per environment of the batch, above the summary on
-    stdout: stderr keeps its one line for a fault (and JSON logs, when asked for, stay JSON).
-    """
-    from pivotal.core.task import parse_task
-    from pivotal.graphs.runner import rewind_notices
-
-    for notice in rewind_notices([parse_task(task, context.default_env) for task in tasks], context):
-        print(notice)
 
 
 def _check_checkpoints(path: str | None) -> None:
@@ -184,7 +175,7 @@ def _check_ray(args: argparse.Namespace, context: "Context", checkpoints: str | 
 
 
 async def _reach(url: str) -> None:
-    from pivotal.graphs.runner import open_checkpointer
+    from pivotal.graphs.checkpointer import open_checkpointer
 
     async with open_checkpointer(url):
         pass
@@ -221,7 +212,7 @@ async def _run(
     results: BinaryIO,
     args: argparse.Namespace,
 ) -> None:
-    from pivotal.graphs.runner import run_batch
+    from pivotal.graphs.batch import run_batch
 
     progress = _progress(len(pending))
 
@@ -278,7 +269,7 @@ def _check_started(state: dict[str, Any], good: set[int], done: set[int], tasks:
     replaced checkpoint file would otherwise start those tasks again from step 0, repeating every
     action they took. Refused in one line before anything runs.
     """
-    from pivotal.graphs.runner import held_threads
+    from pivotal.graphs.threads import held_threads
 
     started = sorted((set(state.get("started", [])) | done) & good)
     if not started:

@@ -61,7 +61,7 @@ def checkpoint_location(given: str | None) -> str:
 
 def _report(args: argparse.Namespace) -> int:
     from pivotal.core.environments.critic_report import acritic_report
-    from pivotal.graphs.runner import open_checkpointer
+    from pivotal.graphs.checkpointer import open_checkpointer
 
     async def read() -> Any:
         async with open_checkpointer(checkpoint_location(args.checkpoints)) as saver:

@@ -44,7 +44,7 @@ def add_commands(commands: Commands) -> None:
 def _preview(args: argparse.Namespace) -> int:
     from pivotal.core.environments.critic_report import checkpoints
     from pivotal.core.environments.preview import afork_preview
-    from pivotal.graphs.runner import open_checkpointer
+    from pivotal.graphs.checkpointer import open_checkpointer
 
     configurable = {"thread_id": args.thread, "checkpoint_ns": args.namespace}
     if args.checkpoint:

@@ -11,10 +11,10 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 from pivotal.cli import batch, bench, checkpoints, critic, fork, lessons, options, studio
-from pivotal.cli.trace import Trace, reflection_line
+from pivotal.cli.trace import Trace, reflection_line, rewind_notices_to
 from pivotal.core.errors import EnvironmentFault, PivotalError, Terminated, infrastructure_fault
 from pivotal.core.logs import library_logs_to
 from pivotal.core.settings import load_env_file, settings
@@ -135,20 +135,20 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pivotal.graphs.runner import resume, rewind_notice, run
+    from pivotal.graphs.runner import resume, run
 
     options.load_plugins(args.plugin)
     context = options.context_from(args)
-    task = options.task_from(args)
-    live = None if args.json else Trace(sys.stdout, notice=rewind_notice(task, context))
-    result = run(
-        task,
-        context,
-        checkpoint_path=args.checkpoints,
-        thread_id=args.thread_id,
-        plugins=args.plugin,
-        on_update=live,
-    )
+    live = None if args.json else Trace(sys.stdout)
+    with rewind_notices_to(live.say) if live else nullcontext():  # with --json: a RewindWarning on stderr
+        result = run(
+            options.task_from(args),
+            context,
+            checkpoint_path=args.checkpoints,
+            thread_id=args.thread_id,
+            plugins=args.plugin,
+            on_update=live,
+        )
     while result.status == "interrupted" and sys.stdin.isatty():
         reply = _ask(result.interrupt or {})
         result = resume(result.thread_id, reply, context, checkpoint_path=args.checkpoints, on_update=live)
@@ -157,7 +157,8 @@ def _run(args: argparse.Namespace) -> int:
 
 def _resume(args: argparse.Namespace) -> int:
     """The run goes on with its saved settings and plugins; a contradicting flag is refused."""
-    from pivotal.graphs.runner import resume, saved_values
+    from pivotal.graphs.runner import resume
+    from pivotal.graphs.threads import saved_values
 
     if args.repeat and args.decision != "approve":
         raise PivotalError("--repeat re-approves an action that already ran; give it with --decision approve")

@@ -7,6 +7,9 @@ and the proposals the pre-check or critic turned down never showed at all.
 from __future__ import annotations
 
 import json
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TextIO
 
 from pivotal.core.state import Proposal, Reflection, Step
@@ -18,7 +21,7 @@ class Trace:
     def __init__(self, out: TextIO, notice: str = "") -> None:
         self.out = out
         self.notice = notice
-        """Said once, under the task's line, when the run has started (`rewind_notice`)."""
+        """Said once, under the task's line, when the run has started (`rewind_notices_to`)."""
         self.step = 0
         self.recalled: list[str] = []
         self.lines = {
@@ -33,6 +36,10 @@ class Trace:
             "gate": self._gate,
             "memory_writer": self._memory,
         }
+
+    def say(self, notice: str) -> None:
+        """A line for under the task's, once the run has started (the run API's rewind notice)."""
+        self.notice = notice
 
     def __call__(self, node: str, update: dict[str, Any]) -> None:
         line = self.lines.get(node, _nothing)(update)
@@ -122,6 +129,28 @@ class Trace:
             f"  memory: written {counters.get('lessons_written', 0)}, merged {counters.get('lessons_merged', 0)}, "
             f"scored {counters.get('lessons_scored', 0)}, retired {counters.get('lessons_retired', 0)}"
         )
+
+
+@contextmanager
+def rewind_notices_to(say: Callable[[str], None]) -> Iterator[None]:
+    """The run API says a retry cannot rewind its environment as a `RewindWarning`, once per
+    environment, before the graph starts: the command hands each to `say` (the live trace's line under
+    the task, a batch's line above its summary) instead of Python's warning on stderr.
+    """
+    from pivotal.core.environments.base import RewindWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", RewindWarning)
+        shown = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001 — warnings' hook
+            if issubclass(category, RewindWarning):
+                say(str(message))
+            else:
+                shown(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show
+        yield
 
 
 def reflection_line(reflection: Reflection) -> str:

@@ -1,0 +1,65 @@
+"""What a run is checked for before its first node starts: context, model specs and keys, the store,
+the task and its environment, and whether the retries it asks for can rewind that environment.
+
+A bad flag costs one clear line, not a half-finished run. A batch checks its shared context once and
+each task on its own line, so one bad task never stops the others.
+"""
+
+import warnings
+from collections.abc import Iterable
+from typing import Any
+
+from pivotal.core.context import Context
+from pivotal.core.environments import make_environment
+from pivotal.core.environments.base import RewindWarning, rewind_notice as notice_for
+from pivotal.core.models.reachability import check_models
+from pivotal.core.task import Task, parse_task
+from pivotal.memory.policy.registry import check_memory
+
+
+def check_run(tasks: Iterable[Task | dict[str, Any] | str], context: Context) -> list[Task]:
+    """A run's (or a batch's) tasks, parsed, once its context and each task passed: the whole run is
+    refused before any task starts, wherever it runs. A retry that cannot rewind is a `RewindWarning`.
+    """
+    parsed = [check_task(task, context.default_env) for task in tasks]
+    warn_rewinds(parsed, context)  # told first: a run refused for its models still hears it cannot rewind
+    check_context(context)
+    return parsed
+
+
+def check_context(context: Context) -> None:
+    """Model specs, keys, endpoints, the store and its embedding model: shared by every task of a
+    batch, so checked once.
+    """
+    check_models(context)
+    if context.memory:
+        # a LangGraph store is the app's to open; the embedding model is needed either way
+        check_memory(context)
+
+
+def check_task(task: Task | dict[str, Any] | str, default_env: str = "") -> Task:
+    """The task parsed, and its environment built once, so an unknown name or bad parameter fails here."""
+    parsed = parse_task(task, default_env)
+    make_environment(parsed.env)
+    return parsed
+
+
+def rewind_notice(task: Task | dict[str, Any] | str, context: Context) -> str:
+    """The line a run starts with when its environment cannot go back and a retry was asked for ("" else)."""
+    parsed = parse_task(task, context.default_env)
+    return notice_for(make_environment(parsed.env), parsed.env, context.retry, context.max_pivot_retries)
+
+
+def rewind_notices(tasks: list[Task], context: Context) -> list[str]:
+    """The rewind notice once per environment of these tasks that cannot go back."""
+    found = (notice_for(make_environment(name), name, context.retry, context.max_pivot_retries)
+             for name in dict.fromkeys(task.env for task in tasks))  # fmt: skip
+    return [notice for notice in found if notice]
+
+
+def warn_rewinds(tasks: list[Task], context: Context) -> None:
+    """The notices as `RewindWarning`s: a script asked for a retry its environment cannot give (the
+    CLI shows them as lines of its own: in the live trace, or above a batch's summary).
+    """
+    for notice in rewind_notices(tasks, context):
+        warnings.warn(notice, RewindWarning, stacklevel=4)

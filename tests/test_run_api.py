@@ -1,0 +1,77 @@
+"""The run API runs an application's own graph too (`arun(..., graph=agent)`): the task runs with the
+graph's tools, settings and checkpointer, a context may tighten them but never loosen them, and the
+checkpoints are the graph's own. Counted from the world's side (the refunds the tool wrote).
+"""
+
+import json
+
+import pytest
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+
+from pivotal import Context, arun, create_pivotal_agent, run_batch
+from pivotal.core.errors import PivotalError
+
+
+@pytest.fixture
+def ledger(tmp_path):
+    return tmp_path / "ledger.jsonl"
+
+
+@pytest.fixture
+def desk(ledger):
+    @tool
+    def refund(order_id: str, amount: float) -> str:
+        """Refund an amount of an order to the customer's card. Cannot be undone."""
+        with ledger.open("a") as out:
+            out.write(json.dumps({"kind": "refund", "order_id": order_id}) + "\n")
+        return f"refunded {amount} of {order_id}"
+
+    return create_pivotal_agent("sim", [refund], max_steps=2, max_pivot_retries=0, retry="none", memory=False,
+                                checkpointer=InMemorySaver(), name="run-api-desk")  # fmt: skip
+
+
+def refunds(ledger) -> int:
+    return len(ledger.read_text().splitlines()) if ledger.exists() else 0
+
+
+async def test_a_task_runs_on_the_applications_graph_with_its_settings_and_checkpointer(desk):
+    result = await arun("refund order A1", graph=desk, thread_id="ticket-1")
+    assert result.status in ("success", "failure"), result.error
+    assert result.task["env"] == "run-api-desk"  # the agent's tools, named by the agent
+    assert result.retries["strategy"] == "none"  # the agent's own settings, not Context()'s
+    saved = await desk.aget_state({"configurable": {"thread_id": "ticket-1"}})
+    assert saved.values["run_id"] == result.run_id  # kept in the agent's own checkpointer
+    assert saved.values["run_settings"]["max_steps"] == 2
+
+
+async def test_a_context_may_tighten_the_graphs_settings(desk):
+    result = await arun("refund order A1", Context(model="sim", max_steps=1, max_pivot_retries=0, memory=False,
+                                                   retry="none", default_env="run-api-desk"), graph=desk)  # fmt: skip
+    assert result.status in ("success", "failure"), result.error
+    assert result.executed <= 1
+
+
+async def test_a_context_that_loosens_the_graphs_settings_is_refused_before_any_action(desk, ledger):
+    looser = Context(model="sim", max_steps=50, memory=False, default_env="run-api-desk")
+    with pytest.raises(PivotalError, match="loosens this deployment's max_steps") as refused:
+        await arun("refund order A1", looser, graph=desk)
+    assert len(str(refused.value).splitlines()) == 1
+    with pytest.raises(PivotalError, match="loosens"):
+        await run_batch(["refund order A1"], looser, graph=desk)
+    assert refunds(ledger) == 0
+
+
+async def test_the_graphs_checkpoints_are_its_own(desk, tmp_path):
+    with pytest.raises(PivotalError, match="not both"):
+        await arun("refund order A1", graph=desk, checkpoint_path=str(tmp_path / "other.sqlite"))
+    assert not (tmp_path / "other.sqlite").exists()
+
+
+async def test_a_batch_runs_on_the_applications_graph(desk):
+    results = await run_batch(["refund order A1", "refund order B2"], graph=desk, thread_prefix="desk")
+    assert [r.thread_id for r in results] == ["desk:0", "desk:1"]
+    assert all(r.task["env"] == "run-api-desk" for r in results)
+    for r in results:
+        saved = await desk.aget_state({"configurable": {"thread_id": r.thread_id}})
+        assert saved.values["run_id"] == r.run_id
