@@ -33,6 +33,7 @@ from pivotal.memory.lesson import DEFAULT_OWNER, Found, Lesson
 from pivotal.memory.lesson.ledger import Record, evidence, recall
 from pivotal.memory.lesson.provenance import documented
 from pivotal.memory.policy import revocation, rules
+from pivotal.memory.policy.journal import Journal
 from pivotal.memory.policy.lesson_io import LessonIO, owned
 from pivotal.memory.policy.limits import FamilyRuns, Limits
 from pivotal.memory.policy.neighbours import NeighbourCache
@@ -76,7 +77,10 @@ class ExperienceStore:
         self.io = LessonIO(storage.lessons, storage.location, private=private)
         self.buffer = WriteBuffer()
         self._near = NeighbourCache() if private else None
-        self.shelf = Shelf(self.io, self.buffer, self._ledger, self._near, private=private)
+        journal = Journal(storage.journal) if private and storage.journal else None
+        """A private store's evidence, durable before Chroma has it (memory/policy/journal.py)."""
+        self.shelf = Shelf(self.io, self.buffer, self._ledger, self._near, private=private, journal=journal)
+        self.shelf.replay()  # what a killed process journaled, before anything is read
         self._limits = Limits(self.shelf, FamilyRuns(self._ledger, self.buffer, private=private))
         self.faulted = False
         """A storage fault already stopped the work and was reported (see `fault_reported`)."""
@@ -95,10 +99,13 @@ class ExperienceStore:
                 return
             try:
                 yield
-                texts, updates, scores = self.buffer.take()
+                texts, updates, scores, evidence = self.buffer.take()
+                if self.shelf.journal is None:  # written with the other updates, in one call
+                    updates, evidence = updates + evidence, []
                 self.shelf.put(texts)
                 self.shelf.update(updates)
                 self.shelf.update(scores, counts_only=True)
+                self.shelf.update(evidence, evidence=True)  # a private store journals it (and its records)
                 if not self._private:
                     self.shelf.write_records()
             finally:
@@ -135,6 +142,7 @@ class ExperienceStore:
         """
         written = []
         counted: dict[str, Lesson] = {}  # merges that change only counts, written together at the end
+        confirmed: set[str] = set()  # ...of which these changed the status too
         with self._lock:
             for lesson in map(with_provenance, lessons):
                 match = self.duplicate(lesson, dedup_similarity)
@@ -152,12 +160,17 @@ class ExperienceStore:
                 if merged != stored:  # the same run again (a resume) changes nothing
                     if merged.document == stored.document:
                         counted[merged.id] = merged
+                        if merged.status != stored.status:
+                            confirmed.add(merged.id)
                     else:
                         counted.pop(merged.id, None)
                         self.shelf.put([merged])
                 # ...but is reported as before: inserted if this run created the lesson, else merged
                 written.append(Written(match.lesson.id, merged=match.lesson.run_id != lesson.run_id))
-            self.shelf.update(list(counted.values()))  # evidence: written with the run, never deferred
+            # evidence: written with the run (a private store's to its journal), never left in memory;
+            # a status changed goes to the backend at once, so its filtered queries see it
+            self.shelf.update([merged for merged in counted.values() if merged.id in confirmed])
+            self.shelf.update([merged for merged in counted.values() if merged.id not in confirmed], evidence=True)
             if self.buffer.pending is None:
                 self.shelf.write_records()
         return written
