@@ -218,11 +218,11 @@ def test_a_batch_writes_a_runs_lessons_and_evidence_at_once_and_defers_its_recal
         store.record_outcome("r2", "files", {known.id: (2, 2), scored.id: (1, 1)}, success=True)
         assert calls == {"upsert": 0, "update": 0}
         assert Journal(str(Path(store.location) / JOURNAL)).read() == ([], [])  # nothing yet
-    # the inserts; the merge's evidence (with its score) is on disk in the folder's journal, its Chroma write waits
+    # the inserts; the merge's evidence and both scores are on disk in the folder's journal, their Chroma write waits
     assert calls == {"upsert": 1, "update": 0}
     journaled, records = Journal(str(Path(store.location) / JOURNAL)).read()
-    assert [(x.id, x.evidence, x.retrievals) for x in journaled] == [(known.id, 2, 1)]
-    assert {(r.kind, r.lesson) for r in records} >= {("evidence", known.id), ("recall", known.id)}
+    assert {(x.id, x.evidence, x.retrievals) for x in journaled} == {(known.id, 2, 1), (scored.id, 1, 1)}
+    assert {(r.kind, r.lesson) for r in records} >= {("evidence", known.id), ("recall", known.id), ("recall", scored.id)}
     stored = store.get()
     assert len(stored) == 4
     assert stored[known.id].evidence == 2 and stored[known.id].retrievals == 1
@@ -292,8 +292,8 @@ def test_a_retirement_is_written_at_once_with_the_deferred_counts(store, monkeyp
 
 @pytest.mark.slow
 def test_a_runs_evidence_survives_the_process_killed_before_chroma_has_it(tmp_path):
-    """kill -9 right after a run's batch: its merge's evidence and records were in the journal
-    only; the next process to open the folder writes them to Chroma before anything is read.
+    """kill -9 right after a run's batch: its merge's evidence, recall score and records were in
+    the journal only; the next process to open the folder writes them to Chroma before anything is read.
     """
     folder = tmp_path / "store"
     script = f"""
@@ -307,6 +307,7 @@ store = open_store({str(folder)!r})
 store.flush()
 with store.batch():
     store.add([lesson("Before reading a file, make sure it exists.", "run-b")], dedup_similarity=0.9, keep_text=True)
+    store.record_outcome("run-b", "files", {{w.id: (2, 2)}}, success=True)
 print(w.id, flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
 """
@@ -319,6 +320,7 @@ os.kill(os.getpid(), signal.SIGKILL)
     store = open_store(str(folder))
     stored = store.get()[lesson_id]
     assert stored.evidence == 2 and stored.source_runs.split() == ["run-a", "run-b"]
+    assert (stored.retrievals, stored.step_approvals) == (1, 2)  # the run's recall score was journaled with it
     assert sorted(r.run for r in store.lineage(stored) if r.kind == "evidence") == ["run-a", "run-b"]
     assert Journal(str(folder / JOURNAL)).read() == ([], [])  # written to Chroma, then emptied
 

@@ -76,13 +76,23 @@ class Shelf:
             if self.buffer.defer(lessons):
                 self.flush()
         elif evidence and self.journal is not None:
-            self.journal.append(lessons, list(self.buffer.records.values()))
-            if self.buffer.defer(lessons):
-                self.flush()
+            self.journaled(lessons)
+            return
         else:
             self._catch_up(lessons)
             self.buffer.written(lesson.id for lesson in lessons)  # this version carries the deferred counts too
             self.io.update(lessons)
+        if self.near is not None:
+            self.near.written(lessons, None)
+
+    def journaled(self, lessons: list[Lesson]) -> None:
+        """A private store's counts (a run's evidence and recall scores, status and text
+        unchanged) and the records noted so far: on disk in the journal, in Chroma at the next flush.
+        """
+        assert self.journal is not None
+        self.journal.append(lessons, list(self.buffer.records.values()))
+        if self.buffer.defer(lessons, durable=True):
+            self.flush()
         if self.near is not None:
             self.near.written(lessons, None)
 
@@ -91,7 +101,7 @@ class Shelf:
         write is tried again at the next flush; the journal is emptied once they are.
         """
         self.io.update(list(self.buffer.deferred.values()))
-        self.buffer.deferred = {}
+        self.buffer.flushed()
         self.write_records()
         if self.journal is not None:
             self.journal.clear()

@@ -89,8 +89,10 @@ class ExperienceStore:
     def batch(self) -> Iterator[None]:
         """One run's lesson writes (inserts, merges, retirements) as one upsert and one update per
         family at the end, its recall scores deferred (memory/policy/write_buffer.py): each Chroma write
-        call costs ~10-20 ms on disk whatever it holds, and a run made five or six. Reads inside
-        see the held writes; a failure writes none of them.
+        call costs ~10-20 ms on disk whatever it holds, and a run made five or six. In a private
+        store with a journal (a folder) the run's evidence, scores and records are one fsynced
+        journal line instead, written to Chroma with later runs' (memory/policy/journal.py).
+        Reads inside see the held writes; a failure writes none of them.
         Call it from one thread: it holds the store's lock throughout.
         """
         with self._lock:
@@ -100,12 +102,13 @@ class ExperienceStore:
             try:
                 yield
                 texts, updates, scores, evidence = self.buffer.take()
-                if self.shelf.journal is None:  # written with the other updates, in one call
-                    updates, evidence = updates + evidence, []
                 self.shelf.put(texts)
-                self.shelf.update(updates)
-                self.shelf.update(scores, counts_only=True)
-                self.shelf.update(evidence, evidence=True)  # a private store journals it (and its records)
+                if self.shelf.journal is None:
+                    self.shelf.update(updates + evidence)  # evidence: written with the run, never deferred
+                    self.shelf.update(scores, counts_only=True)
+                else:  # the run's counts and records in one journal line; Chroma waits for them all
+                    self.shelf.update(updates)
+                    self.shelf.journaled(scores + evidence)
                 if not self._private:
                     self.shelf.write_records()
             finally:
@@ -257,7 +260,8 @@ class ExperienceStore:
         with self._lock:
             if self.io.storage.has(family):  # else nothing to compare with
                 run = self._limits.runs.count(family, run_id, success)
-                if self._private and self.buffer.defer():
+                journaled = self.shelf.journal is not None and self.buffer.pending is not None  # at the batch's end
+                if self._private and self.buffer.defer(durable=journaled):
                     self.flush()
                 self.buffer.note([run])
             current = self.get(list(usage), family=family) if usage else {}

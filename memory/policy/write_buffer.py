@@ -32,7 +32,8 @@ class WriteBuffer:
         self._batch = threading.local()
         self.deferred: dict[str, Lesson] = {}
         """Scored versions not yet written (DEFER_LESSONS); a private store only."""
-        self._deferred_since = 0.0
+        self._volatile_since: float | None = None
+        """When the oldest deferral that is in memory only (not journaled) was made."""
         self.records: dict[str, Record] = {}
         """Ledger records not yet written: with a batch's writes, or deferred with the recall scores."""
 
@@ -129,12 +130,21 @@ class WriteBuffer:
         ]
         return max(alike, key=lambda found: found[1], default=None)
 
-    def defer(self, lessons: Iterable[Lesson] = ()) -> bool:
-        """Keep these recall scores back; True when enough have waited to be written now."""
-        if not self.deferred:
-            self._deferred_since = time.monotonic()
+    def defer(self, lessons: Iterable[Lesson] = (), *, durable: bool = False) -> bool:
+        """Keep these recall scores back; True when enough have waited to be written now.
+        `durable`: they (and the records noted so far) are in the store's journal
+        (memory/policy/journal.py): a crash loses none of them, so only their number makes
+        them due, not their age.
+        """
+        if not durable and self._volatile_since is None:
+            self._volatile_since = time.monotonic()
         self.deferred.update((lesson.id, lesson) for lesson in lessons)
-        return len(self.deferred) >= DEFER_LESSONS or time.monotonic() - self._deferred_since >= DEFER_SECONDS
+        aged = self._volatile_since is not None and time.monotonic() - self._volatile_since >= DEFER_SECONDS
+        return len(self.deferred) >= DEFER_LESSONS or aged
+
+    def flushed(self) -> None:
+        """The deferred versions are written."""
+        self.deferred, self._volatile_since = {}, None
 
     def written(self, ids: Iterable[str]) -> None:
         """What is written now carries any deferred counts of these lessons (or replaced them)."""
