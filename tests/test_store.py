@@ -222,7 +222,8 @@ def test_a_batch_writes_a_runs_lessons_and_evidence_at_once_and_defers_its_recal
     assert calls == {"upsert": 1, "update": 0}
     journaled, records = Journal(str(Path(store.location) / JOURNAL)).read()
     assert {(x.id, x.evidence, x.retrievals) for x in journaled} == {(known.id, 2, 1), (scored.id, 1, 1)}
-    assert {(r.kind, r.lesson) for r in records} >= {("evidence", known.id), ("recall", known.id), ("recall", scored.id)}
+    kinds = {(r.kind, r.lesson) for r in records}
+    assert kinds >= {("evidence", known.id), ("recall", known.id), ("recall", scored.id)}
     stored = store.get()
     assert len(stored) == 4
     assert stored[known.id].evidence == 2 and stored[known.id].retrievals == 1
@@ -292,8 +293,8 @@ def test_a_retirement_is_written_at_once_with_the_deferred_counts(store, monkeyp
 
 @pytest.mark.slow
 def test_a_runs_evidence_survives_the_process_killed_before_chroma_has_it(tmp_path):
-    """kill -9 right after a run's batch: its merge's evidence, recall score and records were in
-    the journal only; the next process to open the folder writes them to Chroma before anything is read.
+    """Killed (-9) right after a run's batch: its merge's evidence, recall score and records were
+    in the journal only; the next process to open the folder writes them to Chroma before anything is read.
     """
     folder = tmp_path / "store"
     script = f"""

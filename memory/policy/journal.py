@@ -24,6 +24,7 @@ from pathlib import Path
 from pivotal.memory.lesson import Lesson
 from pivotal.memory.lesson.ledger import Record
 
+
 class Journal:
     def __init__(self, path: str) -> None:
         self.path = Path(path)
