@@ -243,6 +243,24 @@ def _reopened(store):
     return open_store(location)
 
 
+def test_a_batchs_end_writes_to_chroma_only_what_the_journal_does_not_hold(store, monkeypatch):
+    known = store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)[0]
+    store.flush()
+    calls = _count_writes(store, "files", monkeypatch)
+    with store.batch():
+        store.add(
+            [lesson("Before reading a file, make sure it exists.", run_id="r2")], dedup_similarity=DEDUP, keep_text=True
+        )
+        store.record_outcome("r2", "files", {known.id: (1, 1)}, success=True)
+    store.secure()
+    assert calls == {"upsert": 0, "update": 0}  # all of it in the journal
+    store.record_outcome("r3", "files", {known.id: (1, 0)}, success=False)  # outside a batch: in memory only
+    store.secure()
+    assert calls == {"upsert": 0, "update": 1}
+    assert Journal(str(Path(store.location) / JOURNAL)).read() == ([], [])
+    assert _reopened(store).get()[known.id].retrievals == 2
+
+
 def test_deferred_counts_are_written_together_once_enough_gather(store, monkeypatch):
     import pivotal.memory.policy.write_buffer as module
 

@@ -56,6 +56,10 @@ class Journal:
             self.ids.update(lesson.id for lesson in lessons)
             self._records.update(record.id for record in records)
 
+    def holds(self, records: list[Record]) -> bool:
+        """Whether every one of these records is journaled."""
+        return all(record.id in self._records for record in records)
+
     def read(self) -> tuple[list[Lesson], list[Record]]:
         """Each lesson's last journaled version and every record, as appended."""
         if not self.path.exists():

@@ -106,6 +106,14 @@ class Shelf:
         if self.journal is not None:
             self.journal.clear()
 
+    def durable(self) -> bool:
+        """Everything deferred (versions and records) is in the journal: a crash loses none of it."""
+        return (
+            self.journal is not None
+            and not self.buffer.volatile
+            and self.journal.holds(list(self.buffer.records.values()))
+        )
+
     def _catch_up(self, lessons: list[Lesson]) -> None:
         """Before Chroma is written another way for a journaled lesson (retired, confirmed, a new
         text), what the journal holds goes first: a journaled version must never be replayed

@@ -142,6 +142,11 @@ class WriteBuffer:
         aged = self._volatile_since is not None and time.monotonic() - self._volatile_since >= DEFER_SECONDS
         return len(self.deferred) >= DEFER_LESSONS or aged
 
+    @property
+    def volatile(self) -> bool:
+        """Some deferred version is in memory only (not journaled)."""
+        return self._volatile_since is not None
+
     def flushed(self) -> None:
         """The deferred versions are written."""
         self.deferred, self._volatile_since = {}, None
