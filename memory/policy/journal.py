@@ -24,6 +24,13 @@ from pathlib import Path
 from pivotal.memory.lesson import Lesson
 from pivotal.memory.lesson.ledger import Record
 
+SIZE = 1 << 22
+"""The file is this long (4 MB) from its first line on, zeros past what is written, so an append
+overwrites blocks the file already has and `fdatasync` writes the data alone. An append that grew
+the file made each fsync commit the filesystem's own journal too, which waits for every other
+process's writes: on a busy disk that cost more than the Chroma write it replaced. A line that
+does not fit grows the file (zeros written and fsynced first); it is emptied at each flush."""
+
 
 class Journal:
     def __init__(self, path: str) -> None:
@@ -32,6 +39,8 @@ class Journal:
         """Lessons journaled since the journal was last emptied: their Chroma rows are behind."""
         self._records: set[str] = set()
         """Records journaled since: each goes in once."""
+        self._end = 0
+        """Where the next line goes: the bytes before it are lines, the rest zeros."""
         self._lock = threading.Lock()
 
     def append(self, lessons: list[Lesson], records: list[Record]) -> None:
@@ -39,22 +48,35 @@ class Journal:
         records = [record for record in records if record.id not in self._records]
         if not lessons and not records:
             return
-        line = json.dumps(
+        line = json.dumps(  # JSON escapes control characters: a line never holds a zero byte
             {
                 "lessons": [lesson.model_dump(mode="json") for lesson in lessons],
                 "records": [record.model_dump(mode="json") for record in records],
             }
         )
+        data = (line + "\n").encode()
         with self._lock:
-            created = not self.path.exists()
-            with open(self.path, "a", encoding="utf-8") as handle:
-                handle.write(line + "\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-            if created:  # the file's name is on disk too
-                _sync_folder(self.path.parent)
+            descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                size = os.fstat(descriptor).st_size
+                if self._end + len(data) > size:
+                    self._zeros(descriptor, size, max(SIZE, 2 * (self._end + len(data))) - size)
+                os.pwrite(descriptor, data, self._end)
+                os.fdatasync(descriptor)
+            finally:
+                os.close(descriptor)
+            self._end += len(data)
             self.ids.update(lesson.id for lesson in lessons)
             self._records.update(record.id for record in records)
+
+    def _zeros(self, descriptor: int, at: int, length: int) -> None:
+        """The file grown by `length` zero bytes, on disk with its new size (and its name, when new)."""
+        chunk = b"\0" * (1 << 20)
+        for offset in range(at, at + length, len(chunk)):
+            os.pwrite(descriptor, chunk[: min(len(chunk), at + length - offset)], offset)
+        os.fsync(descriptor)
+        if at == 0:
+            _sync_folder(self.path.parent)
 
     def holds(self, records: list[Record]) -> bool:
         """Whether every one of these records is journaled."""
@@ -64,24 +86,32 @@ class Journal:
         """Each lesson's last journaled version and every record, as appended."""
         if not self.path.exists():
             return [], []
+        written = self.path.read_bytes()
+        used = written.find(b"\0")
+        used = len(written) if used < 0 else used
+        self._end = max(self._end, used)
         lessons: dict[str, Lesson] = {}
         records: dict[str, Record] = {}
-        with open(self.path, encoding="utf-8") as handle:
-            for line in handle:
-                try:
-                    entry = json.loads(line)
-                except json.JSONDecodeError:  # torn by a crash mid-append: that append never returned
-                    continue
-                lessons.update((lesson["id"], Lesson.model_validate(lesson)) for lesson in entry["lessons"])
-                records.update((record["id"], Record.model_validate(record)) for record in entry["records"])
+        for line in written[:used].split(b"\n"):
+            try:
+                entry = json.loads(line)
+            except ValueError:  # torn by a crash mid-append (that append never returned), or the end
+                continue
+            lessons.update((lesson["id"], Lesson.model_validate(lesson)) for lesson in entry["lessons"])
+            records.update((record["id"], Record.model_validate(record)) for record in entry["records"])
         return list(lessons.values()), list(records.values())
 
     def clear(self) -> None:
-        """Everything journaled is in the backend now."""
+        """Everything journaled is in the backend now: the lines written over with zeros."""
         with self._lock:
-            if self.path.exists():
-                with open(self.path, "w", encoding="utf-8") as handle:
-                    os.fsync(handle.fileno())
+            if self._end and self.path.exists():
+                descriptor = os.open(self.path, os.O_RDWR)
+                try:
+                    os.pwrite(descriptor, b"\0" * self._end, 0)
+                    os.fdatasync(descriptor)
+                finally:
+                    os.close(descriptor)
+            self._end = 0
             self.ids, self._records = set(), set()
 
 
