@@ -1,10 +1,10 @@
-"""A private store's evidence journal: what a run's merges changed, appended to one file in the
-store's folder and fsynced, so the Chroma write can wait with the recall scores.
+"""A private store's evidence journal: what a run's merges changed, one line written to one file in
+the store's folder and synced (`fdatasync`), so the Chroma write can wait with the recall scores.
 
 Why: a run's evidence (the counts a merge adds to a stored lesson, and its ledger records) must
 survive a crash at the run's end, and a Chroma metadata update costs ~20-40 ms on disk whatever
 it holds, once per run: the largest part of a memory-on step's cost left after the mirror
-(benchmarks/bench_batch.py `--overhead-only`). An append and an fsync of one line cost ~5 ms.
+(benchmarks/bench_batch.py `--overhead-only --journal-ab`). A line and one data sync cost a few ms.
 The folder is locked to this process (memory/storage/chroma.py), so no other writer reads Chroma
 meanwhile; this process reads the deferred versions (memory/policy/write_buffer.py).
 
