@@ -1,5 +1,6 @@
 """Each test releases the stores it opened, so store-folder locks never leak between tests."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -55,9 +56,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     """LangChain's conformance suite times model construction with pytest-benchmark; here speed is
     measured in benchmarks/, so the timed test runs once, untimed, and prints no table.
+
+    Under pytest-xdist (the README's test command runs `-n 2`) the workers share the cores: the
+    embedded model's default of one llama.cpp thread per core would put two threads of each worker
+    on the same two cores, where its speed collapses (SmolLM2 with 2 threads: 41–57 tokens/s alone,
+    1–5 with another process on a core), so each worker and the processes it starts get their share
+    of the cores, unless the user set `PIVOTAL_LOCAL_THREADS` themselves.
     """
     if hasattr(config.option, "benchmark_disable"):
         config.option.benchmark_disable = True
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers and "PIVOTAL_LOCAL_THREADS" not in os.environ:
+        os.environ["PIVOTAL_LOCAL_THREADS"] = str(max(1, (os.cpu_count() or 1) // int(workers)))
 
 
 @pytest.fixture(scope="session")
