@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from pivotal.memory.policy.registry import close_stores
 
@@ -74,10 +75,22 @@ def pytest_configure(config: pytest.Config) -> None:
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The package as users get it, built once per session from a copy of this checkout: setuptools
     builds in the source's `build/`, and a file left there by an earlier build would ship again.
+    Under pytest-xdist the workers share one build, in the session's folder above their own.
     """
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return _build_wheel(tmp_path_factory.mktemp("wheel"), tmp_path_factory)
+    shared = tmp_path_factory.getbasetemp().parent / "wheel"
+    with FileLock(f"{shared}.lock"):
+        if not (shared / "done").is_file():
+            shutil.rmtree(shared, ignore_errors=True)  # a worker that died mid-build left half of one
+            shared.mkdir()
+            (shared / "done").write_text(_build_wheel(shared, tmp_path_factory).name)
+    return shared / (shared / "done").read_text()
+
+
+def _build_wheel(out: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     source = tmp_path_factory.mktemp("source") / "pivotal"
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*SCRATCH))
-    out = tmp_path_factory.mktemp("wheel")
     done = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(source)],
         capture_output=True,
