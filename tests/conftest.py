@@ -1,5 +1,6 @@
 """Each test releases the stores it opened, so store-folder locks never leak between tests."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -9,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from pivotal.memory.policy.registry import close_stores
 
@@ -55,19 +57,40 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     """LangChain's conformance suite times model construction with pytest-benchmark; here speed is
     measured in benchmarks/, so the timed test runs once, untimed, and prints no table.
+
+    Under pytest-xdist (the README's test command runs `-n 2`) the workers share the cores: the
+    embedded model's default of one llama.cpp thread per core would put two threads of each worker
+    on the same two cores, where its speed collapses (SmolLM2 with 2 threads: 41–57 tokens/s alone,
+    1–5 with another process on a core), so each worker and the processes it starts get their share
+    of the cores, unless the user set `PIVOTAL_LOCAL_THREADS` themselves.
     """
     if hasattr(config.option, "benchmark_disable"):
         config.option.benchmark_disable = True
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers and "PIVOTAL_LOCAL_THREADS" not in os.environ:
+        os.environ["PIVOTAL_LOCAL_THREADS"] = str(max(1, (os.cpu_count() or 1) // int(workers)))
 
 
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The package as users get it, built once per session from a copy of this checkout: setuptools
     builds in the source's `build/`, and a file left there by an earlier build would ship again.
+    Under pytest-xdist the workers share one build, in the session's folder above their own.
     """
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return _build_wheel(tmp_path_factory.mktemp("wheel"), tmp_path_factory)
+    shared = tmp_path_factory.getbasetemp().parent / "wheel"
+    with FileLock(f"{shared}.lock"):
+        if not (shared / "done").is_file():
+            shutil.rmtree(shared, ignore_errors=True)  # a worker that died mid-build left half of one
+            shared.mkdir()
+            (shared / "done").write_text(_build_wheel(shared, tmp_path_factory).name)
+    return shared / (shared / "done").read_text()
+
+
+def _build_wheel(out: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     source = tmp_path_factory.mktemp("source") / "pivotal"
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*SCRATCH))
-    out = tmp_path_factory.mktemp("wheel")
     done = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(source)],
         capture_output=True,

@@ -58,7 +58,7 @@ class TestLocalIntegration(ChatModelIntegrationTests):
 
     @property
     def chat_model_params(self) -> dict:
-        return {"n_threads": 2}
+        return {"n_threads": 1}
 
     # The adapter passes every test that checks the adapter; these three check what a 135M model
     # understands. The reply always has the right shape (the grammar sees to that) but SmolLM2
@@ -93,7 +93,7 @@ def add(a: int, b: int) -> int:
 
 MODELS = [
     pytest.param(lambda: SimChatModel(), id="sim"),
-    pytest.param(lambda: LocalChatModel(n_threads=2), id="local", marks=pytest.mark.local_llm),
+    pytest.param(lambda: LocalChatModel(n_threads=1), id="local", marks=pytest.mark.local_llm),
 ]
 
 
