@@ -241,6 +241,7 @@ class Context:
             if getattr(self, name) < 0:
                 raise PivotalError(f"{name} must be >= 0 (got {getattr(self, name)})")
         self.observe_only = _observed_names(self.observe_only)
+        self.require_approval_for = _approval_names(self.require_approval_for)
         _check_choice("retry", self.retry, get_args(RetryStrategy))
         _check_choice("budget", self.budget, get_args(StepBudget))
         _check_choice("pivot", self.pivot, get_args(PivotChoice))
@@ -527,6 +528,24 @@ def _more(name: str) -> Callable[[Any, Any, Context, Context], bool]:
     if allowed is None:
         return lambda given, own, *_: given > own
     return lambda _given, _own, run, deployment: allowed(run) > allowed(deployment)
+
+
+def _approval_names(value: object) -> list[str]:
+    """`require_approval_for` as a list: None asks for no approval, as an empty list does; a bare
+    name is refused, since iterating it would ask for approval of its letters.
+    """
+    if value is None:
+        return []
+    if (
+        isinstance(value, str)
+        or not isinstance(value, Collection)
+        or not all(isinstance(name, str) and name for name in value)
+    ):
+        raise PivotalError(
+            f"require_approval_for must be a list of action names, '*' or 'irreversible' (got {value!r}); "
+            f"e.g. require_approval_for=['refund']"
+        )
+    return list(value)
 
 
 def _observed_names(value: Any) -> list[str]:

@@ -14,7 +14,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
 from pivotal.core.checkpoints import check_file, is_postgres
-from pivotal.core.errors import make_folder
+from pivotal.core.errors import PivotalError, make_folder
 from pivotal.core.secrets import redacting
 from pivotal.core.settings import settings
 from pivotal.graphs.builder import build_graph
@@ -58,6 +58,7 @@ async def graph_over(
     opened (and closed) for this call.
     """
     if graph is not None:
+        await _runs_async(graph.checkpointer)
         yield graph
         return
     if checkpointer is not None:
@@ -65,3 +66,19 @@ async def graph_over(
         return
     async with open_checkpointer(checkpoint_path) as saver:
         yield build_graph(checkpointer=saver)
+
+
+async def _runs_async(saver: object) -> None:
+    """The run API drives a graph with `astream`: an application's saver without async methods
+    (LangGraph's `SqliteSaver`) would fail at the graph's first checkpoint, deep inside LangGraph.
+    """
+    if not isinstance(saver, BaseCheckpointSaver):
+        return
+    try:
+        await saver.aget_tuple({"configurable": {"thread_id": "", "checkpoint_ns": ""}})
+    except NotImplementedError:
+        raise PivotalError(
+            f"the graph's checkpointer ({type(saver).__name__}) has no async methods, and run/arun/run_batch/resume "
+            f"run the graph asynchronously: build it with the async twin (AsyncSqliteSaver for SqliteSaver, "
+            f"AsyncPostgresSaver for PostgresSaver), or call the graph's own invoke/stream"
+        ) from None

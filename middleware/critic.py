@@ -196,15 +196,15 @@ class PivotalCritic(AgentMiddleware[CriticState, ContextT]):
         model: str | BaseChatModel = "",
         *,
         irreversible: Sequence[str] = (),
-        require_approval_for: Sequence[str] = (),
+        require_approval_for: Sequence[str] | None = (),
         environment: Environment | None = None,
         tools: Sequence[BaseTool] | None = None,
         **context: Any,
     ) -> None:
         super().__init__()
-        self._own = Context(
-            critic_model=model, require_approval_for=list(require_approval_for), memory=False, **context
-        )
+        # Context checks the names' shape (None is none; a bare name is refused, not read as letters)
+        approvals = {"require_approval_for": require_approval_for}
+        self._own = Context(critic_model=model, memory=False, **context, **approvals)
         self.irreversible = list(irreversible)
         self.environment = environment
         self._tools: dict[str, BaseTool] = {t.name: t for t in tools or ()}

@@ -4,12 +4,14 @@ checkpoints are the graph's own. Counted from the world's side (the refunds the 
 """
 
 import json
+import sqlite3
 
 import pytest
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
 
-from pivotal import Context, arun, create_pivotal_agent, run_batch
+from pivotal import Context, arun, create_pivotal_agent, run, run_batch
 from pivotal.core.errors import PivotalError
 
 
@@ -75,3 +77,23 @@ async def test_a_batch_runs_on_the_applications_graph(desk):
     for r in results:
         saved = await desk.aget_state({"configurable": {"thread_id": r.thread_id}})
         assert saved.values["run_id"] == r.run_id
+
+
+def test_a_graph_over_a_saver_without_async_methods_is_refused_in_one_line(ledger, tmp_path):
+    """`run(goal, graph=agent)` over LangGraph's `SqliteSaver` failed at the first checkpoint with
+    LangGraph's NotImplementedError; now one line names the async twin, and no tool ran.
+    """
+
+    @tool
+    def refund(order_id: str, amount: float) -> str:
+        """Refund an amount of an order to the customer's card. Cannot be undone."""
+        with ledger.open("a") as out:
+            out.write(json.dumps({"kind": "refund", "order_id": order_id}) + "\n")
+        return f"refunded {amount} of {order_id}"
+
+    saver = SqliteSaver(sqlite3.connect(tmp_path / "cp.sqlite", check_same_thread=False))
+    agent = create_pivotal_agent("sim", [refund], memory=False, checkpointer=saver, name="run-api-sync-desk")
+    with pytest.raises(PivotalError, match="AsyncSqliteSaver") as refused:
+        run("refund order A1", graph=agent)
+    assert len(str(refused.value).splitlines()) == 1
+    assert refunds(ledger) == 0

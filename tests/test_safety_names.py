@@ -85,6 +85,23 @@ def test_the_special_words_of_require_approval_for_stay_valid(tools):
     create_pivotal_agent("sim", tools, irreversible=["refund"], require_approval_for=["*", "irreversible", "refund"])
 
 
+def test_no_approvals_may_be_said_with_none_and_a_bare_name_is_refused_on_both_faces(tools):
+    """`require_approval_for=None` crashed deep inside (a TypeError from iterating None); a bare
+    "refund" would have been read letter by letter.
+    """
+    agent = create_pivotal_agent("sim", tools, irreversible=["refund"], require_approval_for=None)
+    assert agent is not None
+    PivotalCritic("sim", require_approval_for=None, tools=tools)
+    for build in (
+        lambda: create_pivotal_agent("sim", tools, irreversible=["refund"], require_approval_for="refund"),
+        lambda: PivotalCritic("sim", require_approval_for="refund", tools=tools),
+    ):
+        with pytest.raises(PivotalError) as refused:
+            build()
+        assert "require_approval_for must be a list of action names" in one_line(refused)
+        assert "['refund']" in str(refused.value)
+
+
 def test_a_tool_environment_refuses_an_unknown_irreversible_tool(tools):
     with pytest.raises(PivotalError, match="irreversible names 'refnd'.*did you mean 'refund'"):
         ToolEnvironment(tools, irreversible=["refnd"])
