@@ -20,7 +20,8 @@ async def paused_run(graph: Pregel[Any, Any, Any, Any], thread_id: str) -> dict[
     saved = await graph.aget_state({"configurable": {"thread_id": thread_id}})
     if not any(task.interrupts for task in saved.tasks):
         raise PivotalError(
-            f"thread {thread_id!r} is not waiting for approval; nothing to resume (check --thread-id and --checkpoints)"
+            f"thread {thread_id!r} is not waiting for approval; nothing to resume (check the thread id and the "
+            f"checkpointer it ran with: --thread-id and --checkpoints on the command line)"
         )
     return saved.values
 
