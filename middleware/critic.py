@@ -203,7 +203,7 @@ class PivotalCritic(AgentMiddleware[CriticState, ContextT]):
     ) -> None:
         super().__init__()
         # Context checks the names' shape (None is none; a bare name is refused, not read as letters)
-        approvals = {"require_approval_for": require_approval_for}
+        approvals: dict[str, Any] = {"require_approval_for": require_approval_for}
         self._own = Context(critic_model=model, memory=False, **context, **approvals)
         self.irreversible = list(irreversible)
         self.environment = environment
