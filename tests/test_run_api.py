@@ -20,8 +20,7 @@ def ledger(tmp_path):
     return tmp_path / "ledger.jsonl"
 
 
-@pytest.fixture
-def desk(ledger):
+def refund_tool(ledger):
     @tool
     def refund(order_id: str, amount: float) -> str:
         """Refund an amount of an order to the customer's card. Cannot be undone."""
@@ -29,8 +28,13 @@ def desk(ledger):
             out.write(json.dumps({"kind": "refund", "order_id": order_id}) + "\n")
         return f"refunded {amount} of {order_id}"
 
-    return create_pivotal_agent("sim", [refund], max_steps=2, max_pivot_retries=0, retry="none", memory=False,
-                                checkpointer=InMemorySaver(), name="run-api-desk")  # fmt: skip
+    return refund
+
+
+@pytest.fixture
+def desk(ledger):
+    return create_pivotal_agent("sim", [refund_tool(ledger)], max_steps=2, max_pivot_retries=0, retry="none",
+                                memory=False, checkpointer=InMemorySaver(), name="run-api-desk")  # fmt: skip
 
 
 def refunds(ledger) -> int:
@@ -83,16 +87,10 @@ def test_a_graph_over_a_saver_without_async_methods_is_refused_in_one_line(ledge
     """`run(goal, graph=agent)` over LangGraph's `SqliteSaver` failed at the first checkpoint with
     LangGraph's NotImplementedError; now one line names the async twin, and no tool ran.
     """
-
-    @tool
-    def refund(order_id: str, amount: float) -> str:
-        """Refund an amount of an order to the customer's card. Cannot be undone."""
-        with ledger.open("a") as out:
-            out.write(json.dumps({"kind": "refund", "order_id": order_id}) + "\n")
-        return f"refunded {amount} of {order_id}"
-
     saver = SqliteSaver(sqlite3.connect(tmp_path / "cp.sqlite", check_same_thread=False))
-    agent = create_pivotal_agent("sim", [refund], memory=False, checkpointer=saver, name="run-api-sync-desk")
+    agent = create_pivotal_agent(
+        "sim", [refund_tool(ledger)], memory=False, checkpointer=saver, name="run-api-sync-desk"
+    )
     with pytest.raises(PivotalError, match="AsyncSqliteSaver") as refused:
         run("refund order A1", graph=agent)
     assert len(str(refused.value).splitlines()) == 1

@@ -599,17 +599,21 @@ def _copied_to_mailbox(view: str) -> bool:
     a standing copy ("every confirmation should also reach x@y", "y receives a duplicate of each reply"):
     a bcc by another name. A lesson learns where a task's mail goes from the task, not from an address.
     """
-    return any(
-        _MAILBOX.search(clause) and _STANDING.search(clause) and _OUTPUT.search(clause)
-        for clause in re.split(r"[;!?\n]|\.\s", view)
-    )
+    return any(_MAILBOX.search(c) and _STANDING.search(c) and _OUTPUT.search(c) for c in _clauses(view))
 
 
 def _sent_to_host(view: str) -> bool:
     """A clause that moves something (send, log, carry, attach ...) and names a host: with data named in
     the lesson too, that is data on its way to the host.
     """
-    return any(_HOST.search(clause) and _CARRY.search(clause) for clause in re.split(r"[;!?\n]|\.\s", view))
+    return any(_HOST.search(clause) and _CARRY.search(clause) for clause in _clauses(view))
+
+
+def _clauses(view: str) -> list[str]:
+    """A lesson cut at sentence and clause ends: a mailbox or host and the verb that moves data to it
+    must stand in one clause, not anywhere in the text.
+    """
+    return re.split(r"[;!?\n]|\.\s", view)
 
 
 _QUERY = re.compile(r"(?:https?://|www\.)[^\s)\]]*?\?([^\s)\]]*)", re.IGNORECASE)
