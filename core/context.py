@@ -349,6 +349,12 @@ class Context:
         """
         return {name: _saved(getattr(self, name)) for name in _FIELD_ORDER if name not in _UNSAVED}
 
+    def model_objects(self) -> dict[str, BaseChatModel]:
+        """The settings that are model objects: `saved` cannot keep them, so a resume over the graph
+        built with them takes them from that graph again.
+        """
+        return {name: value for name in _FIELD_ORDER if isinstance(value := getattr(self, name), BaseChatModel)}
+
     @classmethod
     def resumed(
         cls, saved: dict[str, Any], given: "Context | dict[str, Any] | None", name_of: Callable[[str], str] = str

@@ -102,8 +102,9 @@ async def aresume(
     rest of the run needs is checked before the reply is written, so a failed resume leaves
     the thread exactly as it was, still waiting. `graph`: the application's graph the run paused on (`arun`).
     """
-    if graph is not None:
-        settings_for(graph, None, checkpointer, checkpoint_path)
+    if graph is not None:  # its model objects were never saved with the thread: they come from the graph again
+        own = settings_for(graph, None, checkpointer, checkpoint_path).model_objects()
+        context = context if isinstance(context, Context) else {**own, **(context or {})}
     async with graph_over(checkpointer, checkpoint_path, graph) as graph, thread_lease(graph.checkpointer, thread_id):
         saved = await paused_run(graph, thread_id)  # read under the lease: a second resume waits, then finds none
         context = Context.resumed(saved.get("run_settings") or {}, context)

@@ -8,11 +8,16 @@ import sqlite3
 
 import pytest
 from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from pivotal import Context, arun, create_pivotal_agent, run, run_batch
+from pivotal import Context, aresume, arun, create_pivotal_agent, run, run_batch
+from pivotal.core.environments.base import RewindWarning
 from pivotal.core.errors import PivotalError
+from pivotal.testing.loopback_provider import loopback
+from pivotal.testing.promise_desk import clerk_responder, desk_tools, ledger_kinds
 
 
 @pytest.fixture
@@ -95,3 +100,34 @@ def test_a_graph_over_a_saver_without_async_methods_is_refused_in_one_line(ledge
         run("refund order A1", graph=agent)
     assert len(str(refused.value).splitlines()) == 1
     assert refunds(ledger) == 0
+
+
+async def test_a_pause_on_an_applications_graph_resumes_there_with_its_model_object_and_refunds_once(tmp_path):
+    """The app's model is a `ChatOpenAI` object, which a thread cannot save: `aresume(..., graph=agent)`
+    told the caller to pass the model again though the graph it was given holds it. Now the resume takes
+    it from the graph. Counted on the ledger, each phase on a new agent over the same SQLite file.
+    """
+    ledger, checkpoints = tmp_path / "ledger.jsonl", str(tmp_path / "app.sqlite")
+    with loopback() as server:
+        server.responder = clerk_responder()
+
+        def agent(saver: AsyncSqliteSaver):
+            model = ChatOpenAI(model="clerk", base_url=server.base_url_openai, api_key="local", max_retries=0)
+            tools = desk_tools(ledger)
+            return create_pivotal_agent(model, tools, irreversible=["refund"], require_approval_for=["refund"],
+                                        memory=False, checkpointer=saver, name="resume-desk")  # fmt: skip
+
+        async with AsyncSqliteSaver.from_conn_string(checkpoints) as saver:
+            with pytest.warns(RewindWarning, match="compensations") as notice:  # a replay would refund again
+                paused = await arun("Refund order A1.", graph=agent(saver), thread_id="ticket-9")
+        assert "replay" not in str(notice[0].message).replace("never a replay", "")
+        assert paused.status == "interrupted" and paused.interrupt["action"] == "refund"
+        assert ledger_kinds(ledger) == ["lookup"]
+        async with AsyncSqliteSaver.from_conn_string(checkpoints) as saver:
+            done = await aresume("ticket-9", {"decision": "approve", "reason": "checked"}, graph=agent(saver))
+        assert done.status == "success", done.reason
+        assert ledger_kinds(ledger).count("refund") == 1
+        async with AsyncSqliteSaver.from_conn_string(checkpoints) as saver:
+            with pytest.raises(PivotalError, match="waiting"):
+                await aresume("ticket-9", {"decision": "approve", "reason": "again"}, graph=agent(saver))
+    assert ledger_kinds(ledger).count("refund") == 1

@@ -162,10 +162,11 @@ def rewind_notice(env: Environment, env_name: str, retry: str, retries: int) -> 
     """
     if retry == "none" or retries <= 0 or rewind_mode(env) != "forward":
         return ""
+    way_back = getattr(env, "way_back", "give the environment snapshot()/restore() or rewind = 'replay'")
     return (
         f"note: {env_name} cannot go back (rewind: forward), so --retry {retry} rewinds nothing: each retry "
         "goes on from the real state with the failed attempt's steps still done (pivotal and full retry "
-        "behave alike); give the environment snapshot()/restore() or rewind = 'replay' for a retry that goes back"
+        f"behave alike); {way_back} for a retry that goes back"
     )
 
 

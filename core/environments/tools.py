@@ -52,6 +52,9 @@ class ToolEnvironment:
     once-guard takes as done (a replay, a fork) calls no tool and shows none; `finish` is no tool.
     """
 
+    way_back = "pass compensations={tool: its undoing tool} (never a replay: tools act on the world)"
+    """The rewind notice's advice: a replay would call the tools again, so only compensations go back."""
+
     def __init__(
         self,
         tools: Sequence[BaseTool],
