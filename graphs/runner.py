@@ -131,15 +131,19 @@ async def run_on_thread(
     plugins: list[str] | None = None,
     on_update: OnUpdate | None = None,
 ) -> RunResult:
-    """Start the task on its thread, or continue it from the thread's last checkpoint."""
+    """Start the task on its thread, or continue it from the thread's last checkpoint. On a finished
+    thread the same task is read back, and another task opens a new turn (nodes/start.py), so a chat
+    app's next message through `arun` is answered, not met with the last turn's result.
+    """
     thread_id = thread_id or uuid.uuid4().hex
     thread: RunnableConfig = {"configurable": {"thread_id": thread_id}}
     saved = await graph.aget_state(thread) if graph.checkpointer is not None else None
     # A node that finished just before a crash has its writes saved but no checkpoint after it:
     # `next` is then empty while `tasks` still holds it, so only no next *and* no tasks means done.
-    if saved is not None and saved.values and not saved.next and not saved.tasks:
+    finished = saved is not None and saved.values and not saved.next and not saved.tasks
+    if finished and task.asks_again(saved.values.get("task") or {}):
         return summarise(saved.values, context, thread_id, 0.0, time.time())  # finished before a crash: never re-run
-    if saved is not None and saved.values:
+    if saved is not None and saved.values and not finished:
         Context.resumed(saved.values.get("run_settings") or {}, context)
         in_flight = in_flight_step(saved, task)
         result = await _invoke(graph, None, thread_id, context, saved.values.get("run_id", ""), on_update, task.id)

@@ -131,3 +131,25 @@ async def test_a_pause_on_an_applications_graph_resumes_there_with_its_model_obj
             with pytest.raises(PivotalError, match="waiting"):
                 await aresume("ticket-9", {"decision": "approve", "reason": "again"}, graph=agent(saver))
     assert ledger_kinds(ledger).count("refund") == 1
+
+
+async def test_a_finished_thread_reads_the_same_task_back_and_opens_a_new_turn_for_another(tmp_path):
+    """`arun(goal, graph=agent, thread_id=t)` on a thread whose turn had finished returned that turn's
+    result for any goal: a chat app's next message through the run API was never answered. The same
+    task asked again is still read back (no second refund); another task is a new turn on the thread.
+    """
+    ledger = tmp_path / "ledger.jsonl"
+    with loopback() as server:
+        server.responder = clerk_responder()
+        model = ChatOpenAI(model="clerk", base_url=server.base_url_openai, api_key="local", max_retries=0)
+        agent = create_pivotal_agent(model, desk_tools(ledger), irreversible=["refund"], memory=False,
+                                     checkpointer=InMemorySaver(), name="turns-desk")  # fmt: skip
+        first = await arun("Refund order A1.", graph=agent, thread_id="chat")
+        again = await arun("Refund order A1.", graph=agent, thread_id="chat")
+        assert first.status == again.status == "success" and again.run_id == first.run_id
+        assert ledger_kinds(ledger) == ["lookup", "refund", "email"]
+        second = await arun("Refund order B2.", graph=agent, thread_id="chat")
+    assert second.status == "success" and second.run_id != first.run_id
+    assert second.task["goal"] == "Refund order B2."
+    orders = [json.loads(line).get("order_id") for line in ledger.read_text().splitlines()]
+    assert orders.count("B2") == 2 and orders.count("A1") == 2  # B2's lookup and refund; A1's never again
