@@ -27,7 +27,7 @@ from pivotal.graphs.checkpointer import graph_over
 from pivotal.graphs.checks import check_context, check_run, check_task
 from pivotal.graphs.lease import thread_lease
 from pivotal.graphs.summary import RunResult, summarise
-from pivotal.graphs.threads import in_flight_step, paused_run
+from pivotal.graphs.threads import in_flight_step, paused_run, refuse_another_task
 
 Graph = Pregel[Any, Context, Any, Any]
 """A compiled graph that runs with a `Context` (`build_graph`'s, or an application's own)."""
@@ -144,6 +144,7 @@ async def run_on_thread(
     if finished and task.asks_again(saved.values.get("task") or {}):
         return summarise(saved.values, context, thread_id, 0.0, time.time())  # finished before a crash: never re-run
     if saved is not None and saved.values and not finished:
+        refuse_another_task(saved, task, thread_id)
         Context.resumed(saved.values.get("run_settings") or {}, context)
         in_flight = in_flight_step(saved, task)
         result = await _invoke(graph, None, thread_id, context, saved.values.get("run_id", ""), on_update, task.id)

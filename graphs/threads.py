@@ -50,3 +50,17 @@ def in_flight_step(saved: StateSnapshot, task: Task) -> list[int]:
     if irreversible(env, (saved.values.get("chosen") or {}).get("action")):
         return []  # noted before its tool ran: taken as run, never run again (core/environments/once.py)
     return [len(saved.values.get("trajectory") or [])]
+
+
+def refuse_another_task(saved: StateSnapshot, task: Task, thread_id: str) -> None:
+    """A thread with a turn not finished (paused for a person, or cut short by a crash) goes on only with
+    that turn's task: another one given there would have been met with the old turn's pause or steps.
+    """
+    turn = saved.values.get("task") or {}
+    if task.asks_again(turn):
+        return
+    waiting = " waits for a person to approve an action" if any(t.interrupts for t in saved.tasks) else " is unfinished"
+    raise PivotalError(
+        f"thread {thread_id!r}{waiting} in its turn {str(turn.get('goal', ''))[:80]!r}; finish that turn first "
+        "(resume the approval, or run that same task again) or run this task on another thread"
+    )

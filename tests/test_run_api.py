@@ -153,3 +153,22 @@ async def test_a_finished_thread_reads_the_same_task_back_and_opens_a_new_turn_f
     assert second.task["goal"] == "Refund order B2."
     orders = [json.loads(line).get("order_id") for line in ledger.read_text().splitlines()]
     assert orders.count("B2") == 2 and orders.count("A1") == 2  # B2's lookup and refund; A1's never again
+
+
+async def test_another_task_on_a_thread_that_waits_for_a_person_is_refused_in_one_line(tmp_path):
+    """It was met with the waiting turn's pause, as if that refund were the new task's."""
+    ledger = tmp_path / "ledger.jsonl"
+    with loopback() as server:
+        server.responder = clerk_responder()
+        model = ChatOpenAI(model="clerk", base_url=server.base_url_openai, api_key="local", max_retries=0)
+        saver, tools = InMemorySaver(), desk_tools(ledger)
+        agent = create_pivotal_agent(model, tools, irreversible=["refund"], require_approval_for=["refund"],
+                                     memory=False, checkpointer=saver, name="wait-desk")  # fmt: skip
+        paused = await arun("Refund order A1.", graph=agent, thread_id="chat")
+        assert paused.status == "interrupted"
+        with pytest.raises(PivotalError, match="waits for a person") as refused:
+            await arun("Refund order B2.", graph=agent, thread_id="chat")
+        assert len(str(refused.value).splitlines()) == 1
+        again = await arun("Refund order A1.", graph=agent, thread_id="chat")  # the same task: still its pause
+    assert again.status == "interrupted" and again.interrupt["arguments"]["order_id"] == "A1"
+    assert ledger_kinds(ledger) == ["lookup"]
