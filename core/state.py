@@ -52,6 +52,25 @@ def add_counts(current: dict[str, Any] | None, update: dict[str, Any] | None) ->
     return merged
 
 
+def counts_since(total: dict[str, Any] | None, before: dict[str, Any] | None) -> dict[str, Any]:
+    """What `add_counts` added after `before`, key by key (nested dicts too)."""
+    left = dict(total or {})
+    for key, value in (before or {}).items():
+        if isinstance(value, dict):
+            left[key] = counts_since(left.get(key), value)
+            if all(isinstance(n, int | float) and abs(n) < 1e-9 for n in left[key].values()):
+                del left[key]  # a role no call of this turn used is absent, as in a first turn
+        elif key in left:
+            left[key] = left[key] - value
+    return left
+
+
+def turn_counts(values: Mapping[str, Any], key: str = "counters") -> dict[str, Any]:
+    """The current turn's own `counters` (or `usage`): the thread's, less what earlier turns had counted."""
+    opened_with = (values.get("turn") or {}).get("opened_with") or {}
+    return counts_since(values.get(key) or {}, opened_with.get(key))
+
+
 def append_list(current: list[Any] | None, update: list[Any] | None) -> list[Any]:
     """A record only ever added to."""
     return [*(current or []), *(update or [])]
@@ -236,6 +255,9 @@ class Turn(TypedDict, total=False):
     """The final answer, or why the turn could not finish; an earlier reply, for a handed-in conversation."""
     actions: list[list[Any]]
     """[action, arguments] of each step the turn executed."""
+    opened_with: dict[str, Any]
+    """The thread's `counters` and `usage` as the turn opened (none on a first turn): they add up over
+    the thread, so a turn's step budget and its result count from here (`turn_counts`)."""
 
 
 class InputState(TypedDict, total=False):
@@ -264,6 +286,8 @@ class OutputState(TypedDict, total=False):
     answer: str
     verified: bool
     messages: Annotated[list[AnyMessage], add_messages]
+    turn: "Turn"
+    """The current turn as it opened: what its `counters` and `usage` count from (`turn_counts`)."""
     turns: list["Turn"]
     trajectory: list["Step"]
     reflections: list["Reflection"]
@@ -476,7 +500,11 @@ def turn_summary(state: State, status: str = "") -> Turn:
     return cast(
         Turn,
         {
-            **(state.get("turn") or {"run_id": state.get("run_id", "")}),
+            **{
+                k: v
+                for k, v in (state.get("turn") or {"run_id": state.get("run_id", "")}).items()
+                if k != "opened_with"
+            },
             "status": status,
             "answer": str(said or ""),
             "actions": [[step["action"], step["arguments"]] for step in state.get("trajectory") or []],

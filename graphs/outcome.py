@@ -17,7 +17,7 @@ from langgraph.types import GraphOutput
 from pydantic import BaseModel, Field
 
 from pivotal.core.errors import PivotalError
-from pivotal.core.state import add_counts
+from pivotal.core.state import add_counts, turn_counts
 
 Face = Literal["graph", "agent", "node"]
 
@@ -174,7 +174,7 @@ def _ending(values: Mapping[str, Any]) -> dict[str, Any]:
         "reason": str(values.get("reason") or ""),
         "verified": status == "success" and values.get("verified", True) is not False,
         "run_id": str(values.get("run_id") or ""),
-        "usage": _usage(values.get("usage") or {}),
+        "usage": _usage(turn_counts(values, "usage")),
         "retries": int(values.get("retries") or 0),
     }
 

@@ -140,10 +140,11 @@ async def run_on_thread(
     saved = await graph.aget_state(thread) if graph.checkpointer is not None else None
     # A node that finished just before a crash has its writes saved but no checkpoint after it:
     # `next` is then empty while `tasks` still holds it, so only no next *and* no tasks means done.
-    finished = saved is not None and saved.values and not saved.next and not saved.tasks
-    if finished and task.asks_again(saved.values.get("task") or {}):
+    began = saved is not None and bool(saved.values)
+    finished = began and saved is not None and not saved.next and not saved.tasks
+    if finished and saved is not None and task.asks_again(saved.values.get("task") or {}):
         return summarise(saved.values, context, thread_id, 0.0, time.time())  # finished before a crash: never re-run
-    if saved is not None and saved.values and not finished:
+    if began and saved is not None and not finished:
         refuse_another_task(saved, task, thread_id)
         Context.resumed(saved.values.get("run_settings") or {}, context)
         in_flight = in_flight_step(saved, task)

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from pivotal.core.context import Context
 from pivotal.core.secrets import redact, redact_tree
+from pivotal.core.state import turn_counts
 from pivotal.core.task import Task
 from pivotal.graphs.lease import ThreadBusy
 
@@ -97,7 +98,7 @@ def summarise(
     """The graph's final values (with `__interrupt__` when it paused) as a `RunResult`, secrets blanked."""
     paused = [item.value for item in final.get("__interrupt__") or []]
     final = redact_tree({k: v for k, v in final.items() if k != "__interrupt__"})  # keys echoed by tools stay out
-    counters = final.get("counters") or {}
+    counters = turn_counts(final)  # the thread's add up over its turns: a result counts its own
     trajectory = final.get("trajectory") or []
     return RunResult(
         status="interrupted" if paused else final.get("status", "failure"),
@@ -134,7 +135,7 @@ def summarise(
             "approved": len(final.get("approved_lessons") or []),
             **{k: int(counters.get(f"lessons_{k}", 0)) for k in ("written", "merged", "scored", "retired")},
         },
-        usage=final.get("usage") or {},
+        usage=turn_counts(final, "usage"),
         trajectory=trajectory,
         reflections=final.get("reflections") or [],
         wall_s=round(wall_s, 3),

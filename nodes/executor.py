@@ -33,7 +33,17 @@ from pivotal.core.environments.once import (
     unreviewed,
 )
 from pivotal.core.logs import logger
-from pivotal.core.state import Critique, ExecutorUpdate, Proposal, State, Step, same_call, state_before, task_of
+from pivotal.core.state import (
+    Critique,
+    ExecutorUpdate,
+    Proposal,
+    State,
+    Step,
+    same_call,
+    state_before,
+    task_of,
+    turn_counts,
+)
 from pivotal.core.task import Task
 from pivotal.prompts import SEE_MORE, clip
 
@@ -170,7 +180,8 @@ def _send_back(state: State, chosen: Proposal, why: str) -> ExecutorUpdate:
 
 
 def _executed(state: State) -> int:
-    return int((state.get("counters") or {}).get("executed", 0))
+    """This turn's executed steps: the thread's counters add up over its turns."""
+    return int(turn_counts(state).get("executed", 0))
 
 
 def _out_of_reach(context: Context, info: dict[str, Any], attempt_steps: int, executed: int) -> str:

@@ -18,7 +18,7 @@ from pivotal.core.environments.base import Environment
 from pivotal.core.environments.live import attach
 from pivotal.core.models.roles import ask_role
 from pivotal.core.schemas import ReflectionReply, reflection_schema
-from pivotal.core.state import Candidate, Reflection, ReflectorUpdate, State, task_of
+from pivotal.core.state import Candidate, Reflection, ReflectorUpdate, State, task_of, turn_counts
 from pivotal.memory.lesson import provenance
 from pivotal.prompts import show
 
@@ -98,7 +98,7 @@ async def reflector(state: State, runtime: Runtime[Context]) -> ReflectorUpdate:
 def _total_spent(state: State, context: Context) -> bool:
     """The run's shared step total (budget "fair") is used up: a retry could not execute a step."""
     total = context.total_steps()
-    return total is not None and int((state.get("counters") or {}).get("executed", 0)) >= total
+    return total is not None and int(turn_counts(state).get("executed", 0)) >= total
 
 
 def _answers_itself(env: Environment) -> bool:

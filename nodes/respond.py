@@ -17,7 +17,7 @@ from langgraph.runtime import Runtime
 from pivotal.core.context import Context
 from pivotal.core.environments.live import release
 from pivotal.core.models.streaming import Spoken
-from pivotal.core.state import NodeResult, RespondUpdate, State, turn_summary
+from pivotal.core.state import NodeResult, RespondUpdate, State, turn_counts, turn_summary
 
 
 async def respond(state: State, runtime: Runtime[Context]) -> RespondUpdate:
@@ -34,7 +34,7 @@ async def respond(state: State, runtime: Runtime[Context]) -> RespondUpdate:
         "run_id": state["run_id"],
         "retries": state.get("retries", 0),
         "actions": [[step["action"], step["arguments"]] for step in state.get("trajectory") or []],
-        "usage": state.get("usage") or {},
+        "usage": turn_counts(state, "usage"),
     }
     reply = await Spoken(text=said).ainvoke([], config=ANSWER_CALL)
     turns = [turn for turn in state.get("turns") or [] if turn.get("run_id") != state["run_id"]]

@@ -71,6 +71,8 @@ async def start(state: State, runtime: Runtime[Context]) -> State:
         "question_id": question[0] if question else "",
         "run_id": run_id,
     }
+    if spent := {key: state[key] for key in ("counters", "usage") if state.get(key)}:
+        turn["opened_with"] = spent  # the turns before counted these: this turn's budget starts afresh
     return {
         **({"messages": list(blanked.values())} if blanked else {}),  # same ids: the caller's copies are replaced
         "task": task.model_dump(),

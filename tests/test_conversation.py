@@ -21,6 +21,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.types import Command
 
+import pivotal
 from pivotal.cli.studio import QUIET
 from pivotal.core.errors import PivotalError
 from pivotal.testing.loopback_provider import generic_responder, loopback
@@ -121,6 +122,27 @@ async def test_a_new_task_is_a_new_turn_and_nothing_new_is_refused(desk):
     with pytest.raises(PivotalError, match="nothing new on this thread"):
         await agent.ainvoke({"task": second["task"]}, config)  # the same task again: not run twice
     assert refunds(ledger) == ["A1", "B2"] and first["task"]["id"] != second["task"]["id"]
+
+
+async def test_each_turn_has_its_own_step_budget_and_counts_whatever_the_turns_before_spent(desk):
+    """The shared step total (budget "fair") read the thread's executed steps, which add up over its
+    turns: on a thread whose turns each need 4 steps under `max_steps=4`, the second turn failed at its
+    first step. A turn's budget and its result count from the turn's opening.
+    """
+    server, model, ledger = desk
+    server.responder = clerk()
+    agent = support_desk.support_agent(model, memory=False, require_approval_for=[], max_steps=4,
+                                       max_pivot_retries=0, checkpointer=InMemorySaver())  # fmt: skip
+    config = {"configurable": {"thread_id": "ticket-budget"}}
+    first = await agent.ainvoke({"messages": [HumanMessage(FIRST)]}, config)
+    second = await agent.ainvoke({"messages": [HumanMessage(SECOND)]}, config)
+    assert first["status"] == second["status"] == "success", second["reason"]
+    assert refunds(ledger) == ["A1", "B2"] and second["counters"]["executed"] == 8  # the thread's state: all turns
+    own = pivotal.result(second)
+    assert (
+        len(own.steps) == 4
+        and own.usage.by_role["actor"]["calls"] == pivotal.result(first).usage.by_role["actor"]["calls"]
+    )
 
 
 @pytest.mark.parametrize("own_state", [False, True], ids=["per-call", "kept-per-thread"])
