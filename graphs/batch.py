@@ -88,9 +88,11 @@ async def run_batch(
 
 
 async def _flush_memory(context: Context) -> None:
-    """The batch's deferred lesson counts (write_buffer.py `DEFER_LESSONS`) are on disk when it returns."""
+    """The batch's deferred lesson counts (write_buffer.py `DEFER_LESSONS`) are on disk when it
+    returns: in a store folder's journal, or written to the store now.
+    """
     if (store := _opened_memory(context)) is not None:
-        await asyncio.to_thread(store.flush)
+        await asyncio.to_thread(store.secure)
 
 
 def _opened_memory(context: Context) -> ExperienceStore | None:
