@@ -243,22 +243,31 @@ def _reopened(store):
     return open_store(location)
 
 
-def test_a_batchs_end_writes_to_chroma_only_what_the_journal_does_not_hold(store, monkeypatch):
+def test_journaled_runs_reach_chroma_every_defer_runs_lines(store, monkeypatch):
+    """The journal is preallocated: a disk that fills shows only when Chroma is written, so that
+    happens every DEFER_RUNS runs, not only at close (a batch must stop with the fault mid-way).
+    """
+    import pivotal.memory.policy.write_buffer as module
+
     known = store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)[0]
     store.flush()
     calls = _count_writes(store, "files", monkeypatch)
-    with store.batch():
-        store.add(
-            [lesson("Before reading a file, make sure it exists.", run_id="r2")], dedup_similarity=DEDUP, keep_text=True
-        )
-        store.record_outcome("r2", "files", {known.id: (1, 1)}, success=True)
-    store.secure()
-    assert calls == {"upsert": 0, "update": 0}  # all of it in the journal
-    store.record_outcome("r3", "files", {known.id: (1, 0)}, success=False)  # outside a batch: in memory only
-    store.secure()
-    assert calls == {"upsert": 0, "update": 1}
+    monkeypatch.setattr(module, "DEFER_RUNS", 2)
+    for run in ("r2", "r3"):
+        with store.batch():
+            store.add(
+                [lesson("Before reading a file, make sure it exists.", run_id=run)],
+                dedup_similarity=DEDUP,
+                keep_text=True,
+            )
+            store.record_outcome(run, "files", {known.id: (1, 1)}, success=True)
+        if run == "r2":
+            assert calls == {"upsert": 0, "update": 0}  # one journal line: Chroma waits
+            assert Journal(str(Path(store.location) / JOURNAL)).read()[0]
+    assert calls == {"upsert": 0, "update": 1}  # the second line: both runs' counts in one update
     assert Journal(str(Path(store.location) / JOURNAL)).read() == ([], [])
-    assert _reopened(store).get()[known.id].retrievals == 2
+    stored = _reopened(store).get()[known.id]
+    assert (stored.evidence, stored.retrievals) == (3, 2)
 
 
 def test_deferred_counts_are_written_together_once_enough_gather(store, monkeypatch):

@@ -9,7 +9,8 @@ The folder is locked to this process (memory/storage/chroma.py), so no other wri
 meanwhile; this process reads the deferred versions (memory/policy/write_buffer.py).
 
 The journal holds, for each lesson, the last version written to it, and every record; it is
-emptied once the store has written them to Chroma (`ExperienceStore.flush`), and a store opened
+emptied once the store has written them to Chroma (`ExperienceStore.flush`: every DEFER_RUNS
+lines, at a batch's end, at close), and a store opened
 on a folder whose journal is not empty (the last process was killed) writes it to Chroma first.
 A lesson written to Chroma by another path while journaled (retired, confirmed, a new text) is
 flushed first, so a journaled version never overwrites a newer one. A torn last line (a crash
@@ -41,6 +42,8 @@ class Journal:
         """Records journaled since: each goes in once."""
         self._end = 0
         """Where the next line goes: the bytes before it are lines, the rest zeros."""
+        self.lines = 0
+        """Lines appended since the journal was last emptied (one per run's batch)."""
         self._lock = threading.Lock()
 
     def append(self, lessons: list[Lesson], records: list[Record]) -> None:
@@ -66,6 +69,7 @@ class Journal:
             finally:
                 os.close(descriptor)
             self._end += len(data)
+            self.lines += 1
             self.ids.update(lesson.id for lesson in lessons)
             self._records.update(record.id for record in records)
 
@@ -111,7 +115,7 @@ class Journal:
                     os.fdatasync(descriptor)
                 finally:
                     os.close(descriptor)
-            self._end = 0
+            self._end, self.lines = 0, 0
             self.ids, self._records = set(), set()
 
 

@@ -91,7 +91,7 @@ class Shelf:
         """
         assert self.journal is not None
         self.journal.append(lessons, list(self.buffer.records.values()))
-        if self.buffer.defer(lessons, durable=True):
+        if self.buffer.defer(lessons, durable=True, journaled_runs=self.journal.lines):
             self.flush()
         if self.near is not None:
             self.near.written(lessons, None)
@@ -105,14 +105,6 @@ class Shelf:
         self.write_records()
         if self.journal is not None:
             self.journal.clear()
-
-    def durable(self) -> bool:
-        """Everything deferred (versions and records) is in the journal: a crash loses none of it."""
-        return (
-            self.journal is not None
-            and not self.buffer.volatile
-            and self.journal.holds(list(self.buffer.records.values()))
-        )
 
     def _catch_up(self, lessons: list[Lesson]) -> None:
         """Before Chroma is written another way for a journaled lesson (retired, confirmed, a new

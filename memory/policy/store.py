@@ -3,7 +3,7 @@ LangGraph store), lessons kept a task family at a time.
 
 The small API the nodes, the `pivotal lessons` CLI, the runners and import/export call (17
 methods, nothing else of the store): batch · add · duplicate · search · kept · get · lessons · put
-· record_outcome · enforce_limits · retire · lineage · revoke · flush · secure · close · fault_reported;
+· record_outcome · enforce_limits · retire · lineage · revoke · flush · close · fault_reported;
 reports and tests also read families · count · family_runs.
 Open one with memory/policy/registry.py: `lesson_store` (the run's backend, `Context.lessons_backend`)
 or `open_store` (a Chroma folder or server).
@@ -120,15 +120,6 @@ class ExperienceStore:
         """
         with self._lock:
             self.shelf.flush()
-
-    def secure(self) -> None:
-        """The deferred counts on disk, as a batch's end wants them: a private store's journal may
-        hold them all already (memory/policy/journal.py), and then Chroma waits for more (`flush`
-        at DEFER_LESSONS, at close, at exit, or the next open after a crash).
-        """
-        with self._lock:
-            if not self.shelf.durable():
-                self.shelf.flush()
 
     def fault_reported(self) -> None:
         """A storage fault already stopped the work and was reported (a batch says it in one line):

@@ -22,6 +22,14 @@ store closes: each Chroma write costs ~10-17 ms whatever it holds, and every run
 them. A crash (kill -9) loses at most these statistics, never a lesson, its evidence, text or status.
 """
 
+DEFER_RUNS = 8
+"""Journaled runs (memory/policy/journal.py) before Chroma is written with them. The journal is
+preallocated, so a store whose disk fills shows it only when Chroma is written: this many runs
+bound how long a batch goes on before it stops with the fault (tests/test_batch_faults.py), where
+waiting for DEFER_LESSONS let a whole batch finish and fail only at exit. A run made one Chroma
+metadata update (~20-40 ms) before the journal; now one per this many runs.
+"""
+
 Held = dict[str, tuple[Lesson, list[float] | None]]
 """Each held lesson's latest version, with its vector when its text is new (an upsert), without
 when only counts or status changed (an update)."""
@@ -130,22 +138,17 @@ class WriteBuffer:
         ]
         return max(alike, key=lambda found: found[1], default=None)
 
-    def defer(self, lessons: Iterable[Lesson] = (), *, durable: bool = False) -> bool:
+    def defer(self, lessons: Iterable[Lesson] = (), *, durable: bool = False, journaled_runs: int = 0) -> bool:
         """Keep these recall scores back; True when enough have waited to be written now.
         `durable`: they (and the records noted so far) are in the store's journal
-        (memory/policy/journal.py): a crash loses none of them, so only their number makes
-        them due, not their age.
+        (memory/policy/journal.py): a crash loses none of them, so not their age makes them
+        due but their number, or `journaled_runs` (the journal's lines) reaching DEFER_RUNS.
         """
         if not durable and self._volatile_since is None:
             self._volatile_since = time.monotonic()
         self.deferred.update((lesson.id, lesson) for lesson in lessons)
         aged = self._volatile_since is not None and time.monotonic() - self._volatile_since >= DEFER_SECONDS
-        return len(self.deferred) >= DEFER_LESSONS or aged
-
-    @property
-    def volatile(self) -> bool:
-        """Some deferred version is in memory only (not journaled)."""
-        return self._volatile_since is not None
+        return len(self.deferred) >= DEFER_LESSONS or aged or journaled_runs >= DEFER_RUNS
 
     def flushed(self) -> None:
         """The deferred versions are written."""
