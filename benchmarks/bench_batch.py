@@ -11,7 +11,9 @@
      whose executor steps the same gridworld — a plain LangGraph agent without Pivotal; and the
      same loop without its empty recall node, since Pivotal enters no recall node with memory off.
    Memory on is measured cold (each pass embeds its own situations and lesson texts) and warm
-   (the process's caches kept, as in a long batch where situations come back).
+   (the process's caches kept, as in a long batch where situations come back). `--journal-ab`
+   adds a cold pass on a second store, seeded alike, whose evidence journal is off (each run's
+   evidence one Chroma update, as before memory/policy/journal.py), and counts Chroma writes.
 
 Run: python benchmarks/bench_batch.py [--tasks 500] [--concurrency 64 8] [--latency 0.05] [--json]
 """
@@ -163,29 +165,67 @@ def _loop(saver: Any, recall: Any, actor: Any, critic: Any, executor: Any):
     return builder.compile(checkpointer=saver)
 
 
-async def overhead(seeds: int, runs: int, folder: str, stored: int) -> dict[str, Any]:
+async def overhead(seeds: int, runs: int, folder: str, stored: int, *, journal_ab: bool = False) -> dict[str, Any]:
     """Per executed step, in interleaved passes (noise on a busy 2-core machine hits all alike):
     Pivotal with memory off, Pivotal with memory on (step recall over `stored` lessons of the
     family), the bare agent loop and the empty loop. Wall and CPU time; medians and ranges.
     """
-    store_path = f"{folder}/store"
+    store_path, unjournaled = f"{folder}/store", f"{folder}/store-unjournaled"
     _seed_store(store_path, stored)
+    if journal_ab:
+        _seed_store(unjournaled, stored)
+        open_store(unjournaled).shelf.journal = None  # its runs' evidence goes to Chroma at once
+    writes = _count_chroma_writes() if journal_ab else {}
     tasks = [{"env": "gridworld", "params": {"seed": s}} for s in range(seeds)]
-    names = ("off", "on", "warm", "agent", "agent3", "empty")
+    names = ("off", "on", "warm", "agent", "agent3", "empty", *(("unjournaled",) if journal_ab else ()))
     passes: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
+    counted: dict[str, list[dict[str, int]]] = {"on": [], "unjournaled": []}
     for run in range(runs + 1):  # the first pass warms imports and caches; it is not counted
-        timed = {
-            "off": await _pivotal_pass(tasks, f"{folder}/p{run}.sqlite", memory=False, store=store_path),
-            "on": await _pivotal_pass(tasks, f"{folder}/m{run}.sqlite", memory=True, store=store_path),
-            "warm": await _pivotal_pass(tasks, f"{folder}/w{run}.sqlite", memory=True, store=store_path, warm=True),
-            "agent": await _timed(_agent_pass(f"{folder}/a{run}.sqlite", seeds)),
-            "agent3": await _timed(_agent_pass(f"{folder}/b{run}.sqlite", seeds, with_recall=False)),
-        }
+        timed = {"off": await _pivotal_pass(tasks, f"{folder}/p{run}.sqlite", memory=False, store=store_path)}
+        cold = [("on", store_path), *((("unjournaled", unjournaled),) if journal_ab else ())]
+        for name, path in cold[:: -1 if run % 2 else 1]:  # which goes first alternates
+            before = dict(writes)
+            timed[name] = await _pivotal_pass(tasks, f"{folder}/{name}{run}.sqlite", memory=True, store=path)
+            counted[name].append({k: writes[k] - before[k] for k in writes})
+        timed["warm"] = await _pivotal_pass(tasks, f"{folder}/w{run}.sqlite", memory=True, store=store_path, warm=True)
+        timed["agent"] = await _timed(_agent_pass(f"{folder}/a{run}.sqlite", seeds))
+        timed["agent3"] = await _timed(_agent_pass(f"{folder}/b{run}.sqlite", seeds, with_recall=False))
         timed["empty"] = await _timed(_empty_pass(f"{folder}/e{run}.sqlite", 100))
         if run:
             for name, value in timed.items():
                 passes[name].append(value)
-    return {"seeds": seeds, "runs": runs, "stored_lessons": stored, **_ratios(passes)}
+    report = {"seeds": seeds, "runs": runs, "stored_lessons": stored, **_ratios(passes)}
+    if journal_ab:
+        pairs = [(j[0] / u[0], j[1] / u[1]) for j, u in zip(passes["on"], passes["unjournaled"], strict=True)]
+        report["on_over_unjournaled"] = round(statistics.median(p[0] for p in pairs), 2)
+        report["on_over_unjournaled_range"] = [round(min(p[0] for p in pairs), 2), round(max(p[0] for p in pairs), 2)]
+        report["on_cpu_over_unjournaled"] = round(statistics.median(p[1] for p in pairs), 2)
+        report["chroma_writes_per_pass"] = {
+            name: {k: statistics.median(c[k] for c in found[1:]) for k in writes} for name, found in counted.items()
+        }
+    return report
+
+
+def _count_chroma_writes() -> dict[str, int]:
+    """Chroma write calls of every store in this process, counted from now on (lesson upserts and
+    updates, ledger appends: each costs ~10-40 ms on disk whatever it holds).
+    """
+    from pivotal.memory.storage import chroma
+
+    counts = {"lesson_upserts": 0, "lesson_updates": 0, "record_appends": 0}
+    for owner, name, key in (
+        (chroma.ChromaLessons, "put", "lesson_upserts"),
+        (chroma.ChromaLessons, "update", "lesson_updates"),
+        (chroma.ChromaRecords, "append", "record_appends"),
+    ):
+        method = getattr(owner, name)
+
+        def counted(*args: Any, _method: Any = method, _key: str = key, **kwargs: Any) -> Any:
+            counts[_key] += 1
+            return _method(*args, **kwargs)
+
+        setattr(owner, name, counted)
+    return counts
 
 
 def _ratios(passes: dict[str, list[tuple[float, float]]]) -> dict[str, Any]:
@@ -194,7 +234,7 @@ def _ratios(passes: dict[str, list[tuple[float, float]]]) -> dict[str, Any]:
     for name, values in passes.items():
         report[f"{name}_ms_per_step"] = round(median(v[0] for v in values), 2)
         report[f"{name}_cpu_ms_per_step"] = round(median(v[1] for v in values), 2)
-    for name in ("off", "on", "warm"):
+    for name in ("off", "on", "warm", *(("unjournaled",) if "unjournaled" in passes else ())):
         pairs = [p[0] / a[0] for p, a in zip(passes[name], passes["agent"], strict=True)]
         cpu = [p[1] / a[1] for p, a in zip(passes[name], passes["agent"], strict=True)]
         report[f"memory_{name}_over_agent_loop"] = round(median(pairs), 2)
@@ -293,7 +333,8 @@ async def _empty_pass(path: str, steps: int) -> int:
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as folder:
-        report = {"overhead": await overhead(args.seeds, args.runs, folder, args.stored)}
+        report = {"overhead": await overhead(args.seeds, args.runs, folder, args.stored, journal_ab=args.journal_ab)}
+        close_stores()  # what the journal holds reaches Chroma before the folder goes
         report["efficiency"] = [
             await efficiency_pairs(args.tasks, concurrency, args.latency, args.pairs, folder)
             for concurrency in ([] if args.overhead_only else args.concurrency)
@@ -354,6 +395,11 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=3, help="overhead passes (median)")
     parser.add_argument("--stored", type=int, default=1000, help="lessons in the store for the memory-on pass")
     parser.add_argument("--overhead-only", action="store_true", help="skip the batch efficiency part")
+    parser.add_argument(
+        "--journal-ab",
+        action="store_true",
+        help="add a memory-on pass with the evidence journal off; count Chroma writes",
+    )
     parser.add_argument("--json", action="store_true")
     arguments = parser.parse_args()
     report = asyncio.run(main(arguments))
@@ -366,12 +412,20 @@ if __name__ == "__main__":
             f"{o['agent_ms_per_step']} ms ({o['agent_cpu_ms_per_step']} ms CPU); empty loop {o['empty_ms_per_step']} ms"
         )
         labels = {"off": "memory off", "on": "memory on, cold caches", "warm": "memory on, warm caches"}
+        if "unjournaled" in o.get("chroma_writes_per_pass", {}):
+            labels["unjournaled"] = "memory on, cold, evidence journal off"
         for name, label in labels.items():
             print(
                 f"  pivotal, {label}: {o[f'{name}_ms_per_step']} ms ({o[f'{name}_cpu_ms_per_step']} ms CPU) = "
                 f"{o[f'memory_{name}_over_agent_loop']}x the bare loop (range "
                 f"{o[f'memory_{name}_over_agent_loop_range'][0]}-{o[f'memory_{name}_over_agent_loop_range'][1]}x; "
                 f"CPU {o[f'memory_{name}_cpu_over_agent_loop']}x)"
+            )
+        if "on_over_unjournaled" in o:
+            print(
+                f"  memory on / the same without its evidence journal: {o['on_over_unjournaled']}x (range "
+                f"{o['on_over_unjournaled_range'][0]}-{o['on_over_unjournaled_range'][1]}x; CPU "
+                f"{o['on_cpu_over_unjournaled']}x); Chroma writes per pass: {o['chroma_writes_per_pass']}"
             )
         print(
             f"  pivotal, memory off, against the bare loop without its empty recall node "

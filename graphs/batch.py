@@ -88,9 +88,20 @@ async def run_batch(
 
 
 async def _flush_memory(context: Context) -> None:
-    """The batch's deferred lesson counts (write_buffer.py `DEFER_LESSONS`) are on disk when it returns."""
-    if (store := _opened_memory(context)) is not None:
+    """The batch's deferred lesson counts (write_buffer.py `DEFER_LESSONS`, a store folder's journal)
+    are in the store when it returns. A store that cannot take them (its disk full) stops the
+    batch as a storage fault, as it would have mid-batch: counts left waiting for exit would fail
+    there with the batch already reported done (the journal keeps them for the next open).
+    """
+    if (store := _opened_memory(context)) is None:
+        return
+    try:
         await asyncio.to_thread(store.flush)
+    except Exception as exc:
+        if not (fault := infrastructure_fault(exc)):
+            raise
+        store.fault_reported()
+        raise InfrastructureFault(f"{fault}; the batch stopped: fix it, then resume the batch") from exc
 
 
 def _opened_memory(context: Context) -> ExperienceStore | None:

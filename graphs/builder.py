@@ -10,8 +10,8 @@ START → start → recall → actor → critic ─approve→ [human_approval] �
 
 Nodes with nothing to do are passed by (graphs/routes.py): recall when there is nothing to
 recall (memory off, task-start recall after the first step, or a step still in the situation
-its lessons were recalled for), the lesson nodes when memory is off. Each node entered costs a
-checkpoint write.
+its lessons were recalled for), the lesson nodes when memory is off, dedup and the gate when
+distill left no candidate (distill → memory_writer). Each node entered costs a checkpoint write.
 
 The actor/critic loop stays in this one graph (no subgraphs) so Studio shows every node
 and a user can fork from any of them.
@@ -110,7 +110,7 @@ def build_graph(
     builder.add_conditional_edges("executor", _routed(routes.after_executor, context), after)
     builder.add_conditional_edges("reflector", _routed(routes.after_reflector, context), [*finish, "pivot"])
     builder.add_conditional_edges("pivot", _routed(routes.next_step, context), step)
-    builder.add_edge("distill", "dedup")
+    builder.add_conditional_edges("distill", _routed(routes.after_distill, context), ["dedup", "memory_writer"])
     builder.add_edge("dedup", "gate")
     builder.add_edge("gate", "memory_writer")
     builder.add_edge("memory_writer", "respond")

@@ -1,9 +1,10 @@
 """Conditional edges: the one place that turns what a node wrote into the next node's name.
 
 A node with nothing to do is not entered: each step through the graph costs a checkpoint, so
-recall is skipped where it would find nothing (or nothing new: the same situation again), and the
-lesson nodes when memory is off. The Context is None outside a run (a Studio edit `as_node`): then
-every node is entered and checks for itself, as each one does.
+recall is skipped where it would find nothing (or nothing new: the same situation again), the
+lesson nodes when memory is off, dedup and the gate when nothing was distilled. The Context is
+None outside a run (a Studio edit `as_node`): then every node is entered and checks for itself,
+as each one does.
 """
 
 from pivotal.core.context import Context
@@ -37,6 +38,14 @@ def after_executor(state: State, context: Context | None) -> str:
 
 def after_reflector(state: State, context: Context | None) -> str:
     return finish(context) if state.get("status") == "failure" else "pivot"
+
+
+def after_distill(state: State, context: Context | None) -> str:
+    """Candidates are matched against the store and gated; a run that left none (a distiller that
+    found nothing to teach) goes straight to the writer, which still scores the lessons it recalled
+    and counts the run in its family's record: dedup and the gate would do nothing, at a checkpoint each.
+    """
+    return "dedup" if context is None or state.get("candidates") else "memory_writer"
 
 
 def finish(context: Context | None) -> str:

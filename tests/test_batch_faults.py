@@ -42,6 +42,33 @@ async def test_system_exit_or_keyboard_interrupt_from_a_tool_is_that_tasks_error
     assert ("SystemExit: 3" if fault == "exit" else "KeyboardInterrupt") in results[1].error
 
 
+async def test_a_store_that_cannot_take_the_batchs_counts_at_its_end_stops_it_as_a_storage_fault(tmp_path, monkeypatch):
+    """The counts a batch leaves in the store folder's journal go to Chroma at its end: failing
+    there is the batch's storage fault (the CLI's exit 2), not a line at exit after it reported done.
+    """
+    import errno
+
+    from pivotal.core.errors import InfrastructureFault
+    from pivotal.memory.policy.journal import Journal
+    from pivotal.memory.policy.registry import close_stores
+    from pivotal.memory.storage.chroma import JOURNAL, ChromaRecords
+
+    store = tmp_path / "store"
+    context = Context(model="sim", memory=True, store_path=str(store), max_pivot_retries=0)
+    ran = await run_batch([vault()], context, checkpoint_path=str(tmp_path / "c.sqlite"))  # a stored lesson
+    assert ran[0].status == "success"
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ChromaRecords, "append", full)
+    with pytest.raises(InfrastructureFault, match=r"storage failed \(No space left on device\); the batch stopped"):
+        await run_batch([vault()], context, checkpoint_path=str(tmp_path / "c2.sqlite"))
+    assert Journal(str(store / JOURNAL)).read()[1]  # the run's records wait in the journal, not lost
+    monkeypatch.undo()
+    close_stores()
+
+
 async def test_a_provider_that_trickles_its_reply_is_cut_off_at_the_call_deadline(tmp_path):
     """The SDK's timeout is per read: one byte every 0.2 s never trips it, the deadline does."""
     with loopback() as server:

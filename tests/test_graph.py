@@ -394,6 +394,15 @@ async def test_nodes_with_nothing_to_do_are_not_entered(tmp_path, context, recal
     assert entered[0] == "start" and entered[-1] == "respond"
 
 
+async def test_a_run_that_distills_nothing_passes_dedup_and_the_gate_by(tmp_path):
+    """No candidate: dedup and the gate would do nothing at a checkpoint each; the writer still runs
+    (it counts the run in its family's record and scores the lessons it recalled).
+    """
+    entered, final = await _entered(tmp_path, memory=True, lesson_model="sim:invalid=1")
+    assert final["status"] == "success" and not final.get("candidates")
+    assert [n for n in entered if n in ("distill", "dedup", "gate", "memory_writer")] == ["distill", "memory_writer"]
+
+
 def test_step_recall_is_entered_again_only_in_a_new_situation_or_run():
     """The lessons in state answer the situation they were recalled for: a step still in it
     costs no query and no checkpoint; a new situation, or a new run of the thread, recalls again.

@@ -2,6 +2,7 @@
 concurrency, bad stores. Every test uses its own folder.
 """
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -14,8 +15,9 @@ from pivotal.core.context import Context
 from pivotal.core.errors import PivotalError
 from pivotal.graphs import run_batch
 from pivotal.memory.lesson import Lesson
+from pivotal.memory.policy.journal import Journal
 from pivotal.memory.policy.registry import close_stores, open_store
-from pivotal.memory.storage.chroma import PREFIX, collection_name
+from pivotal.memory.storage.chroma import JOURNAL, PREFIX, collection_name
 from pivotal.memory.storage.embeddings import MiniLMEmbedding, embedding
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -215,13 +217,21 @@ def test_a_batch_writes_a_runs_lessons_and_evidence_at_once_and_defers_its_recal
         )
         store.record_outcome("r2", "files", {known.id: (2, 2), scored.id: (1, 1)}, success=True)
         assert calls == {"upsert": 0, "update": 0}
-    assert calls == {"upsert": 1, "update": 1}  # the inserts; the merge's evidence (with its score)
+        assert Journal(str(Path(store.location) / JOURNAL)).read() == ([], [])  # nothing yet
+    # the inserts; the merge's evidence and both scores are on disk in the folder's journal, their Chroma write waits
+    assert calls == {"upsert": 1, "update": 0}
+    journaled, records = Journal(str(Path(store.location) / JOURNAL)).read()
+    assert {(x.id, x.evidence, x.retrievals) for x in journaled} == {(known.id, 2, 1), (scored.id, 1, 1)}
+    kinds = {(r.kind, r.lesson) for r in records}
+    assert kinds >= {("evidence", known.id), ("recall", known.id), ("recall", scored.id)}
     stored = store.get()
     assert len(stored) == 4
     assert stored[known.id].evidence == 2 and stored[known.id].retrievals == 1
     assert stored[scored.id].retrievals == 1  # a score alone waits, but reads see it
     store.flush()
-    assert calls == {"upsert": 1, "update": 2}
+    assert calls == {"upsert": 1, "update": 1}  # the evidence and the scores, together
+    assert Journal(str(Path(store.location) / JOURNAL)).read() == ([], [])
+    assert _reopened(store).get()[known.id].evidence == 2
     on_disk = _reopened(store).get()
     assert on_disk[known.id].evidence == 2 and on_disk[scored.id].retrievals == 1
 
@@ -231,6 +241,33 @@ def _reopened(store):
     location = store.location
     close_stores()
     return open_store(location)
+
+
+def test_journaled_runs_reach_chroma_every_defer_runs_lines(store, monkeypatch):
+    """The journal is preallocated: a disk that fills shows only when Chroma is written, so that
+    happens every DEFER_RUNS runs, not only at close (a batch must stop with the fault mid-way).
+    """
+    import pivotal.memory.policy.write_buffer as module
+
+    known = store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)[0]
+    store.flush()
+    calls = _count_writes(store, "files", monkeypatch)
+    monkeypatch.setattr(module, "DEFER_RUNS", 2)
+    for run in ("r2", "r3"):
+        with store.batch():
+            store.add(
+                [lesson("Before reading a file, make sure it exists.", run_id=run)],
+                dedup_similarity=DEDUP,
+                keep_text=True,
+            )
+            store.record_outcome(run, "files", {known.id: (1, 1)}, success=True)
+        if run == "r2":
+            assert calls == {"upsert": 0, "update": 0}  # one journal line: Chroma waits
+            assert Journal(str(Path(store.location) / JOURNAL)).read()[0]
+    assert calls == {"upsert": 0, "update": 1}  # the second line: both runs' counts in one update
+    assert Journal(str(Path(store.location) / JOURNAL)).read() == ([], [])
+    stored = _reopened(store).get()[known.id]
+    assert (stored.evidence, stored.retrievals) == (3, 2)
 
 
 def test_deferred_counts_are_written_together_once_enough_gather(store, monkeypatch):
@@ -279,6 +316,41 @@ def test_a_retirement_is_written_at_once_with_the_deferred_counts(store, monkeyp
     monkeypatch.undo()
     stored = _reopened(store).get()[written.id]  # nothing else was flushed: the retirement carried the counts
     assert stored.status == "retired" and stored.retrievals == 1
+
+
+@pytest.mark.slow
+def test_a_runs_evidence_survives_the_process_killed_before_chroma_has_it(tmp_path):
+    """Killed (-9) right after a run's batch: its merge's evidence, recall score and records were
+    in the journal only; the next process to open the folder writes them to Chroma before anything is read.
+    """
+    folder = tmp_path / "store"
+    script = f"""
+import os, signal
+from pivotal.memory.lesson import Lesson
+from pivotal.memory.policy.registry import open_store
+def lesson(text, run):
+    return Lesson(kind="guardrail", situation="reading files", text=text, outcome="failure", family="files", run_id=run)
+store = open_store({str(folder)!r})
+(w,) = store.add([lesson("Check the file exists before reading it.", "run-a")], dedup_similarity=0.9)
+store.flush()
+with store.batch():
+    store.add([lesson("Before reading a file, make sure it exists.", "run-b")], dedup_similarity=0.9, keep_text=True)
+    store.record_outcome("run-b", "files", {{w.id: (2, 2)}}, success=True)
+print(w.id, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+    killed = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    lesson_id = killed.stdout.split()[0]
+    raw = chromadb.PersistentClient(path=str(folder)).get_collection(collection_name("files"))
+    assert raw.get(ids=[lesson_id])["metadatas"][0]["evidence"] == 1  # Chroma had not been written
+    del raw
+    store = open_store(str(folder))
+    stored = store.get()[lesson_id]
+    assert stored.evidence == 2 and stored.source_runs.split() == ["run-a", "run-b"]
+    assert (stored.retrievals, stored.step_approvals) == (1, 2)  # the run's recall score was journaled with it
+    assert sorted(r.run for r in store.lineage(stored) if r.kind == "evidence") == ["run-a", "run-b"]
+    assert Journal(str(folder / JOURNAL)).read() == ([], [])  # written to Chroma, then emptied
 
 
 @pytest.mark.slow

@@ -91,7 +91,7 @@ def test_where_joins_terms_and_the_default_owner_is_not_filtered():
 
 
 # ---- the writes yet to be made (memory/policy/write_buffer.py) ---------------------------------------
-def test_the_buffer_holds_a_batch_and_splits_it_into_texts_updates_and_scores():
+def test_the_buffer_holds_a_batch_and_splits_it_into_texts_updates_scores_and_evidence():
     buffer = WriteBuffer()
     new, changed, scored = lesson("one"), lesson("two"), lesson("three")
     assert buffer.start() and not buffer.start()  # a batch inside a batch holds nothing of its own
@@ -99,9 +99,16 @@ def test_the_buffer_holds_a_batch_and_splits_it_into_texts_updates_and_scores():
     buffer.hold_update([new.model_copy(update={"retrievals": 1})], counts_only=True)  # an insert stays one
     buffer.hold_update([changed], counts_only=False)
     buffer.hold_update([scored], counts_only=True)
-    texts, updates, scores = buffer.take()
+    merged, confirmed = lesson("four"), lesson("five")
+    buffer.hold_update([merged.model_copy(update={"retrievals": 1})], counts_only=True)
+    buffer.hold_update([merged], counts_only=False, evidence=True)  # a score, then a merge's evidence
+    buffer.hold_update([confirmed], counts_only=False, evidence=True)
+    buffer.hold_update([confirmed.model_copy(update={"status": "approved"})], counts_only=False)
+    buffer.hold_update([changed.model_copy(update={"evidence": 2})], counts_only=False, evidence=True)
+    texts, updates, scores, evidence = buffer.take()
     assert [x.id for x in texts] == [new.id] and texts[0].retrievals == 1
-    assert updates == [changed] and scores == [scored] and buffer.pending is None
+    assert [x.id for x in updates] == [changed.id, confirmed.id] and updates[0].evidence == 2
+    assert scores == [scored] and evidence == [merged] and buffer.pending is None
 
 
 def test_the_held_version_wins_and_the_nearest_held_is_the_same_owners():

@@ -29,14 +29,14 @@ class LessonIO:
         """`embedded`: each text was just embedded (to look for its duplicate), so its cached
         vector goes along instead of embedding it again; else the storage embeds them in one batch.
         """
-        for family, group in _by_family(lessons):
+        for family, group in by_family(lessons):
             vectors = [self.storage.vector(family, lesson.document) for lesson in group] if embedded else None
             self.storage.put(family, group, vectors)
             self._remember(group)
 
     def update(self, lessons: list[Lesson]) -> None:
         """Counts, utility, status: the text is unchanged, so it must not be embedded again."""
-        for family, group in _by_family(lessons):
+        for family, group in by_family(lessons):
             self.storage.update(family, group)
             self._remember(group)
 
@@ -87,7 +87,7 @@ class LessonIO:
             self.known.remember(lessons, read_after=read_after)
 
 
-def _by_family(lessons: list[Lesson]) -> Iterator[tuple[str, list[Lesson]]]:
+def by_family(lessons: list[Lesson]) -> Iterator[tuple[str, list[Lesson]]]:
     """Each family with its lessons; a backend may refuse a batch that repeats an id: the last wins."""
     by_family: dict[str, dict[str, Lesson]] = {}
     for lesson in lessons:

@@ -128,6 +128,9 @@ def close_stores() -> None:
 def _flush_stores() -> None:
     """Deferred counts reach the disk when the process ends normally, closed or not."""
     for store in list(_stores.values()):
+        journal = store.shelf.journal
+        if journal is not None and not journal.path.parent.exists():
+            continue  # its folder was deleted while open (a temporary store): there is nowhere to write
         try:
             store.flush()
         except Exception as exc:  # noqa: BLE001 — at exit a traceback helps no one; say what was lost

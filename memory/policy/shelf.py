@@ -10,7 +10,8 @@ import numpy as np
 
 from pivotal.memory.lesson import DEFAULT_OWNER, Lesson
 from pivotal.memory.lesson.ledger import fold
-from pivotal.memory.policy.lesson_io import LessonIO, owned
+from pivotal.memory.policy.journal import Journal
+from pivotal.memory.policy.lesson_io import LessonIO, by_family, owned
 from pivotal.memory.policy.mirror import MIRROR_MAX, Mirror, Rows
 from pivotal.memory.policy.neighbours import NeighbourCache, Neighbours
 from pivotal.memory.policy.write_buffer import WriteBuffer
@@ -30,12 +31,15 @@ class Shelf:
         near: NeighbourCache | None,
         *,
         private: bool,
+        journal: Journal | None = None,
     ) -> None:
         self.io = io
         self.buffer = buffer
         self.ledger = ledger
         self.near = near
         self.private = private
+        self.journal = journal if private else None
+        """Where a private store's evidence is durable before Chroma has it (memory/policy/journal.py)."""
         self.mirror = Mirror() if private else None
         """The families this process alone writes, in memory for nearest-lesson queries (memory/policy/mirror.py)."""
 
@@ -46,6 +50,7 @@ class Shelf:
                 self.io.storage.has(lesson.family, create=True)  # the family's run record needs it now
                 self.buffer.hold(lesson, self.io.storage.vector(lesson.family, lesson.document))
             return
+        self._catch_up(lessons)
         self.buffer.written(lesson.id for lesson in lessons)
         self.io.upsert(lessons, embedded=embedded)
         if self.near is not None and embedded:
@@ -58,29 +63,70 @@ class Shelf:
         elif self.mirror is not None:
             self.mirror.forget({lesson.family for lesson in lessons})
 
-    def update(self, lessons: list[Lesson], *, counts_only: bool = False) -> None:
+    def update(self, lessons: list[Lesson], *, counts_only: bool = False, evidence: bool = False) -> None:
         """Counts, utility, status, the text unchanged: held in a batch, else written now.
         `counts_only`: nothing but recall scores changed, so a private store defers the write.
+        `evidence`: a merge's counts, status unchanged: a private store with a journal makes them
+        durable there and defers the Chroma write as well.
         """
         if self.buffer.pending is not None:
-            self.buffer.hold_update(lessons, counts_only=counts_only)
+            self.buffer.hold_update(lessons, counts_only=counts_only, evidence=evidence)
             return
         if counts_only and self.private:
             if self.buffer.defer(lessons):
                 self.flush()
+        elif evidence and self.journal is not None:
+            self.journaled(lessons)
+            return
         else:
+            self._catch_up(lessons)
             self.buffer.written(lesson.id for lesson in lessons)  # this version carries the deferred counts too
             self.io.update(lessons)
         if self.near is not None:
             self.near.written(lessons, None)
 
+    def journaled(self, lessons: list[Lesson]) -> None:
+        """A private store's counts (a run's evidence and recall scores, status and text
+        unchanged) and the records noted so far: on disk in the journal, in Chroma at the next flush.
+        """
+        assert self.journal is not None
+        self.journal.append(lessons, list(self.buffer.records.values()))
+        if self.buffer.defer(lessons, durable=True, journaled_runs=self.journal.lines):
+            self.flush()
+        if self.near is not None:
+            self.near.written(lessons, None)
+
     def flush(self) -> None:
         """The deferred counts and records: they leave memory only once written, so a failed
-        write is tried again at the next flush.
+        write is tried again at the next flush; the journal is emptied once they are.
         """
         self.io.update(list(self.buffer.deferred.values()))
-        self.buffer.deferred = {}
+        self.buffer.flushed()
         self.write_records()
+        if self.journal is not None:
+            self.journal.clear()
+
+    def _catch_up(self, lessons: list[Lesson]) -> None:
+        """Before Chroma is written another way for a journaled lesson (retired, confirmed, a new
+        text), what the journal holds goes first: a journaled version must never be replayed
+        over a newer row after a crash.
+        """
+        if self.journal is not None and self.journal.ids.intersection(lesson.id for lesson in lessons):
+            self.flush()
+
+    def replay(self) -> None:
+        """A journal the last process left (it was killed before writing it to Chroma): its
+        lessons' versions and records are written now, before anything is read.
+        """
+        if self.journal is None:
+            return
+        lessons, records = self.journal.read()
+        for family, group in by_family(lessons):
+            stored = {lesson.id for lesson in self.io.storage.read(family, [lesson.id for lesson in group])}
+            self.io.update([lesson for lesson in group if lesson.id in stored])  # one revoked since is gone
+        if records:
+            self.ledger.append(records)
+        self.journal.clear()
 
     def write_records(self) -> None:
         if self.buffer.records:
@@ -89,6 +135,8 @@ class Shelf:
 
     def remove(self, family: str, ids: list[str]) -> None:
         """Lessons deleted (a revocation): their deferred counts go with them."""
+        if self.journal is not None and self.journal.ids.intersection(ids):
+            self.flush()
         self.io.delete(family, ids)
         self.buffer.written(ids)
         if self.mirror is not None:

@@ -1,7 +1,7 @@
 """The experience store: the lesson policy over any storage backend (memory/storage/: Chroma, a
 LangGraph store), lessons kept a task family at a time.
 
-The small API the nodes, the `pivotal lessons` CLI, the runners and import/export call (16
+The small API the nodes, the `pivotal lessons` CLI, the runners and import/export call (17
 methods, nothing else of the store): batch · add · duplicate · search · kept · get · lessons · put
 · record_outcome · enforce_limits · retire · lineage · revoke · flush · close · fault_reported;
 reports and tests also read families · count · family_runs.
@@ -33,6 +33,7 @@ from pivotal.memory.lesson import DEFAULT_OWNER, Found, Lesson
 from pivotal.memory.lesson.ledger import Record, evidence, recall
 from pivotal.memory.lesson.provenance import documented
 from pivotal.memory.policy import revocation, rules
+from pivotal.memory.policy.journal import Journal
 from pivotal.memory.policy.lesson_io import LessonIO, owned
 from pivotal.memory.policy.limits import FamilyRuns, Limits
 from pivotal.memory.policy.neighbours import NeighbourCache
@@ -76,7 +77,10 @@ class ExperienceStore:
         self.io = LessonIO(storage.lessons, storage.location, private=private)
         self.buffer = WriteBuffer()
         self._near = NeighbourCache() if private else None
-        self.shelf = Shelf(self.io, self.buffer, self._ledger, self._near, private=private)
+        journal = Journal(storage.journal) if private and storage.journal else None
+        """A private store's evidence, durable before Chroma has it (memory/policy/journal.py)."""
+        self.shelf = Shelf(self.io, self.buffer, self._ledger, self._near, private=private, journal=journal)
+        self.shelf.replay()  # what a killed process journaled, before anything is read
         self._limits = Limits(self.shelf, FamilyRuns(self._ledger, self.buffer, private=private))
         self.faulted = False
         """A storage fault already stopped the work and was reported (see `fault_reported`)."""
@@ -85,8 +89,10 @@ class ExperienceStore:
     def batch(self) -> Iterator[None]:
         """One run's lesson writes (inserts, merges, retirements) as one upsert and one update per
         family at the end, its recall scores deferred (memory/policy/write_buffer.py): each Chroma write
-        call costs ~10-20 ms on disk whatever it holds, and a run made five or six. Reads inside
-        see the held writes; a failure writes none of them.
+        call costs ~10-20 ms on disk whatever it holds, and a run made five or six. In a private
+        store with a journal (a folder) the run's evidence, scores and records are one fsynced
+        journal line instead, written to Chroma with later runs' (memory/policy/journal.py).
+        Reads inside see the held writes; a failure writes none of them.
         Call it from one thread: it holds the store's lock throughout.
         """
         with self._lock:
@@ -95,10 +101,14 @@ class ExperienceStore:
                 return
             try:
                 yield
-                texts, updates, scores = self.buffer.take()
+                texts, updates, scores, evidence = self.buffer.take()
                 self.shelf.put(texts)
-                self.shelf.update(updates)
-                self.shelf.update(scores, counts_only=True)
+                if self.shelf.journal is None:
+                    self.shelf.update(updates + evidence)  # evidence: written with the run, never deferred
+                    self.shelf.update(scores, counts_only=True)
+                else:  # the run's counts and records in one journal line; Chroma waits for them all
+                    self.shelf.update(updates)
+                    self.shelf.journaled(scores + evidence)
                 if not self._private:
                     self.shelf.write_records()
             finally:
@@ -135,6 +145,7 @@ class ExperienceStore:
         """
         written = []
         counted: dict[str, Lesson] = {}  # merges that change only counts, written together at the end
+        confirmed: set[str] = set()  # ...of which these changed the status too
         with self._lock:
             for lesson in map(with_provenance, lessons):
                 match = self.duplicate(lesson, dedup_similarity)
@@ -152,12 +163,17 @@ class ExperienceStore:
                 if merged != stored:  # the same run again (a resume) changes nothing
                     if merged.document == stored.document:
                         counted[merged.id] = merged
+                        if merged.status != stored.status:
+                            confirmed.add(merged.id)
                     else:
                         counted.pop(merged.id, None)
                         self.shelf.put([merged])
                 # ...but is reported as before: inserted if this run created the lesson, else merged
                 written.append(Written(match.lesson.id, merged=match.lesson.run_id != lesson.run_id))
-            self.shelf.update(list(counted.values()))  # evidence: written with the run, never deferred
+            # evidence: written with the run (a private store's to its journal), never left in memory;
+            # a status changed goes to the backend at once, so its filtered queries see it
+            self.shelf.update([merged for merged in counted.values() if merged.id in confirmed])
+            self.shelf.update([merged for merged in counted.values() if merged.id not in confirmed], evidence=True)
             if self.buffer.pending is None:
                 self.shelf.write_records()
         return written
@@ -244,7 +260,8 @@ class ExperienceStore:
         with self._lock:
             if self.io.storage.has(family):  # else nothing to compare with
                 run = self._limits.runs.count(family, run_id, success)
-                if self._private and self.buffer.defer():
+                journaled = self.shelf.journal is not None and self.buffer.pending is not None  # at the batch's end
+                if self._private and self.buffer.defer(durable=journaled):
                     self.flush()
                 self.buffer.note([run])
             current = self.get(list(usage), family=family) if usage else {}

@@ -22,6 +22,14 @@ store closes: each Chroma write costs ~10-17 ms whatever it holds, and every run
 them. A crash (kill -9) loses at most these statistics, never a lesson, its evidence, text or status.
 """
 
+DEFER_RUNS = 8
+"""Journaled runs (memory/policy/journal.py) before Chroma is written with them. The journal is
+preallocated, so a store whose disk fills shows it only when Chroma is written: this many runs
+bound how long a batch goes on before it stops with the fault (tests/test_batch_faults.py), where
+waiting for DEFER_LESSONS let a whole batch finish and fail only at exit. A run made one Chroma
+metadata update (~20-40 ms) before the journal; now one per this many runs.
+"""
+
 Held = dict[str, tuple[Lesson, list[float] | None]]
 """Each held lesson's latest version, with its vector when its text is new (an upsert), without
 when only counts or status changed (an update)."""
@@ -32,7 +40,8 @@ class WriteBuffer:
         self._batch = threading.local()
         self.deferred: dict[str, Lesson] = {}
         """Scored versions not yet written (DEFER_LESSONS); a private store only."""
-        self._deferred_since = 0.0
+        self._volatile_since: float | None = None
+        """When the oldest deferral that is in memory only (not journaled) was made."""
         self.records: dict[str, Record] = {}
         """Ledger records not yet written: with a batch's writes, or deferred with the recall scores."""
 
@@ -45,17 +54,20 @@ class WriteBuffer:
         """Begin holding this thread's writes; False when a batch already holds them."""
         if self.pending is not None:
             return False
-        self._batch.pending, self._batch.counts_only = {}, set()
+        self._batch.pending, self._batch.counts_only, self._batch.evidence = {}, set(), set()
         return True
 
-    def take(self) -> tuple[list[Lesson], list[Lesson], list[Lesson]]:
-        """The held writes, and holding ends: (new texts, full updates, recall scores only)."""
-        pending, counts_only = self.pending or {}, self._batch.counts_only
+    def take(self) -> tuple[list[Lesson], list[Lesson], list[Lesson], list[Lesson]]:
+        """The held writes, and holding ends: (new texts, full updates, recall scores only,
+        evidence only: a merge's counts, its text and status unchanged).
+        """
+        pending, counts_only, evidence = self.pending or {}, self._batch.counts_only, self._batch.evidence
         self.end()
         texts = [lesson for lesson, vector in pending.values() if vector is not None]
         updates = [lesson for lesson, vector in pending.values() if vector is None]
-        full = [lesson for lesson in updates if lesson.id not in counts_only]
-        return texts, full, [lesson for lesson in updates if lesson.id in counts_only]
+        full = [lesson for lesson in updates if lesson.id not in counts_only and lesson.id not in evidence]
+        scores = [lesson for lesson in updates if lesson.id in counts_only]
+        return texts, full, scores, [lesson for lesson in updates if lesson.id in evidence]
 
     def end(self) -> None:
         self._batch.pending = None
@@ -65,15 +77,24 @@ class WriteBuffer:
         assert self.pending is not None
         self.pending[lesson.id] = (lesson, vector)
         self._batch.counts_only.discard(lesson.id)
+        self._batch.evidence.discard(lesson.id)
 
-    def hold_update(self, lessons: list[Lesson], *, counts_only: bool) -> None:
-        """Lessons whose text is unchanged; one inserted in this batch stays an insert, with its latest counts."""
+    def hold_update(self, lessons: list[Lesson], *, counts_only: bool, evidence: bool = False) -> None:
+        """Lessons whose text is unchanged; one inserted in this batch stays an insert, with its
+        latest counts. What an update is takes the widest of its writes: insert > full > evidence
+        (counts a merge adds, status unchanged) > recall scores only.
+        """
         assert self.pending is not None
+        marked = self._batch.counts_only | self._batch.evidence
         for lesson in lessons:
             held = self.pending.get(lesson.id)
-            if not counts_only:
+            if evidence and (held is None or lesson.id in marked):
                 self._batch.counts_only.discard(lesson.id)
-            elif held is None:  # a held insert or full update stays what it is
+                self._batch.evidence.add(lesson.id)
+            elif not counts_only and not evidence:
+                self._batch.counts_only.discard(lesson.id)
+                self._batch.evidence.discard(lesson.id)
+            elif counts_only and held is None:  # a held insert, full update or evidence stays what it is
                 self._batch.counts_only.add(lesson.id)
             self.pending[lesson.id] = (lesson, held[1] if held is not None else None)
 
@@ -117,12 +138,21 @@ class WriteBuffer:
         ]
         return max(alike, key=lambda found: found[1], default=None)
 
-    def defer(self, lessons: Iterable[Lesson] = ()) -> bool:
-        """Keep these recall scores back; True when enough have waited to be written now."""
-        if not self.deferred:
-            self._deferred_since = time.monotonic()
+    def defer(self, lessons: Iterable[Lesson] = (), *, durable: bool = False, journaled_runs: int = 0) -> bool:
+        """Keep these recall scores back; True when enough have waited to be written now.
+        `durable`: they (and the records noted so far) are in the store's journal
+        (memory/policy/journal.py): a crash loses none of them, so not their age makes them
+        due but their number, or `journaled_runs` (the journal's lines) reaching DEFER_RUNS.
+        """
+        if not durable and self._volatile_since is None:
+            self._volatile_since = time.monotonic()
         self.deferred.update((lesson.id, lesson) for lesson in lessons)
-        return len(self.deferred) >= DEFER_LESSONS or time.monotonic() - self._deferred_since >= DEFER_SECONDS
+        aged = self._volatile_since is not None and time.monotonic() - self._volatile_since >= DEFER_SECONDS
+        return len(self.deferred) >= DEFER_LESSONS or aged or journaled_runs >= DEFER_RUNS
+
+    def flushed(self) -> None:
+        """The deferred versions are written."""
+        self.deferred, self._volatile_since = {}, None
 
     def written(self, ids: Iterable[str]) -> None:
         """What is written now carries any deferred counts of these lessons (or replaced them)."""

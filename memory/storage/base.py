@@ -147,6 +147,10 @@ class Storage:
     """No other process writes it: what this process read or wrote of it stays true."""
     release: Callable[[], None] | None = None
     """Closes it (a folder's lock released)."""
+    journal: str = ""
+    """A file only this process writes (in a locked folder) where a private store makes a run's
+    evidence durable before the backend has it (memory/policy/journal.py); "": none.
+    """
 
 
 class Backend(Protocol):

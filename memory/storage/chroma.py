@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 
 # ---- opening Chroma ------------------------------------------------------------------------
 LOCK_FILE = ".pivotal.lock"
+JOURNAL = "pivotal-evidence.journal"
+"""The evidence journal's file in a store's folder (memory/policy/journal.py)."""
 DATABASE = "chroma.sqlite3"
 SERVER_HINT = (
     "start one with `chroma run --path DIR --host 127.0.0.1 --port PORT`, or unset PIVOTAL_STORE_URL / --store-url"
@@ -452,11 +454,14 @@ def connect(identity: str, settings: tuple[str, str]) -> Storage:
     """A folder is locked to this process (private); a server's other clients write it too."""
     if settings[1]:
         client, release = connect_server(identity)
-    else:
-        client, release = connect_folder(usable_directory(identity))
-    return on_client(client, identity, private=not settings[1], release=release)
+        return on_client(client, identity, private=False, release=release)
+    folder = usable_directory(identity)
+    client, release = connect_folder(folder)
+    return on_client(client, identity, private=True, release=release, journal=os.path.join(folder, JOURNAL))
 
 
-def on_client(client: Any, location: str, *, private: bool, release: Callable[[], None] | None = None) -> Storage:
-    """The storage of a Chroma client already open."""
-    return Storage(location, ChromaLessons(client, location), ChromaRecords(client), private, release)
+def on_client(
+    client: Any, location: str, *, private: bool, release: Callable[[], None] | None = None, journal: str = ""
+) -> Storage:
+    """The storage of a Chroma client already open; `journal`: see `Storage.journal`."""
+    return Storage(location, ChromaLessons(client, location), ChromaRecords(client), private, release, journal)
