@@ -15,6 +15,7 @@ Budget "fair" throughout (one path limit per attempt, one total for all attempts
 max_pivot_retries 2, loop detection at its default.
 
 Run: python benchmarks/bench_pivot_accuracy.py [--parts accuracy curve rules] [--seeds 96] [--model local]
+     [--offset N] (rules: another set of tasks, e.g. dev seeds to tune on and held-out ones to report)
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any
 import pivotal.bench.retry_envs  # noqa: F401  (registers the bench's plugin environments and -blind twins)
 import pivotal.testing.plugin_envs  # noqa: F401  (registers word-room)
 from pivotal.bench.metrics import paired
-from pivotal.bench.pivot_truth import accuracy, score_run
+from pivotal.bench.pivot_truth import accuracy, attempt_outcomes, score_run, steps_by_end
 from pivotal.core.context import Context
 from pivotal.graphs import arun
 from pivotal.nodes import pivot as pivot_node
@@ -63,18 +64,21 @@ async def one(env: str, seed: int, error: float, critic: bool, fields: dict[str,
     )
     params = {"seed": seed}
     result = await arun({"env": env, "params": params}, context, checkpoint_path=":memory:")
+    attempts = result.retries.get("count", 0) + 1
+    final = [(step["action"], step.get("arguments") or {}) for step in result.trajectory]
     return {
         "env": env,
         "error": error,
         "stream": f"{env}/{error}/{critic}/{seed}",
         "index": 0,
         "status": result.status,
-        "attempts": result.retries.get("count", 0) + 1,
+        "attempts": attempts,
         "executed": result.executed,
         "llm_calls": result.llm_calls,
         "tokens": 0,
         "wall_s": 0.0,
         "attempt_scores": score_run(env, params, result.reflections),
+        "attempt_outcomes": attempt_outcomes(env, params, result.reflections, final, attempts, limit_of(env)),
     }
 
 
@@ -88,10 +92,12 @@ async def gather(jobs: list[tuple[str, tuple]], concurrency: int = 2) -> list[di
     return list(await asyncio.gather(*(limited(name, job) for name, job in jobs)))
 
 
-def tasks(envs: tuple[str, ...], seeds: int) -> list[tuple[str, int, bool]]:
-    """(env, seed, critic) spread over the environments and critic on/off."""
+def tasks(envs: tuple[str, ...], seeds: int, offset: int = 0) -> list[tuple[str, int, bool]]:
+    """(env, seed, critic) spread over the environments and critic on/off; world and model seeds from
+    `offset` on (the bench's own tasks start at 0; another offset is another set of tasks).
+    """
     grid = [(env, critic) for env in envs for critic in (True, False)]
-    return [(grid[i % len(grid)][0], i // len(grid), grid[i % len(grid)][1]) for i in range(seeds)]
+    return [(grid[i % len(grid)][0], offset + i // len(grid), grid[i % len(grid)][1]) for i in range(seeds)]
 
 
 def scores(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -154,24 +160,27 @@ async def part_curve(seeds: int, hooks: tuple[str, ...] = ("on", "off"), error: 
     return out
 
 
-async def part_rules(seeds: int, rules: tuple[str, ...] = RULES, reuse: Path | None = None) -> dict[str, Any]:
-    """`reuse`: a runs file an earlier `--parts rules` wrote, whose full-retry runs (deterministic per
-    seed) stand in for running them again.
+async def part_rules(
+    seeds: int, rules: tuple[str, ...] = RULES, reuse: Path | None = None, offset: int = 0
+) -> dict[str, Any]:
+    """`reuse`: a runs file an earlier `--parts rules` wrote at the same `offset`, whose full-retry runs
+    (deterministic per seed) stand in for running them again. Each rule's row also says where the
+    executed steps went (`steps_by_end`: first attempts and retries, per how they ended), full retry's too.
     """
     envs = tuple(f"{e}-blind" for e in HOOKED)
     jobs = [
         ("full", (env, seed, error, critic, {"retry": "full"}))
-        for env, seed, critic in tasks(envs, seeds)
+        for env, seed, critic in tasks(envs, seeds, offset)
         for error in ERRORS
     ]
     kept = json.loads(reuse.read_text()) if reuse and reuse.exists() else []
     rows = [r for r in kept if r["config"] == "full"] or await gather(jobs)
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"_full_steps_by_end": steps_by_end([r["attempt_outcomes"] for r in rows])}
     for rule in rules:
         pivot_node.READ_THE_RECORD = rule == "record"
         mine = [
             (rule, (env, seed, error, critic, {"retry": "pivotal"}))
-            for env, seed, critic in tasks(envs, seeds)
+            for env, seed, critic in tasks(envs, seeds, offset)
             for error in ERRORS
         ]
         rows += await gather(mine)
@@ -181,9 +190,14 @@ async def part_rules(seeds: int, rules: tuple[str, ...] = RULES, reuse: Path | N
             subset = [r for r in rows if r["env"] == env]
             per_env[env] = compare(subset, rule, "full")
         out[rule]["per_env"] = per_env
-        print(f"rule {rule}: {json.dumps({k: v for k, v in out[rule].items() if k != 'per_env'})}", flush=True)
+        out[rule]["steps_by_end"] = steps_by_end([r["attempt_outcomes"] for r in rows if r["config"] == rule])
+        shown = {k: v for k, v in out[rule].items() if k not in ("per_env", "steps_by_end")}
+        print(f"rule {rule}: {json.dumps(shown)}", flush=True)
     pivot_node.READ_THE_RECORD = True
     return {**out, "_runs": rows}
+
+
+END_KINDS = tuple(f"{when} {end}" for when in ("first", "retry") for end in ("success", "ended", "ran_out", "other"))
 
 
 def _pct(row: dict[str, Any], kind: str) -> str:
@@ -234,10 +248,18 @@ def markdown(found: dict[str, Any]) -> str:
             "| rule | group | tasks | steps vs full (95% CI) | success (full) | Δ success 95% CI |",
             "|---" * 6 + "|",
         ]
-        for rule, row in found["rules"].items():
+        rules = {name: row for name, row in found["rules"].items() if not name.startswith("_")}
+        for rule, row in rules.items():
             lines.append(f"| {rule} | all | {row['tasks']} | {_ratio(row)} |")
             for env, cell in row["per_env"].items():
                 lines.append(f"| {rule} | {env} | {cell['tasks']} | {_ratio(cell)} |")
+        lines += ["", "Where the executed steps went (attempts, steps; ended: the world ended it):", ""]
+        lines += ["| rule | " + " | ".join(END_KINDS) + " |", "|---" * (len(END_KINDS) + 1) + "|"]
+        ends = {"full": found["rules"].get("_full_steps_by_end", {})}
+        ends.update({rule: row["steps_by_end"] for rule, row in rules.items() if "steps_by_end" in row})
+        for rule, cells in ends.items():
+            shown = [f"{cells[k]['attempts']}, {cells[k]['steps']}" if k in cells else "0, 0" for k in END_KINDS]
+            lines.append(f"| {rule} | " + " | ".join(shown) + " |")
         lines.append("")
     return "\n".join(lines)
 
@@ -249,6 +271,7 @@ def main() -> None:
     parser.add_argument("--model", help="also score this reflector model on 8 tasks (local, the embedded one: slow)")
     parser.add_argument("--rules", nargs="+", default=list(RULES))
     parser.add_argument("--hooks", nargs="+", choices=("on", "off"), default=["on", "off"], help="curve: hook on, off")
+    parser.add_argument("--offset", type=int, default=0, help="rules: seeds from here (0: the bench's own tasks)")
     parser.add_argument("--reuse", type=Path, help="full-retry runs from an earlier rules part (pivot_rules_runs.json)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     arguments = parser.parse_args()
@@ -262,7 +285,9 @@ def main() -> None:
         found["curve"] = asyncio.run(part_curve(arguments.seeds, tuple(arguments.hooks)))
     if "rules" in arguments.parts:
         runs = arguments.out / "pivot_rules_runs.json"
-        found["rules"] = asyncio.run(part_rules(arguments.seeds, tuple(arguments.rules), arguments.reuse))
+        found["rules"] = asyncio.run(
+            part_rules(arguments.seeds, tuple(arguments.rules), arguments.reuse, arguments.offset)
+        )
         runs.write_text(json.dumps(found["rules"].pop("_runs")))
     found["wall_s"] = round(time.perf_counter() - started, 1)
     arguments.out.mkdir(parents=True, exist_ok=True)

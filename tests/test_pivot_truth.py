@@ -4,7 +4,15 @@ import pytest
 
 import pivotal.bench.retry_envs  # noqa: F401 — registers cliff-grid and the -blind twins
 import pivotal.testing.plugin_envs  # noqa: F401 — registers lava-grid (no steps_to_goal: scored by playing out)
-from pivotal.bench.pivot_truth import accuracy, closest, costs_to_go, score_run, true_pivot
+from pivotal.bench.pivot_truth import (
+    accuracy,
+    attempt_outcomes,
+    closest,
+    costs_to_go,
+    score_run,
+    steps_by_end,
+    true_pivot,
+)
 from pivotal.core.context import Context
 from pivotal.core.environments import make_environment
 from pivotal.core.environments.base import DistanceOracle
@@ -53,6 +61,22 @@ def test_accuracy_scores_the_reflection_the_point_of_no_return_and_the_restart()
     assert found["named"]["top1"] == 0.0 and found["named"]["within1"] == 0.0
     assert found["no_return"]["top1"] == 1.0 and found["no_return"]["top1_ci95"][1] == 1.0
     assert found["kept"]["scored"] == 1 and found["kept"]["within1"] == 0.0
+
+
+def test_attempt_outcomes_say_how_each_attempt_ended_what_it_executed_and_a_repeated_fall():
+    fell = [list(call) for call in DETOUR_THEN_CLIFF]
+    retry = [{"attempt_path": fell, "kept_steps": 5}]  # kept five steps, then stepped down again
+    rows = attempt_outcomes("cliff-grid-blind", {"seed": 0}, retry, DETOUR_THEN_CLIFF, attempts=2, limit=18)
+    assert [(r["end"], r["new_steps"], r["repeated_fatal"]) for r in rows] == [("ended", 6, False), ("ended", 1, True)]
+    ran = attempt_outcomes("cliff-grid", {"seed": 0}, [], DETOUR_THEN_CLIFF[:4], attempts=1, limit=4)
+    assert [(r["end"], r["new_steps"]) for r in ran] == [("ran_out", 4)]
+    short = attempt_outcomes("cliff-grid", {"seed": 0}, [], DETOUR_THEN_CLIFF[:4], attempts=1, limit=18)
+    assert short[0]["end"] == "other"  # neither ended nor at the limit: stuck, or the shared total spent
+    assert steps_by_end([rows, ran]) == {
+        "first ended": {"attempts": 1, "steps": 6, "repeated_fatal": 0},
+        "first ran_out": {"attempts": 1, "steps": 4, "repeated_fatal": 0},
+        "retry ended": {"attempts": 1, "steps": 1, "repeated_fatal": 1},
+    }
 
 
 @pytest.mark.slow

@@ -155,3 +155,65 @@ def accuracy(rows: list[dict[str, Any]], field: str = "named") -> dict[str, Any]
         "within1": round(near / n, 3) if n else None,
         "within1_ci95": wilson(near, n) if n else None,
     }
+
+
+def attempt_outcomes(
+    env: str,
+    params: dict[str, Any],
+    reflections: list[dict[str, Any]],
+    final_path: list[Call],
+    attempts: int,
+    limit: int,
+) -> list[dict[str, Any]]:
+    """How each attempt of one run ended and what it executed: the steps it took past the kept ones
+    (`new_steps`) and its end, read from the world played along its path: `success`, `ended` (the
+    world ended it without success: a fall), `ran_out` (its path reached the step limit) or `other`
+    (stuck, or the run's shared total spent). Of the run's `attempts`, the last is `final_path` when
+    no reflection recorded it (a success, or a failure with no retry left and memory off). Where a pivotal
+    retry's executed steps go (issue 42): the bench sums `new_steps` per first attempt and retry and
+    per end. `repeated_fatal`: an attempt the world ended on the very call, from the very state, that
+    ended an earlier one of the run.
+    """
+    paths = [[(a, x or {}) for a, x in r.get("attempt_path") or []] for r in reflections][:attempts]
+    paths += [final_path] * (attempts - len(paths))
+    rows, fatal = [], set()
+    for number, path in enumerate(paths):
+        kept = reflections[number - 1].get("kept_steps", 0) if number else 0
+        states, end = _played(env, params, path)
+        ended = (states[-2], json.dumps(path[-1], sort_keys=True)) if end == "ended" else None
+        if end == "other" and len(path) >= limit:
+            end = "ran_out"
+        rows.append({"attempt": number, "kept": kept, "new_steps": len(path) - kept, "end": end,
+                     "repeated_fatal": ended in fatal})  # fmt: skip
+        fatal.add(ended)
+    return rows
+
+
+def _played(env: str, params: dict[str, Any], path: list[Call]) -> tuple[list[str], str]:
+    """The world's snapshot before each step and after the last, and how the path ended."""
+    name = env.removesuffix(BLIND)
+    world = make_environment(name)
+    world.reset(Task(env=name, params=params))
+    shot = getattr(world, "snapshot", None)
+    states, end = [], "other"
+    for action, arguments in path:
+        states.append(json.dumps(shot(), sort_keys=True, default=str) if callable(shot) else "")
+        result = world.step(action, arguments)
+        if result.done:
+            end = "success" if result.success else "ended"
+    states.append(json.dumps(shot(), sort_keys=True, default=str) if callable(shot) else "")
+    return states, end
+
+
+def steps_by_end(runs: list[list[dict[str, Any]]]) -> dict[str, dict[str, int]]:
+    """Executed steps and attempts per first attempt / retry and per end, over runs' `attempt_outcomes`."""
+    out: dict[str, dict[str, int]] = {}
+    for attempts in runs:
+        for row in attempts:
+            cell = out.setdefault(
+                f"{'first' if row['attempt'] == 0 else 'retry'} {row['end']}", {"attempts": 0, "steps": 0}
+            )
+            cell["attempts"] += 1
+            cell["steps"] += row["new_steps"]
+            cell["repeated_fatal"] = cell.get("repeated_fatal", 0) + int(row["repeated_fatal"])
+    return dict(sorted(out.items()))
