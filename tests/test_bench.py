@@ -70,10 +70,8 @@ def _run_on_a_terminal(args: list[str]) -> tuple[int, str]:
 
 @pytest.mark.slow
 def test_quick_bench_writes_a_complete_report_with_a_progress_bar(tmp_path):
-    code, terminal = _run_on_a_terminal(
-        [sys.executable, "-m", "pivotal.cli", "bench", "--quick", "--streams", str(STREAMS), "--tasks", str(TASKS),
-         "--out", str(tmp_path)]
-    )
+    quick = ["bench", "--quick", "--streams", str(STREAMS), "--tasks", str(TASKS), "--out", str(tmp_path)]
+    code, terminal = _run_on_a_terminal([sys.executable, "-m", "pivotal.cli", *quick])
     assert code == 0, terminal[-2000:]
     total = sum(len(_configs(env)) for env in ENVS) * PER_CELL
     assert f"{total}/{total}" in terminal and "task" in terminal  # the bar reached the end, on stderr
