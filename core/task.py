@@ -6,8 +6,6 @@ from typing import Any
 from pydantic import BaseModel, Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from pivotal.core.secrets import redact_tree
-
 MAX_GOAL_CHARS = 20_000
 """A goal is an instruction, not the material to work on: it is sent in every prompt of every
 step and saved in every checkpoint, so a 10 MB goal made a 465 MB checkpoint file and 57 M prompt
@@ -50,19 +48,6 @@ class Task(BaseModel):
     def model_post_init(self, _context: object) -> None:
         if not self.family:
             self.family = self.env
-
-    def asks_again(self, done: dict[str, Any]) -> bool:
-        """Whether a thread's finished task (its saved dict) is this one asked again: a batch run again
-        after a crash, a goal submitted twice. Its result is then read back, never run again; any other
-        task on that thread is a new turn. Ids are drawn per call unless given, so the work is compared:
-        the environment, its parameters and the goal as saved (secrets blanked; an empty goal is the
-        environment's default).
-        """
-        if done.get("id") == self.id:
-            return True
-        asked = redact_tree(self.model_dump())
-        same_goal = not asked["goal"] or asked["goal"] == done.get("goal")
-        return same_goal and asked["env"] == done.get("env") and asked["params"] == done.get("params", {})
 
 
 def parse_task(value: "Task | dict[str, Any] | str | None", default_env: str = "") -> Task:

@@ -27,7 +27,7 @@ from pivotal.graphs.checkpointer import graph_over
 from pivotal.graphs.checks import check_context, check_run, check_task
 from pivotal.graphs.lease import thread_lease
 from pivotal.graphs.summary import RunResult, summarise
-from pivotal.graphs.threads import in_flight_step, paused_run, refuse_another_task
+from pivotal.graphs.threads import asks_again, in_flight_step, paused_run, refuse_another_task
 
 Graph = Pregel[Any, Context, Any, Any]
 """A compiled graph that runs with a `Context` (`build_graph`'s, or an application's own)."""
@@ -142,7 +142,7 @@ async def run_on_thread(
     # `next` is then empty while `tasks` still holds it, so only no next *and* no tasks means done.
     began = saved is not None and bool(saved.values)
     finished = began and saved is not None and not saved.next and not saved.tasks
-    if finished and saved is not None and task.asks_again(saved.values.get("task") or {}):
+    if finished and saved is not None and asks_again(task, saved.values.get("task") or {}):
         return summarise(saved.values, context, thread_id, 0.0, time.time())  # finished before a crash: never re-run
     if began and saved is not None and not finished:
         refuse_another_task(saved, task, thread_id)

@@ -11,6 +11,7 @@ from langgraph.types import StateSnapshot
 from pivotal.core.environments import Idempotent, make_environment
 from pivotal.core.environments.once import irreversible
 from pivotal.core.errors import PivotalError
+from pivotal.core.secrets import redact_tree
 from pivotal.core.task import Task
 from pivotal.graphs.checkpointer import graph_over, open_checkpointer
 
@@ -57,10 +58,24 @@ def refuse_another_task(saved: StateSnapshot, task: Task, thread_id: str) -> Non
     that turn's task: another one given there would have been met with the old turn's pause or steps.
     """
     turn = saved.values.get("task") or {}
-    if task.asks_again(turn):
+    if asks_again(task, turn):
         return
     waiting = " waits for a person to approve an action" if any(t.interrupts for t in saved.tasks) else " is unfinished"
     raise PivotalError(
         f"thread {thread_id!r}{waiting} in its turn {str(turn.get('goal', ''))[:80]!r}; finish that turn first "
         "(resume the approval, or run that same task again) or run this task on another thread"
     )
+
+
+def asks_again(task: Task, done: dict[str, Any]) -> bool:
+    """Whether a thread's task (its saved dict) is this one asked again: a batch run again after a
+    crash, a goal submitted twice. A finished one is then read back, never run again; any other task on
+    that thread is a new turn. Ids are drawn per call unless given, so the work is compared: the
+    environment, its parameters and the goal as saved (secrets blanked; an empty goal is the
+    environment's default).
+    """
+    if done.get("id") == task.id:
+        return True
+    asked = redact_tree(task.model_dump())
+    same_goal = not asked["goal"] or asked["goal"] == done.get("goal")
+    return same_goal and asked["env"] == done.get("env") and asked["params"] == done.get("params", {})

@@ -192,3 +192,38 @@ def test_two_writers_confirming_a_lesson_at_once_through_the_server_approve_it(s
         assert (stored.status, len(stored.witnesses.split())) == ("approved", 3)
         found = reader.search("about to delete a file", family="server-confirm", k=3, min_similarity=0.0)
         assert [r.id for r in found] == [lesson_id]
+
+
+def test_a_read_the_server_answers_before_its_index_caught_up_is_asked_again_and_nothing_else_is():
+    """One of four processes sharing a server failed its run on Chroma's "Error finding id" (a read
+    meeting ids its vector index had not caught up with); the same read a moment later succeeds.
+    """
+    from chromadb.errors import InternalError
+
+    from pivotal.memory.storage.chroma import read_again
+
+    behind = InternalError("Error executing plan: Internal error: Error finding id")
+    answers: list[object] = [behind, behind, {"ids": [["l1"]]}]
+
+    def query() -> object:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert read_again(query)() == {"ids": [["l1"]]} and answers == []
+
+    def broken() -> object:
+        raise InternalError("Error executing plan: Internal error: disk I/O error")
+
+    tries: list[int] = []
+
+    def always_behind() -> object:
+        tries.append(1)
+        raise behind
+
+    with pytest.raises(InternalError, match="disk I/O"):
+        read_again(broken)()
+    with pytest.raises(InternalError, match="finding id"):
+        read_again(always_behind)()
+    assert len(tries) == 4
