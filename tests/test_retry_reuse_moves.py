@@ -17,13 +17,17 @@ def _step(index, action, state, **more):
     return {"index": index, "action": action, "arguments": {}, "state": state, **more}
 
 
+def _judged(decision):
+    return [{"source": "critic", "action": "right", "arguments": {}, "decision": decision}]
+
+
 def test_only_moves_the_record_vouches_for_are_held():
     trajectory = [
         _step(
             0,
             "right",
             [0, 1],
-            verdicts=[{"source": "critic", "action": "right", "arguments": {}, "decision": "approve"}],
+            verdicts=_judged("approve"),
         ),
         _step(1, "up", [0, 1], no_op=True),  # changed nothing
         _step(2, "down", [1, 1]),  # the attempt comes back to [0, 1] below: a loop through it
@@ -32,7 +36,7 @@ def test_only_moves_the_record_vouches_for_are_held():
             4,
             "right",
             [0, 2],
-            verdicts=[{"source": "critic", "action": "right", "arguments": {}, "decision": "revise"}],
+            verdicts=_judged("revise"),
         ),
         _step(5, "down", [1, 2]),  # no critic judged it, the world changed, never came back
         _step(6, "down", [2, 2], done=True),  # ended the attempt (a fall)
@@ -43,8 +47,8 @@ def test_only_moves_the_record_vouches_for_are_held():
 
 
 def test_the_actor_is_shown_the_held_move_from_its_own_state_but_never_the_named_mistake():
-    reflection = {"pivotal_step": 2, "no_return_step": 2, "kept_steps": 2,
-                  "held_moves": [[0, [0, 0], "right", {}], [1, [0, 1], "down", {}], [2, [1, 1], "down", {}]]}  # fmt: skip
+    held = [[0, [0, 0], "right", {}], [1, [0, 1], "down", {}], [2, [1, 1], "down", {}]]
+    reflection = {"pivotal_step": 2, "no_return_step": 2, "kept_steps": 2, "held_moves": held}
     assert held_here([reflection], (0, 1)).startswith("down\n")  # a checkpoint's list is the world's tuple
     assert held_here([reflection], [1, 1]) == ""  # step 2 is the one the retry redoes
     assert held_here([reflection], [5, 5]) == ""
