@@ -110,9 +110,9 @@ def moves_that_held(state: State) -> list[list[Any]]:
     """The attempt's steps its own record vouches for, as [index, state before, action, arguments]: the
     world changed (not a no-op, no tool error) and the step did not end the attempt, the critic approved
     the call where it judged it, the attempt never came back to the state the step left (a loop
-    through it) and the step did not lead back to a state it had been in. No distance to the goal is read: an application's tools know none. A retry that stands
-    in one of these states again is shown the move (`Context.reuse_moves`), so it needs fewer fresh
-    decisions on ground the run already covered.
+    through it) and the step did not lead back to a state it had been in. No distance to the goal is
+    read: an application's tools know none. A retry that stands in one of these states again is shown
+    the move (`Context.reuse_moves`), so it needs fewer fresh decisions on ground the run covered.
     """
     trajectory = state["trajectory"]
     before = [state_before(state, step["index"]) for step in trajectory]
