@@ -8,7 +8,7 @@ from pivotal.core.environments.live import attach
 from pivotal.core.models.roles import ask_role
 from pivotal.core.schemas import NO_PROPOSAL, proposal_schema
 from pivotal.core.secrets import redact
-from pivotal.core.state import ActorUpdate, Critique, Proposal, Reflection, State, Step, state_before, task_of
+from pivotal.core.state import ActorUpdate, Critique, Proposal, Reflection, State, Step, task_of
 from pivotal.memory.lesson import lessons_block
 from pivotal.prompts import show
 
@@ -36,7 +36,7 @@ async def actor(state: State, runtime: Runtime[Context]) -> ActorUpdate:
         observation=state["observation"],
         lessons=lessons_block(state.get("lessons", [])),
         reflections=show.reflections(state.get("reflections", [])),
-        held_here=_held_here(state, context),
+        held_here=show.held(state, context.reuse_moves, context.retry),
         critiques=show.critiques(state.get("critiques", [])),
     )
     answer, updates = await ask_role(
@@ -58,13 +58,6 @@ async def actor(state: State, runtime: Runtime[Context]) -> ActorUpdate:
     }
     updates["counters"]["replayed"] = replayed
     return {"proposal": proposal, **updates}
-
-
-def _held_here(state: State, context: Context) -> str:
-    """The earlier attempts' move from this state that held (`Context.reuse_moves`), "" when off."""
-    if context.reuse_moves == "off" or (context.reuse_moves == "pivotal" and context.retry != "pivotal"):
-        return ""
-    return show.held_here(state.get("reflections", []), state_before(state, len(state["trajectory"])))
 
 
 def _compensate(queue: list[Proposal], replayed: int) -> ActorUpdate:

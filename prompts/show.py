@@ -155,6 +155,15 @@ def call(action: str, arguments: dict[str, Any]) -> str:
     return f"{action}({json.dumps(arguments)})" if arguments else action
 
 
+def held(state: State, reuse: str, retry: str) -> str:
+    """The `<held_here>` block of the actor's and critic's prompts (`Context.reuse_moves`: "off", only
+    for pivotal retries, or for all), "" when off.
+    """
+    if reuse == "off" or (reuse == "pivotal" and retry != "pivotal"):
+        return ""
+    return held_here(state.get("reflections", []), state_before(state, len(state["trajectory"])))
+
+
 def held_here(reflections: list[Reflection], here: Any) -> str:
     """The move an earlier attempt made from the very state the agent is in now and that held there
     (`Reflection.held_moves`: the world changed, the critic approved it where it judged it, that attempt
