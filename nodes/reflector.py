@@ -43,7 +43,7 @@ async def reflector(state: State, runtime: Runtime[Context]) -> ReflectorUpdate:
     live, replayed = await attach(state["run_id"], task, state["trajectory"], runtime.context.step_timeout)
     stuck = bool(state.get("stuck"))
     if stuck and not _answers_itself(live.env):
-        return _stuck(state) if will_retry else {**_stuck(state), **_give_up(state)}
+        return _stuck(state, context) if will_retry else {**_stuck(state, context), **_give_up(state)}
     trajectory = state["trajectory"]
     user = prompts.render(
         "reflector",
@@ -79,7 +79,7 @@ async def reflector(state: State, runtime: Runtime[Context]) -> ReflectorUpdate:
         failure=state["attempt_failed"],
         failed_path=[[s["action"], s["arguments"]] for s in trajectory[: reflection["pivotal_step"] + 1]],
         attempt_path=[[s["action"], s["arguments"]] for s in trajectory],
-        held_moves=moves_that_held(state),
+        **_held(state, context),
     )
     drafts = reflection.pop("lesson_candidates")
     verified = state.get("verified", True)
@@ -104,6 +104,13 @@ async def reflector(state: State, runtime: Runtime[Context]) -> ReflectorUpdate:
         **updates,
     }
     return result if will_retry else {**result, **_give_up(state)}
+
+
+def _held(state: State, context: Context) -> dict[str, Any]:
+    """The reflection's `held_moves` where a retry may be shown them (`Context.reuse_moves`), else none:
+    reflections and checkpoints stay as they were with it off.
+    """
+    return {} if context.reuse_moves == "off" else {"held_moves": moves_that_held(state)}
 
 
 def moves_that_held(state: State) -> list[list[Any]]:
@@ -148,7 +155,7 @@ def _answers_itself(env: Environment) -> bool:
     return any(getattr(spec, "final", False) for spec in env.describe_actions())
 
 
-def _stuck(state: State) -> ReflectorUpdate:
+def _stuck(state: State, context: Context) -> ReflectorUpdate:
     """No proposal for the current step got past the pre-check and critic: that is the failure, and
     with a verifier no executed step caused it, so the pivot is this step (everything done so far is
     kept) and no model is asked to blame a step that was fine.
@@ -164,7 +171,7 @@ def _stuck(state: State) -> ReflectorUpdate:
         "failure": state["attempt_failed"],
         "failed_path": [[s["action"], s["arguments"]] for s in state["trajectory"]],
         "attempt_path": [[s["action"], s["arguments"]] for s in state["trajectory"]],
-        "held_moves": moves_that_held(state),
+        **_held(state, context),
     }
     return {"reflections": [*state.get("reflections", []), reflection]}
 
