@@ -171,8 +171,9 @@ def _stuck(state: State, context: Context) -> ReflectorUpdate:
         "failure": state["attempt_failed"],
         "failed_path": [[s["action"], s["arguments"]] for s in state["trajectory"]],
         "attempt_path": [[s["action"], s["arguments"]] for s in state["trajectory"]],
-        **_held(state, context),
     }
+    if context.reuse_moves != "off":
+        reflection["held_moves"] = moves_that_held(state)
     return {"reflections": [*state.get("reflections", []), reflection]}
 
 
