@@ -51,9 +51,14 @@ def limit_of(env: str) -> int:
     return MAX_STEPS[env.removesuffix("-blind")]
 
 
+FOLLOW: float | None = None
+"""`--follow`: the `sim` actor's rate of following a remembered move (None: the sim's default)."""
+
+
 async def one(env: str, seed: int, error: float, critic: bool, fields: dict[str, Any]) -> dict[str, Any]:
+    follow = "" if FOLLOW is None else f",follow={FOLLOW}"
     context = Context(
-        model=f"sim:error={error},seed={seed}",
+        model=f"sim:error={error},seed={seed}{follow}",
         lesson_model="sim",
         memory=False,
         critic=critic,
@@ -161,15 +166,22 @@ async def part_curve(seeds: int, hooks: tuple[str, ...] = ("on", "off"), error: 
 
 
 async def part_rules(
-    seeds: int, rules: tuple[str, ...] = RULES, reuse: Path | None = None, offset: int = 0
+    seeds: int,
+    rules: tuple[str, ...] = RULES,
+    reuse: Path | None = None,
+    offset: int = 0,
+    moves: str = "off",
+    hooked: bool = False,
 ) -> dict[str, Any]:
     """`reuse`: a runs file an earlier `--parts rules` wrote at the same `offset`, whose full-retry runs
     (deterministic per seed) stand in for running them again. Each rule's row also says where the
     executed steps went (`steps_by_end`: first attempts and retries, per how they ended), full retry's too.
+    `moves`: `Context.reuse_moves` for every run ("all" shows full retry the remembered moves too).
+    `hooked`: the worlds with their `steps_to_goal` hook instead of the `-blind` twins.
     """
-    envs = tuple(f"{e}-blind" for e in HOOKED)
+    envs = HOOKED if hooked else tuple(f"{e}-blind" for e in HOOKED)
     jobs = [
-        ("full", (env, seed, error, critic, {"retry": "full"}))
+        ("full", (env, seed, error, critic, {"retry": "full", "reuse_moves": moves}))
         for env, seed, critic in tasks(envs, seeds, offset)
         for error in ERRORS
     ]
@@ -179,7 +191,7 @@ async def part_rules(
     for rule in rules:
         pivot_node.READ_THE_RECORD = rule == "record"
         mine = [
-            (rule, (env, seed, error, critic, {"retry": "pivotal"}))
+            (rule, (env, seed, error, critic, {"retry": "pivotal", "reuse_moves": moves}))
             for env, seed, critic in tasks(envs, seeds, offset)
             for error in ERRORS
         ]
@@ -243,7 +255,8 @@ def markdown(found: dict[str, Any]) -> str:
             lines.append(f"| {name} | {row['tasks']} | {_ratio(row)} | {cells} |")
         lines.append("")
     if "rules" in found:
-        lines += ["### Pivot rules with every hook off (-blind worlds), against full retry", ""]
+        worlds = "with their steps_to_goal hook" if found.get("hooked") else "with every hook off (-blind worlds)"
+        lines += [f"### Pivot rules {worlds}, against full retry", ""]
         lines += [
             "| rule | group | tasks | steps vs full (95% CI) | success (full) | Δ success 95% CI |",
             "|---" * 6 + "|",
@@ -273,11 +286,18 @@ def main() -> None:
     parser.add_argument("--hooks", nargs="+", choices=("on", "off"), default=["on", "off"], help="curve: hook on, off")
     parser.add_argument("--offset", type=int, default=0, help="rules: seeds from here (0: the bench's own tasks)")
     parser.add_argument("--reuse", type=Path, help="full-retry runs from an earlier rules part (pivot_rules_runs.json)")
+    parser.add_argument("--reuse-moves", choices=("off", "pivotal", "all"), default="off",
+                        help="rules: Context.reuse_moves for every run (all: full retry too)")  # fmt: skip
+    parser.add_argument("--hooked", action="store_true", help="rules: the hooked worlds, not the -blind twins")
+    parser.add_argument("--follow", type=float, help="the sim actor's rate of following a remembered move")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     arguments = parser.parse_args()
+    global FOLLOW
+    FOLLOW = arguments.follow
     started = time.perf_counter()
     arguments.out.mkdir(parents=True, exist_ok=True)
-    found: dict[str, Any] = {"seeds": arguments.seeds}
+    found: dict[str, Any] = {"seeds": arguments.seeds, "hooked": arguments.hooked, "reuse_moves": arguments.reuse_moves,
+                             "follow": arguments.follow, "offset": arguments.offset}  # fmt: skip
     if "accuracy" in arguments.parts or arguments.model:
         sim = "accuracy" in arguments.parts
         found["accuracy"] = asyncio.run(part_accuracy(arguments.seeds, arguments.model, sim))
@@ -286,7 +306,14 @@ def main() -> None:
     if "rules" in arguments.parts:
         runs = arguments.out / "pivot_rules_runs.json"
         found["rules"] = asyncio.run(
-            part_rules(arguments.seeds, tuple(arguments.rules), arguments.reuse, arguments.offset)
+            part_rules(
+                arguments.seeds,
+                tuple(arguments.rules),
+                arguments.reuse,
+                arguments.offset,
+                arguments.reuse_moves,
+                arguments.hooked,
+            )
         )
         runs.write_text(json.dumps(found["rules"].pop("_runs")))
     found["wall_s"] = round(time.perf_counter() - started, 1)

@@ -13,7 +13,7 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import WithJsonSchema
 
 from pivotal.core.errors import PivotalError
-from pivotal.core.schemas import PivotChoice
+from pivotal.core.schemas import PivotChoice, ReuseMoves
 from pivotal.core.settings import settings
 
 RetryStrategy = Literal["pivotal", "full", "none"]
@@ -172,6 +172,11 @@ class Context:
     after the first mistake saves steps and still leaves the path room to finish, else the first
     mistake, by the reflection's estimates of the steps still needed from each; without those, by what
     the run recorded (critic verdicts, no-ops, revisited states: `nodes/pivot.py`, `recorded_restart`)."""
+    reuse_moves: ReuseMoves = "off"
+    """Show a retry's actor the move an earlier attempt made from the very state it stands in, where the
+    run's own record vouches for it (`Reflection.held_moves`). "pivotal": pivotal retries only (part of
+    the reflection a pivotal retry reads); "all": full retries too; "off" (the default: measured in
+    docs/benchmarks.md, "Pivot accuracy", it does not pay enough to turn on)."""
     memory: bool = True
     model_screen: bool = False
     """Also ask the critic's model, after the rule screen (memory/lesson/screen.py), whether a new lesson
@@ -245,6 +250,7 @@ class Context:
         _check_choice("retry", self.retry, get_args(RetryStrategy))
         _check_choice("budget", self.budget, get_args(StepBudget))
         _check_choice("pivot", self.pivot, get_args(PivotChoice))
+        _check_choice("reuse_moves", self.reuse_moves, get_args(ReuseMoves))
         _check_choice("recall", self.recall, get_args(RecallMode))
         self.lessons_namespace = list(self.lessons_namespace)  # a tuple as LangGraph spells a namespace
         if not self.lessons_namespace or not all(

@@ -23,6 +23,7 @@ Outcome = Literal["success", "failure"]
 LessonLevel = Literal["task", "step"]
 """step lessons come from reflections on one step, task lessons from whole successful runs."""
 PivotChoice = Literal["best", "first_mistake", "no_return"]
+ReuseMoves = Literal["off", "pivotal", "all"]
 """Which step a pivotal retry redoes: the reflection's first mistake, its point of no return, or per
 failure the better of the two ("best")."""
 

@@ -196,6 +196,10 @@ class Reflection(TypedDict, total=False):
     attempt_path: list[list[Any]]
     """[action, arguments] of every step on the failed attempt's path (kept ones included): what the
     bench scores the pivotal step against (pivotal.bench.pivot_truth)."""
+    held_moves: list[list[Any]]
+    """[step index, state before, action, arguments] of the steps the run's own record vouches for
+    (`nodes/reflector.py`, `moves_that_held`): shown to a retry's actor when it stands in that state
+    again, where `Context.reuse_moves` allows."""
     rewind: Rewind
     kept_steps: int
     not_undone: list[int]

@@ -632,6 +632,7 @@ class PivotalCritic(AgentMiddleware[CriticState, ContextT]):
             earlier_turns="",
             history=show.history(_steps(reviews)),
             repeats="",  # the middleware keeps no world states to tell a repeat by
+            held_here="",  # nor earlier attempts to remember a move from
             observation=clip(_observation(state), limit),
             lessons=lessons_block(state.get("pivotal_lessons") or []),
             reflections="",

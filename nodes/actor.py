@@ -36,6 +36,7 @@ async def actor(state: State, runtime: Runtime[Context]) -> ActorUpdate:
         observation=state["observation"],
         lessons=lessons_block(state.get("lessons", [])),
         reflections=show.reflections(state.get("reflections", [])),
+        held_here=show.held(state, context.reuse_moves, context.retry),
         critiques=show.critiques(state.get("critiques", [])),
     )
     answer, updates = await ask_role(

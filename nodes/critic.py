@@ -210,6 +210,7 @@ def _prompt(context: Context, state: State, task: Task, env: Environment, propos
         earlier_turns=show.earlier_turns(state.get("turns", [])),
         history=show.history(state["trajectory"]),
         repeats=show.repeats(state, loops=context.loop_detection != "off"),
+        held_here=show.held(state, context.reuse_moves, context.retry),
         observation=state["observation"],
         lessons=lessons_block(state.get("lessons", [])),
         reflections=show.reflections(state.get("reflections", [])),

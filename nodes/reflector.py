@@ -8,7 +8,8 @@ was turned down (numbered after the executed ones) as the pivotal one. With a ve
 attempt keeps its plain reflection at the current step, as no executed step was wrong.
 """
 
-from typing import cast
+import json
+from typing import Any, cast
 
 from langgraph.runtime import Runtime
 
@@ -18,7 +19,16 @@ from pivotal.core.environments.base import Environment
 from pivotal.core.environments.live import attach
 from pivotal.core.models.roles import ask_role
 from pivotal.core.schemas import ReflectionReply, reflection_schema
-from pivotal.core.state import Candidate, Reflection, ReflectorUpdate, State, task_of, turn_counts
+from pivotal.core.state import (
+    Candidate,
+    Reflection,
+    ReflectorUpdate,
+    State,
+    same_call,
+    state_before,
+    task_of,
+    turn_counts,
+)
 from pivotal.memory.lesson import provenance
 from pivotal.prompts import show
 
@@ -33,7 +43,7 @@ async def reflector(state: State, runtime: Runtime[Context]) -> ReflectorUpdate:
     live, replayed = await attach(state["run_id"], task, state["trajectory"], runtime.context.step_timeout)
     stuck = bool(state.get("stuck"))
     if stuck and not _answers_itself(live.env):
-        return _stuck(state) if will_retry else {**_stuck(state), **_give_up(state)}
+        return _stuck(state, context) if will_retry else {**_stuck(state, context), **_give_up(state)}
     trajectory = state["trajectory"]
     user = prompts.render(
         "reflector",
@@ -69,6 +79,7 @@ async def reflector(state: State, runtime: Runtime[Context]) -> ReflectorUpdate:
         failure=state["attempt_failed"],
         failed_path=[[s["action"], s["arguments"]] for s in trajectory[: reflection["pivotal_step"] + 1]],
         attempt_path=[[s["action"], s["arguments"]] for s in trajectory],
+        **_held(state, context),
     )
     drafts = reflection.pop("lesson_candidates")
     verified = state.get("verified", True)
@@ -95,6 +106,44 @@ async def reflector(state: State, runtime: Runtime[Context]) -> ReflectorUpdate:
     return result if will_retry else {**result, **_give_up(state)}
 
 
+def _held(state: State, context: Context) -> dict[str, Any]:
+    """The reflection's `held_moves` where a retry may be shown them (`Context.reuse_moves`), else none:
+    reflections and checkpoints stay as they were with it off.
+    """
+    return {} if context.reuse_moves == "off" else {"held_moves": moves_that_held(state)}
+
+
+def moves_that_held(state: State) -> list[list[Any]]:
+    """The attempt's steps its own record vouches for, as [index, state before, action, arguments]: the
+    world changed (not a no-op, no tool error) and the step did not end the attempt, the critic approved
+    the call where it judged it, the attempt never came back to the state the step left (a loop
+    through it) and the step did not lead back to a state it had been in. No distance to the goal is
+    read: an application's tools know none. A retry that stands in one of these states again is shown
+    the move (`Context.reuse_moves`), so it needs fewer fresh decisions on ground the run covered.
+    """
+    trajectory = state["trajectory"]
+    before = [state_before(state, step["index"]) for step in trajectory]
+    held = []
+    for n, step in enumerate(trajectory):
+        here = before[n]
+        if here is None or step.get("no_op") or step.get("error") or step.get("done"):
+            continue
+        if any(_same(later, here) for later in (s.get("state") for s in trajectory[n:])):
+            continue  # the attempt came back to where this step left from: the step led nowhere for good
+        if any(_same(step.get("state"), earlier) for earlier in before[: n + 1]):
+            continue  # it led back to where the attempt had been: a loop's last step
+        judged = [v for v in step.get("verdicts") or [] if v.get("source") in ("critic", "critic-advisory")]
+        ran = [v for v in judged if same_call(v, step)]
+        if ran and ran[-1].get("decision") != "approve":
+            continue
+        held.append([step["index"], here, step["action"], step.get("arguments") or {}])
+    return held
+
+
+def _same(one: Any, other: Any) -> bool:
+    return json.dumps(one, sort_keys=True, default=str) == json.dumps(other, sort_keys=True, default=str)
+
+
 def _total_spent(state: State, context: Context) -> bool:
     """The run's shared step total (budget "fair") is used up: a retry could not execute a step."""
     total = context.total_steps()
@@ -106,7 +155,7 @@ def _answers_itself(env: Environment) -> bool:
     return any(getattr(spec, "final", False) for spec in env.describe_actions())
 
 
-def _stuck(state: State) -> ReflectorUpdate:
+def _stuck(state: State, context: Context) -> ReflectorUpdate:
     """No proposal for the current step got past the pre-check and critic: that is the failure, and
     with a verifier no executed step caused it, so the pivot is this step (everything done so far is
     kept) and no model is asked to blame a step that was fine.
@@ -123,6 +172,8 @@ def _stuck(state: State) -> ReflectorUpdate:
         "failed_path": [[s["action"], s["arguments"]] for s in state["trajectory"]],
         "attempt_path": [[s["action"], s["arguments"]] for s in state["trajectory"]],
     }
+    if context.reuse_moves != "off":
+        reflection["held_moves"] = moves_that_held(state)
     return {"reflections": [*state.get("reflections", []), reflection]}
 
 

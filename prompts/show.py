@@ -155,6 +155,51 @@ def call(action: str, arguments: dict[str, Any]) -> str:
     return f"{action}({json.dumps(arguments)})" if arguments else action
 
 
+def held(state: State, reuse: str, retry: str) -> str:
+    """The `<held_here>` block of the actor's and critic's prompts (`Context.reuse_moves`: "off", only
+    for pivotal retries, or for all), "" when off.
+    """
+    if reuse == "off" or (reuse == "pivotal" and retry != "pivotal"):
+        return ""
+    return held_here(state.get("reflections", []), state_before(state, len(state["trajectory"])))
+
+
+def held_here(reflections: list[Reflection], here: Any) -> str:
+    """The move an earlier attempt made from the very state the agent is in now and that held there
+    (`Reflection.held_moves`: the world changed, the critic approved it where it judged it, that attempt
+    never came back here), the latest attempt's first; none that a reflection named as the mistake or
+    that a pivot redid. The call comes first on its line, so a model that follows it can read it off.
+    """
+    if here is None:
+        return ""
+    here = _key(here)
+    for reflection in reversed(reflections):
+        wrong = {reflection.get("pivotal_step"), reflection.get("no_return_step")}
+        wrong.add(reflection.get("kept_steps") or None)
+        for index, before, action, arguments in reflection.get("held_moves") or []:
+            if _key(before) == here and index not in wrong and not _named_wrong(reflections, here, action, arguments):
+                return (
+                    f"{call(action, arguments)}\nAn earlier attempt stood in this same state, took that call, and "
+                    "it held (the world changed, the critic did not object, that attempt never came back here)."
+                )
+    return ""
+
+
+def _key(world_state: Any) -> str:
+    """A reported state as one comparable text (a checkpoint may turn its tuples into lists)."""
+    return json.dumps(world_state, sort_keys=True, default=str)
+
+
+def _named_wrong(reflections: list[Reflection], here: Any, action: str, arguments: dict[str, Any]) -> bool:
+    """Whether a reflection named this call from this state as the step that went wrong."""
+    for reflection in reflections:
+        for index, before, name, args in reflection.get("held_moves") or []:
+            wrong = index in (reflection.get("pivotal_step"), reflection.get("no_return_step"))
+            if wrong and _key(before) == here and name == action and args == arguments:
+                return True
+    return False
+
+
 def reflections(items: list[Reflection]) -> str:
     if not items:
         return ""

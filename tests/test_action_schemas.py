@@ -294,6 +294,7 @@ def test_embedded_model_fills_a_required_text_argument_through_the_tool_adapter(
         actions=show.actions(specs),
         history=show.history([]),
         repeats="",
+        held_here="",
         earlier_turns="",
         observation="The customer asks: where is my refund?",
         lessons="",

@@ -277,6 +277,7 @@ def test_a_prompt_with_a_1_mb_recalled_lesson_stays_under_the_cap():
         observation="a maze",
         lessons=lessons_block([lesson, {**lesson, "text": "go around walls"}]),
         reflections="(none)",
+        held_here="",
         critiques="(none)",
     )
     prompt = prompts.render("actor", **fields)

@@ -153,6 +153,7 @@ def test_the_critic_reads_the_actors_prompt_from_the_cache() -> None:
         "actions": "- right: move one cell right\n- down: move one cell down",
         "history": "1 steps taken: 0:down",
         "repeats": "",
+        "held_here": "",
         "observation": "You (A) are at row 1, col 0; the goal G is at row 1, col 3.",
         "earlier_turns": "",
         "lessons": "",

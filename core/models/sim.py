@@ -42,6 +42,13 @@ LEGAL_SHARE = 0.5
 refuses. Set per model with `sim:legal=`."""
 
 
+FOLLOW = 0.8
+"""How often the `sim` actor plays the move an earlier attempt made from the very state it stands in,
+when its prompt shows one (`<held_here>`, `Context.reuse_moves`): the sim's model of an LLM that is
+shown the path it took before and follows it most of the time, whether or not it was the best move.
+Set per model with `sim:follow=` (0: it never does, and the runs are those without the block)."""
+
+
 class SimChatModel(BaseChatModel):
     """`error`: share of wrong decisions per role; `invalid`: share of malformed replies."""
 
@@ -54,6 +61,9 @@ class SimChatModel(BaseChatModel):
     legal: float = LEGAL_SHARE
     """In an environment with one action: the share of the actor's wrong calls that are legal
     there (the critic's to catch); the rest fail the pre-check (`LEGAL_SHARE`)."""
+
+    follow: float = FOLLOW
+    """The share of steps at which the actor plays a remembered move its prompt shows (`FOLLOW`)."""
 
     @property
     def _llm_type(self) -> str:
@@ -105,7 +115,9 @@ class SimChatModel(BaseChatModel):
         rng = random.Random(hashlib.sha256(key.encode(errors="surrogatepass")).digest())
         if role and tools:
             function = tools[0]["function"]
-            args = _answer(role, metadata, rng, self.error, function.get("parameters", {}), prompt, self.legal)
+            follows = random.Random(hashlib.sha256(f"{key}|follow".encode(errors="surrogatepass")).digest())
+            follow = follows.random() < self.follow  # its own dice: the block and the knob redraw nothing else
+            args = _answer(role, metadata, rng, self.error, function.get("parameters", {}), prompt, self.legal, follow)
             message = _tool_message(function["name"], args, rng.random() < self.invalid)
         else:
             message = literal_reply(messages, tools, kwargs.get("tool_choice"))
@@ -145,9 +157,10 @@ def _usage(prompt: str, message: AIMessage) -> UsageMetadata:
 _BLOCKS = re.compile(r"<([A-Za-z_][\w-]*)>(.*?)</\1>", re.S)
 
 
-UNREAD = ("repeats",)
-"""Blocks the sim roles never act on, left out of the seed: loop detection's lines would otherwise
-redraw every later outcome, and its measured effect would be the dice's."""
+UNREAD = ("repeats", "held_here")
+"""Blocks left out of the seed: loop detection's lines (which the sim roles never act on) and the
+remembered move (which the actor follows on its own dice) would otherwise redraw every later outcome,
+and their measured effect would be the dice's."""
 
 
 def _data(prompt: str) -> str:
@@ -192,6 +205,19 @@ def _recipe(prompt: str) -> list[tuple[str, dict[str, Any]]]:
     return []
 
 
+def _held(prompt: str, names: list[str]) -> dict[str, Any]:
+    """The remembered move of the prompt's `<held_here>` block (its first line), none when the actor was
+    just critiqued here or the schema no longer offers the action.
+    """
+    if _block(prompt, "critiques_of_this_step").strip() not in ("", "(none)"):
+        return {}
+    moves = _moves(_block(prompt, "held_here").strip().split("\n", 1)[0])
+    if not moves or (names and moves[0][0] not in names):
+        return {}
+    name, arguments = moves[0]
+    return {"action": name, "arguments": arguments, "thought": "an earlier attempt's move from here held"}
+
+
 def _moves(text: str) -> list[tuple[str, dict[str, Any]]]:
     moves: list[tuple[str, dict[str, Any]]] = []
     at = 0
@@ -214,13 +240,15 @@ def _answer(
     schema: dict[str, Any],
     prompt: str = "",
     legal: float = LEGAL_SHARE,
+    follow: bool = False,
 ) -> dict[str, Any]:
     live = current()
     oracle = live.env if live and isinstance(live.env, Oracle) else None
     wrong = rng.random() < error
     if role == "actor":
         followed = _follow(live, _recipe(prompt), _action_names(schema))
-        return followed or _act(live, oracle, rng, wrong, schema, _guardrails(prompt), legal)
+        held = _held(prompt, _action_names(schema)) if follow else {}
+        return followed or held or _act(live, oracle, rng, wrong, schema, _guardrails(prompt), legal)
     if role == "critic":
         return _criticise(oracle, metadata.get("pivotal_proposal") or {}, wrong, _guardrails(prompt))
     if role == "reflector":
