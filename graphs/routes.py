@@ -1,20 +1,14 @@
 """Conditional edges: the one place that turns what a node wrote into the next node's name.
 
 A node with nothing to do is not entered: each step through the graph costs a checkpoint, so
-recall is skipped where it would find nothing (or nothing new: the same situation again), the
-lesson nodes when memory is off, dedup and the gate when nothing was distilled. The Context is
-None outside a run (a Studio edit `as_node`): then every node is entered and checks for itself,
-as each one does.
+the lesson nodes are passed by when memory is off, dedup and the gate when nothing was
+distilled (recall is no node of its own: the actor's entry recalls first, when the situation is
+new, graphs/builder.py). The Context is None outside a run (a Studio edit `as_node`): then every
+node is entered and checks for itself, as each one does.
 """
 
 from pivotal.core.context import Context
 from pivotal.core.state import State
-from pivotal.nodes.recall import wanted as recall_wanted
-
-
-def next_step(state: State, context: Context | None) -> str:
-    """After start, a pivot or an executed step: recall for the coming step, or go straight to the actor."""
-    return "recall" if context is None or recall_wanted(state, context) else "actor"
 
 
 def after_review(state: State, context: Context | None) -> str:
@@ -33,7 +27,7 @@ def after_executor(state: State, context: Context | None) -> str:
         return "critic"
     if state.get("status") == "success":
         return finish(context)
-    return "reflector" if state.get("attempt_failed") else next_step(state, context)
+    return "reflector" if state.get("attempt_failed") else "actor"
 
 
 def after_reflector(state: State, context: Context | None) -> str:

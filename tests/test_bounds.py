@@ -40,7 +40,7 @@ def worst_step(context: Context) -> int:
         else:
             propose(after["critiques"], nodes)
 
-    propose([], 1)  # recall
+    propose([], 0)  # recall is part of the actor's entry: no node of its own
     return longest
 
 

@@ -360,12 +360,22 @@ async def test_an_attempt_stuck_at_the_critic_pivots_at_the_current_step_without
 
 async def _entered(tmp_path, **context) -> tuple[list[str], dict]:
     """The nodes a run entered, in order, and its final state."""
+    entered, _, final = await _entered_and_recalls(tmp_path, **context)
+    return entered, final
+
+
+async def _entered_and_recalls(tmp_path, **context) -> tuple[list[str], int, dict]:
+    """The nodes a run entered, in order; how many of the actor's entries recalled first (their
+    update carries the `recall_key` recall writes); and the run's final state.
+    """
     graph = build_graph(checkpointer=InMemorySaver())
     task = {"task": {"env": "gridworld", "params": {"seed": 1}}}
     config = {"configurable": {"thread_id": "t"}}
     settings = Context(model="sim", store_path=str(tmp_path / "store"), max_pivot_retries=0, **context)
-    entered = [name async for chunk in graph.astream(task, config, context=settings) for name in chunk]
-    return entered, (await graph.aget_state(config)).values
+    chunks = [chunk async for chunk in graph.astream(task, config, context=settings)]
+    entered = [name for chunk in chunks for name in chunk]
+    recalls = sum("recall_key" in (chunk.get("actor") or {}) for chunk in chunks)
+    return entered, recalls, (await graph.aget_state(config)).values
 
 
 @pytest.mark.parametrize(
@@ -378,17 +388,19 @@ async def _entered(tmp_path, **context) -> tuple[list[str], dict]:
     ],
 )
 async def test_nodes_with_nothing_to_do_are_not_entered(tmp_path, context, recalls):
-    """Each node entered costs a checkpoint: recall only where it can find something, the lesson
-    nodes only with memory on; the run's outcome is the same either way.
+    """Each node entered costs a checkpoint: recall is no node of its own (the actor's entry recalls
+    first, only where it can find something), the lesson nodes run only with memory on; the run's
+    outcome is the same either way.
     """
-    entered, final = await _entered(tmp_path, **context)
+    entered, recalled, final = await _entered_and_recalls(tmp_path, **context)
     executed = final["counters"]["executed"]
     assert final["status"] == "success" and executed >= 3
-    if recalls is None:  # one per new situation: a step where the last one's lessons still hold enters none
-        assert 1 <= entered.count("recall") <= executed
+    assert "recall" not in entered
+    if recalls is None:  # one per new situation: a step where the last one's lessons still hold recalls none
+        assert 1 <= recalled <= executed
         assert final["recall_key"].startswith(final["run_id"])
     else:
-        assert entered.count("recall") == recalls
+        assert recalled == recalls
     lesson_nodes = ["distill", "dedup", "gate", "memory_writer"]
     assert [n for n in entered if n in lesson_nodes] == (lesson_nodes if context["memory"] else [])
     assert entered[0] == "start" and entered[-1] == "respond"
