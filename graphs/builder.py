@@ -58,8 +58,7 @@ from pivotal.nodes.gate import gate
 from pivotal.nodes.human_approval import human_approval
 from pivotal.nodes.memory_writer import memory_writer
 from pivotal.nodes.pivot import pivot
-from pivotal.nodes.recall import recall
-from pivotal.nodes.recall import wanted as recall_wanted
+from pivotal.nodes.recall import recall, wanted as recall_wanted
 from pivotal.nodes.reflector import reflector
 from pivotal.nodes.respond import respond
 from pivotal.nodes.start import start
