@@ -3,20 +3,20 @@
 START → start → actor → critic ─approve→ [human_approval] → executor ─not done→ actor …
                   ↑        │ revise/reject (≤ max_critique_rounds, pre-check ≤ max_precheck_bounces)
                   └────────┘
-        executor ─success→ distill → dedup → gate → memory_writer → respond → END
+        executor ─success→ distill → gate → memory_writer → respond → END
         executor/critic ─attempt failed→ reflector ─retry left→ pivot → actor …
-                                                  └─give up→ distill → dedup → gate → memory_writer → respond → END
+                                                  └─give up→ distill → gate → memory_writer → respond → END
         executor ─irreversible action without this branch's review (a fork)→ critic, unrun
 
-Recall is the first part of the actor's node entry (`_recalling`), not a node of its own: it runs
-when the coming step is in a new situation (nodes/recall.py `wanted`), and the actor's update
-carries the lessons it found, so the checkpoint after the actor shows them with the proposal they
-were shown for. As a node it cost a checkpoint on nearly every step (gridworld's surroundings
-rarely repeat), ~a fifth of what memory added per step in benchmarks/bench_batch.py.
+Two nodes' work is part of another node's entry (`_joined`), as it always followed it: recall is
+the first part of the actor's (when the coming step is in a new situation, nodes/recall.py
+`wanted`), so the checkpoint after the actor shows the lessons with the proposal they were shown
+for; dedup the last part of distill's, so the gate, still a node of its own where a person can
+pause, gets candidates already matched against the store. Each logs its own `node` event.
 
 Nodes with nothing to do are passed by (graphs/routes.py): the lesson nodes when memory is off,
-dedup and the gate when distill left no candidate (distill → memory_writer). Each node entered
-costs a checkpoint write.
+the gate when distill left no candidate (distill → memory_writer). Each node entered costs a
+checkpoint write.
 
 The actor/critic loop stays in this one graph (no subgraphs) so Studio shows every node
 and a user can fork from any of them.
@@ -26,8 +26,8 @@ import asyncio
 import dataclasses
 import functools
 import time
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph._internal._constants import CONFIG_KEY_TASK_ID
@@ -72,7 +72,6 @@ NODES = {
     "reflector": reflector,
     "pivot": pivot,
     "distill": distill,
-    "dedup": dedup,
     "gate": gate,
     "memory_writer": memory_writer,
     "respond": respond,
@@ -100,7 +99,7 @@ def build_graph(
     schema = context_schema(context)
     builder = StateGraph(State, context_schema=schema, input_schema=InputState, output_schema=OutputState)
     for name, node in NODES.items():
-        builder.add_node(name, _logged(name, _recalling(node) if name == "actor" else node, context))
+        builder.add_node(name, _logged(name, _joined(*JOINED[name]) if name in JOINED else node, context))
     finish = ["distill", "respond"]
     builder.add_edge(START, "start")
     builder.add_edge("start", "actor")
@@ -112,8 +111,7 @@ def build_graph(
     builder.add_conditional_edges("executor", _routed(routes.after_executor, context), after)
     builder.add_conditional_edges("reflector", _routed(routes.after_reflector, context), [*finish, "pivot"])
     builder.add_edge("pivot", "actor")
-    builder.add_conditional_edges("distill", _routed(routes.after_distill, context), ["dedup", "memory_writer"])
-    builder.add_edge("dedup", "gate")
+    builder.add_conditional_edges("distill", _routed(routes.after_distill, context), ["gate", "memory_writer"])
     builder.add_edge("gate", "memory_writer")
     builder.add_edge("memory_writer", "respond")
     builder.add_edge("respond", END)
@@ -341,11 +339,11 @@ def nodes_per_step(context: Context) -> int:
 def recursion_limit(context: Context) -> int:
     """A ceiling the Context bounds can never reach, so only they end a run.
 
-    Per attempt: max_steps steps, then reflector and pivot; per run: start, and distill, dedup,
-    gate, memory_writer and respond once at the end.
+    Per attempt: max_steps steps, then reflector and pivot; per run: start, and distill (dedup is
+    part of its entry), gate, memory_writer and respond once at the end.
     """
     per_attempt = context.max_steps * nodes_per_step(context) + 2
-    return (context.max_pivot_retries + 1) * per_attempt + 6 + 1
+    return (context.max_pivot_retries + 1) * per_attempt + 5 + 1
 
 
 def _context(runtime: Runtime[Any], default: Context | None, state: State | None = None) -> Context:
@@ -446,27 +444,50 @@ def _log_node(name: str, state: State, update: Any, started: float) -> None:
 
 
 ADDED = ("counters", "usage")
-"""The update keys LangGraph adds up (`add_counts`) rather than replaces; no other key of recall's
-update has a reducer."""
+"""The update keys LangGraph adds up (`add_counts`) rather than replaces; no other key the joined
+nodes write has a reducer."""
+
+Wanted = Callable[[State, Context], bool]
 
 
-def _recalling(actor_node: Any) -> Any:
-    """The actor's node entry: recall first when the coming step is in a new situation, then propose
-    with the lessons found. One entry, one checkpoint, where a recall node of its own cost one more
-    on nearly every step. Recall still logs its own `node` event (node="recall"), and its update
-    (lessons, recalled, recall_key, counters) is part of the actor's.
+def _joined(*parts: tuple[str, Any, Wanted | None]) -> Any:
+    """One node entry that does several nodes' work in order, each on the state the one before it
+    left, where the work after a plain step always followed it: one checkpoint where each cost one
+    of its own. A part with a `wanted` test runs only when it says so and logs its own `node` event;
+    the first part is the entry's name (its event is `_logged`'s). The update is all of theirs.
+
+    actor: recall first, when the coming step is in a new situation (nodes/recall.py `wanted`);
+    as a node of its own it cost a checkpoint on nearly every step (gridworld's surroundings rarely
+    repeat). distill: its candidates matched against the store (nodes/dedup.py) before the gate,
+    which stays a node of its own, so a person can still pause before it or after it.
     """
+    first = parts[0][1]
 
-    @functools.wraps(actor_node)
-    async def recall_then_act(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-        if not recall_wanted(state, runtime.context):
-            return await actor_node(state, runtime)
-        started = time.perf_counter()
-        recalled: dict[str, Any] = dict(await recall(state, runtime))
-        _log_node("recall", state, recalled, started)
-        seen = {**state, **recalled, **{key: add_counts(state.get(key), recalled.get(key)) for key in ADDED}}
-        acted = dict(await actor_node(seen, runtime))
-        added = {key: add_counts(recalled.get(key), acted.get(key)) for key in ADDED if key in recalled or key in acted}
-        return {**recalled, **acted, **added}
+    @functools.wraps(first)
+    async def run(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+        update: dict[str, Any] = {}
+        for name, node, wanted in parts:
+            if wanted is not None and not wanted(state, runtime.context):
+                continue
+            started = time.perf_counter()
+            done = dict(await node(state, runtime))
+            if wanted is not None:
+                _log_node(name, state, done, started)
+            was: dict[str, Any] = dict(state)
+            state = cast(State, {**was, **done, **{key: add_counts(was.get(key), done.get(key)) for key in ADDED}})
+            added = {key: add_counts(update.get(key), done.get(key)) for key in ADDED if key in update or key in done}
+            update = {**update, **done, **added}
+        return update
 
-    return recall_then_act
+    return run
+
+
+def _has_candidates(state: State, context: Context) -> bool:
+    return bool(state.get("candidates"))
+
+
+JOINED: dict[str, tuple[tuple[str, Any, Wanted | None], ...]] = {
+    "actor": (("recall", recall, recall_wanted), ("actor", actor, None)),
+    "distill": (("distill", distill, None), ("dedup", dedup, _has_candidates)),
+}
+"""Nodes whose entry does another node's work too (`_joined`): recall and dedup have no node of their own."""

@@ -401,8 +401,11 @@ async def test_nodes_with_nothing_to_do_are_not_entered(tmp_path, context, recal
         assert final["recall_key"].startswith(final["run_id"])
     else:
         assert recalled == recalls
-    lesson_nodes = ["distill", "dedup", "gate", "memory_writer"]
+    lesson_nodes = ["distill", "gate", "memory_writer"]  # dedup is part of distill's entry: no node of its own
     assert [n for n in entered if n in lesson_nodes] == (lesson_nodes if context["memory"] else [])
+    assert "dedup" not in entered
+    if context["memory"]:  # the gate got candidates already matched against the store
+        assert final["candidates"] and all("similarity" in c and "verdict" in c for c in final["candidates"])
     assert entered[0] == "start" and entered[-1] == "respond"
 
 
@@ -413,6 +416,7 @@ async def test_a_run_that_distills_nothing_passes_dedup_and_the_gate_by(tmp_path
     entered, final = await _entered(tmp_path, memory=True, lesson_model="sim:invalid=1")
     assert final["status"] == "success" and not final.get("candidates")
     assert [n for n in entered if n in ("distill", "dedup", "gate", "memory_writer")] == ["distill", "memory_writer"]
+    assert "similarity" not in str(final.get("candidates"))  # nothing to match: dedup's part did not run
 
 
 def test_step_recall_is_entered_again_only_in_a_new_situation_or_run():

@@ -62,7 +62,7 @@ class Trace:
         return f"        recall: {len(lessons)} lesson(s): {shown}"
 
     def _recall_and_act(self, update: dict[str, Any]) -> str:
-        """The actor's entry recalls first when the situation is new (graphs/builder.py `_recalling`)."""
+        """The actor's entry recalls first when the situation is new (graphs/builder.py `_joined`)."""
         return "\n".join(line for line in (self._recall(update), self._actor(update)) if line)
 
     def _actor(self, update: dict[str, Any]) -> str:
