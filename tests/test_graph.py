@@ -431,3 +431,47 @@ def test_step_recall_is_entered_again_only_in_a_new_situation_or_run():
     assert wanted({**state, "observation": "a locked door\n#####"}, context)
     assert wanted({**state, "run_id": "r2"}, context)
     assert not wanted(state, Context(model="sim", memory=False, recall="step"))
+
+
+def test_task_recall_is_asked_once_per_run_even_when_its_first_proposal_is_sent_back():
+    """Recall is part of the actor's entry, which a critic's send-back enters again at the same step:
+    task-start recall asks once per run (and again for the thread's next turn), never per proposal.
+    """
+    context = Context(model="sim", memory=True, recall="task")
+    state = {"run_id": "r1", "observation": "a dark corridor"}
+    assert wanted(state, context)
+    state["recall_key"] = recall_key(state, context)
+    assert not wanted(state, context) and not wanted({**state, "observation": "a locked door"}, context)
+    assert wanted({**state, "run_id": "r2"}, context)
+    assert not wanted({"run_id": "r3", "observation": "a dark corridor", "trajectory": [{}]}, context)
+
+
+async def test_a_joined_entry_runs_each_wanted_part_on_the_state_the_one_before_left():
+    """graphs/builder.py `_joined`: the second part reads the first one's writes, and the entry's
+    update holds both, their counters added up (LangGraph adds them to the run's, once).
+    """
+    from types import SimpleNamespace
+
+    from pivotal.graphs.builder import _joined
+
+    async def recalls(state, runtime):
+        return {"lessons": ["l1"], "counters": {"lessons_retired": 1}}
+
+    async def proposes(state, runtime):
+        assert state["lessons"] == ["l1"] and state["counters"] == {"executed": 2, "lessons_retired": 1}
+        return {"proposal": {"action": "up"}, "counters": {"replayed": 0, "lessons_retired": 0}}
+
+    runtime = SimpleNamespace(context=Context(model="sim"))
+    state = {"run_id": "r", "lessons": [], "counters": {"executed": 2}}
+    joined = _joined(("recall", recalls, lambda s, c: True), ("actor", proposes, None))
+    assert await joined(state, runtime) == {
+        "lessons": ["l1"],
+        "proposal": {"action": "up"},
+        "counters": {"lessons_retired": 1, "replayed": 0},
+    }
+
+    async def proposes_alone(state, runtime):
+        return {"proposal": {"action": "up"}, "counters": {"replayed": 0}}
+
+    skipped = _joined(("recall", recalls, lambda s, c: False), ("actor", proposes_alone, None))
+    assert await skipped(state, runtime) == {"proposal": {"action": "up"}, "counters": {"replayed": 0}}
