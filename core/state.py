@@ -217,7 +217,7 @@ class Candidate(TypedDict, total=False):
     verified: bool
     """False when the run's outcome was declared by the agent or judged by a model, not checked."""
     duplicate_of: str
-    """Id of the stored lesson it only adds evidence to (set by the dedup node), or ""."""
+    """Id of the stored lesson it only adds evidence to (set by dedup, the last part of distill's node entry), or ""."""
     similarity: float
     verdict: Literal["approve", "reject"]
     verdict_reason: str
@@ -362,8 +362,9 @@ class State(InputState, total=False):
     lessons: list[Recalled]
     """Lessons recalled for the current step."""
     recall_key: str
-    """The run and situation `lessons` were recalled for (step recall): a step in the same
-    situation keeps them and does not enter the recall node (nodes/recall.py `wanted`)."""
+    """The run and situation `lessons` were recalled for (the run alone for task-start recall): a
+    step in the same situation keeps them and the actor's entry recalls nothing first
+    (nodes/recall.py `wanted`)."""
     recalled: list[str]
     candidates: list[Candidate]
     approved_lessons: list[Candidate]

@@ -1,17 +1,22 @@
 """The Pivotal graph: all wiring lives here, and only here.
 
-START → start → recall → actor → critic ─approve→ [human_approval] → executor ─not done→ recall …
-                           ↑         │ revise/reject (≤ max_critique_rounds, pre-check ≤ max_precheck_bounces)
-                           └─────────┘
-        executor ─success→ distill → dedup → gate → memory_writer → respond → END
-        executor/critic ─attempt failed→ reflector ─retry left→ pivot → recall …
-                                                  └─give up→ distill → dedup → gate → memory_writer → respond → END
+START → start → actor → critic ─approve→ [human_approval] → executor ─not done→ actor …
+                  ↑        │ revise/reject (≤ max_critique_rounds, pre-check ≤ max_precheck_bounces)
+                  └────────┘
+        executor ─success→ distill → gate → memory_writer → respond → END
+        executor/critic ─attempt failed→ reflector ─retry left→ pivot → actor …
+                                                  └─give up→ distill → gate → memory_writer → respond → END
         executor ─irreversible action without this branch's review (a fork)→ critic, unrun
 
-Nodes with nothing to do are passed by (graphs/routes.py): recall when there is nothing to
-recall (memory off, task-start recall after the first step, or a step still in the situation
-its lessons were recalled for), the lesson nodes when memory is off, dedup and the gate when
-distill left no candidate (distill → memory_writer). Each node entered costs a checkpoint write.
+Two nodes' work is part of another node's entry (`_joined`), as it always followed it: recall is
+the first part of the actor's (when the coming step is in a new situation, nodes/recall.py
+`wanted`), so the checkpoint after the actor shows the lessons with the proposal they were shown
+for; dedup the last part of distill's, so the gate, still a node of its own where a person can
+pause, gets candidates already matched against the store. Each logs its own `node` event.
+
+Nodes with nothing to do are passed by (graphs/routes.py): the lesson nodes when memory is off,
+the gate when distill left no candidate (distill → memory_writer). Each node entered costs a
+checkpoint write.
 
 The actor/critic loop stays in this one graph (no subgraphs) so Studio shows every node
 and a user can fork from any of them.
@@ -21,8 +26,8 @@ import asyncio
 import dataclasses
 import functools
 import time
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph._internal._constants import CONFIG_KEY_TASK_ID
@@ -40,7 +45,7 @@ from pivotal.core.environments.base import check_approvals, check_names
 from pivotal.core.errors import PivotalError
 from pivotal.core.logs import logger
 from pivotal.core.secrets import redact_tree, redacting
-from pivotal.core.state import InputState, OutputState, State
+from pivotal.core.state import InputState, OutputState, State, add_counts
 from pivotal.graphs import busy, routes
 from pivotal.graphs.blocking import run_blocking
 from pivotal.graphs.lease import invocation_lease
@@ -53,14 +58,13 @@ from pivotal.nodes.gate import gate
 from pivotal.nodes.human_approval import human_approval
 from pivotal.nodes.memory_writer import memory_writer
 from pivotal.nodes.pivot import pivot
-from pivotal.nodes.recall import recall
+from pivotal.nodes.recall import recall, wanted as recall_wanted
 from pivotal.nodes.reflector import reflector
 from pivotal.nodes.respond import respond
 from pivotal.nodes.start import start
 
 NODES = {
     "start": start,
-    "recall": recall,
     "actor": actor,
     "critic": critic,
     "human_approval": human_approval,
@@ -68,7 +72,6 @@ NODES = {
     "reflector": reflector,
     "pivot": pivot,
     "distill": distill,
-    "dedup": dedup,
     "gate": gate,
     "memory_writer": memory_writer,
     "respond": respond,
@@ -96,22 +99,19 @@ def build_graph(
     schema = context_schema(context)
     builder = StateGraph(State, context_schema=schema, input_schema=InputState, output_schema=OutputState)
     for name, node in NODES.items():
-        builder.add_node(name, _logged(name, node, context))
-    step = ["recall", "actor"]
+        builder.add_node(name, _logged(name, _joined(*JOINED[name]) if name in JOINED else node, context))
     finish = ["distill", "respond"]
     builder.add_edge(START, "start")
-    builder.add_conditional_edges("start", _routed(routes.next_step, context), step)
-    builder.add_edge("recall", "actor")
+    builder.add_edge("start", "actor")
     builder.add_edge("actor", "critic")
     review = _routed(routes.after_review, context)
     builder.add_conditional_edges("critic", review, ["executor", "human_approval", "actor", "reflector"])
     builder.add_conditional_edges("human_approval", review, ["executor", "actor", "reflector"])
-    after = [*finish, "reflector", *step, "critic"]  # critic: an unreviewed irreversible action sent back
+    after = [*finish, "reflector", "actor", "critic"]  # critic: an unreviewed irreversible action sent back
     builder.add_conditional_edges("executor", _routed(routes.after_executor, context), after)
     builder.add_conditional_edges("reflector", _routed(routes.after_reflector, context), [*finish, "pivot"])
-    builder.add_conditional_edges("pivot", _routed(routes.next_step, context), step)
-    builder.add_conditional_edges("distill", _routed(routes.after_distill, context), ["dedup", "memory_writer"])
-    builder.add_edge("dedup", "gate")
+    builder.add_edge("pivot", "actor")
+    builder.add_conditional_edges("distill", _routed(routes.after_distill, context), ["gate", "memory_writer"])
     builder.add_edge("gate", "memory_writer")
     builder.add_edge("memory_writer", "respond")
     builder.add_edge("respond", END)
@@ -323,27 +323,27 @@ DIRECT_RECURSION_LIMIT = 100_000
 def nodes_per_step(context: Context) -> int:
     """The most nodes one environment step can run, given the wiring above and the critic's bounds.
 
-    recall, then per proposal actor + critic, at most p + c + 1 proposals (p pre-check bounces,
-    c critic send-backs, then one more), then the executor: 2(p+c) + 4. When a person approves
-    actions, each of the person's rejections (at most h) costs a proposal as well, and the h
-    rejected proposals and the approved one each pass human_approval: 2(p+c) + 3h + 5. (With
+    Per proposal actor (recall is part of its entry) + critic, at most p + c + 1 proposals (p
+    pre-check bounces, c critic send-backs, then one more), then the executor: 2(p+c) + 3. When a
+    person approves actions, each of the person's rejections (at most h) costs a proposal as well,
+    and the h rejected proposals and the approved one each pass human_approval: 2(p+c) + 3h + 4. (With
     today's defaults p = h = c = max_critique_rounds.) Pinned against the critic's and the
     person's real decision rules in tests/test_bounds.py.
     """
     c, p = context.max_critique_rounds, context.precheck_bounces_allowed()
     if not context.require_approval_for:
-        return 2 * (p + c) + 4
-    return 2 * (p + c) + 3 * context.human_rejections_allowed() + 5
+        return 2 * (p + c) + 3
+    return 2 * (p + c) + 3 * context.human_rejections_allowed() + 4
 
 
 def recursion_limit(context: Context) -> int:
     """A ceiling the Context bounds can never reach, so only they end a run.
 
-    Per attempt: max_steps steps, then reflector and pivot; per run: start, and distill, dedup,
-    gate, memory_writer and respond once at the end.
+    Per attempt: max_steps steps, then reflector and pivot; per run: start, and distill (dedup is
+    part of its entry), gate, memory_writer and respond once at the end.
     """
     per_attempt = context.max_steps * nodes_per_step(context) + 2
-    return (context.max_pivot_retries + 1) * per_attempt + 6 + 1
+    return (context.max_pivot_retries + 1) * per_attempt + 5 + 1
 
 
 def _context(runtime: Runtime[Any], default: Context | None, state: State | None = None) -> Context:
@@ -420,20 +420,74 @@ def _logged(name: str, node, default: Context | None) -> RunnableCallable:
             runtime = runtime.override(context=context)
         started = time.perf_counter()
         update = await node(state, runtime)
-        usage = (update.get("usage") or {}).values()
-        logger().info(
-            "node",
-            node=name,
-            run_id=state.get("run_id") or update.get("run_id"),
-            task_id=task.get("id") if isinstance(task := state.get("task"), dict) else None,
-            step=len(update.get("trajectory", state.get("trajectory", [])) or []),
-            verdict=(update.get("critiques") or [{}])[-1].get("decision") if name == "critic" else None,
-            latency_ms=round((time.perf_counter() - started) * 1000, 2),
-            tokens=sum(u.get("input_tokens", 0) + u.get("output_tokens", 0) for u in usage),
-        )
+        _log_node(name, state, update, started)
         return update
 
     def run_sync(state: State, runtime):
         return run_blocking(run, state, runtime)
 
     return RunnableCallable(run_sync, run, name=name, trace=False)
+
+
+def _log_node(name: str, state: State, update: Any, started: float) -> None:
+    usage = (update.get("usage") or {}).values()
+    logger().info(
+        "node",
+        node=name,
+        run_id=state.get("run_id") or update.get("run_id"),
+        task_id=task.get("id") if isinstance(task := state.get("task"), dict) else None,
+        step=len(update.get("trajectory", state.get("trajectory", [])) or []),
+        verdict=(update.get("critiques") or [{}])[-1].get("decision") if name == "critic" else None,
+        latency_ms=round((time.perf_counter() - started) * 1000, 2),
+        tokens=sum(u.get("input_tokens", 0) + u.get("output_tokens", 0) for u in usage),
+    )
+
+
+ADDED = ("counters", "usage")
+"""The update keys LangGraph adds up (`add_counts`) rather than replaces; no other key the joined
+nodes write has a reducer."""
+
+Wanted = Callable[[State, Context], bool]
+
+
+def _joined(*parts: tuple[str, Any, Wanted | None]) -> Any:
+    """One node entry that does several nodes' work in order, each on the state the one before it
+    left, where the work after a plain step always followed it: one checkpoint where each cost one
+    of its own. A part with a `wanted` test runs only when it says so and logs its own `node` event;
+    the first part is the entry's name (its event is `_logged`'s). The update is all of theirs.
+
+    actor: recall first, when the coming step is in a new situation (nodes/recall.py `wanted`);
+    as a node of its own it cost a checkpoint on nearly every step (gridworld's surroundings rarely
+    repeat). distill: its candidates matched against the store (nodes/dedup.py) before the gate,
+    which stays a node of its own, so a person can still pause before it or after it.
+    """
+    first = parts[0][1]
+
+    @functools.wraps(first)
+    async def run(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+        update: dict[str, Any] = {}
+        for name, node, wanted in parts:
+            if wanted is not None and not wanted(state, runtime.context):
+                continue
+            started = time.perf_counter()
+            done = dict(await node(state, runtime))
+            if wanted is not None:
+                _log_node(name, state, done, started)
+            was: dict[str, Any] = dict(state)
+            state = cast(State, {**was, **done, **{key: add_counts(was.get(key), done.get(key)) for key in ADDED}})
+            added = {key: add_counts(update.get(key), done.get(key)) for key in ADDED if key in update or key in done}
+            update = {**update, **done, **added}
+        return update
+
+    return run
+
+
+def _has_candidates(state: State, context: Context) -> bool:
+    return bool(state.get("candidates"))
+
+
+JOINED: dict[str, tuple[tuple[str, Any, Wanted | None], ...]] = {
+    "actor": (("recall", recall, recall_wanted), ("actor", actor, None)),
+    "distill": (("distill", distill, None), ("dedup", dedup, _has_candidates)),
+}
+"""Nodes whose entry does another node's work too (`_joined`): recall and dedup have no node of their own."""

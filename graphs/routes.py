@@ -1,20 +1,15 @@
 """Conditional edges: the one place that turns what a node wrote into the next node's name.
 
 A node with nothing to do is not entered: each step through the graph costs a checkpoint, so
-recall is skipped where it would find nothing (or nothing new: the same situation again), the
-lesson nodes when memory is off, dedup and the gate when nothing was distilled. The Context is
-None outside a run (a Studio edit `as_node`): then every node is entered and checks for itself,
-as each one does.
+the lesson nodes are passed by when memory is off, the gate when nothing was distilled (recall
+and dedup are no nodes of their own: the actor's entry recalls first, when the situation is new,
+and distill's matches its candidates against the store, graphs/builder.py `_joined`). The
+Context is None outside a run (a Studio edit `as_node`): then every node is entered and checks
+for itself, as each one does.
 """
 
 from pivotal.core.context import Context
 from pivotal.core.state import State
-from pivotal.nodes.recall import wanted as recall_wanted
-
-
-def next_step(state: State, context: Context | None) -> str:
-    """After start, a pivot or an executed step: recall for the coming step, or go straight to the actor."""
-    return "recall" if context is None or recall_wanted(state, context) else "actor"
 
 
 def after_review(state: State, context: Context | None) -> str:
@@ -33,7 +28,7 @@ def after_executor(state: State, context: Context | None) -> str:
         return "critic"
     if state.get("status") == "success":
         return finish(context)
-    return "reflector" if state.get("attempt_failed") else next_step(state, context)
+    return "reflector" if state.get("attempt_failed") else "actor"
 
 
 def after_reflector(state: State, context: Context | None) -> str:
@@ -41,11 +36,12 @@ def after_reflector(state: State, context: Context | None) -> str:
 
 
 def after_distill(state: State, context: Context | None) -> str:
-    """Candidates are matched against the store and gated; a run that left none (a distiller that
-    found nothing to teach) goes straight to the writer, which still scores the lessons it recalled
-    and counts the run in its family's record: dedup and the gate would do nothing, at a checkpoint each.
+    """Candidates (matched against the store in distill's own entry, graphs/builder.py `_joined`) are
+    gated; a run that left none (a distiller that found nothing to teach) goes straight to the
+    writer, which still scores the lessons it recalled and counts the run in its family's record:
+    the gate would do nothing, at a checkpoint.
     """
-    return "dedup" if context is None or state.get("candidates") else "memory_writer"
+    return "gate" if context is None or state.get("candidates") else "memory_writer"
 
 
 def finish(context: Context | None) -> str:

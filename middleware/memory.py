@@ -1,7 +1,7 @@
 """Pivotal's experience store as LangChain agent middleware: lessons recalled before each model
 call of a `create_agent` agent, and the run's lessons distilled, gated and written at its end.
 
-Both halves are the graph's own nodes (recall, distill, dedup, gate, memory_writer), called with a
+Both halves are the graph's own node functions (recall, distill, dedup, gate, memory_writer), called with a
 state built from the agent's messages: the same stores (Chroma, or the agent's LangGraph store),
 scope, poisoning screen, redaction, dedup and utility tracking as a Pivotal run.
 """

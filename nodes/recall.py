@@ -47,9 +47,7 @@ async def recall(state: State, runtime: Runtime[Context]) -> RecallUpdate:
             await asyncio.to_thread(_retire, store, more, ask["owner"])
     lessons = _still_on_the_path(lessons, state.get("trajectory") or [])
     recalled = list(dict.fromkeys([*state.get("recalled", []), *(lesson["id"] for lesson in lessons)]))
-    update: RecallUpdate = {"lessons": lessons, "recalled": recalled}
-    if context.recall == "step":
-        update["recall_key"] = recall_key(state)
+    update: RecallUpdate = {"lessons": lessons, "recalled": recalled, "recall_key": recall_key(state, context)}
     if refused:
         update["counters"] = {"lessons_retired": len(refused), "lessons_refused_at_recall": len(refused)}
     return update
@@ -83,24 +81,29 @@ def _retire(store: ExperienceStore, refused: dict[str, str], owner: str) -> None
 
 
 def wanted(state: State, context: Context) -> bool:
-    """Whether this step has anything to recall; the graph does not enter the node otherwise.
+    """Whether this step has anything to recall; the actor's node entry recalls first only then.
 
     Step recall: not when the run is still in the situation its lessons were recalled for (a
-    corridor walked step by step, a wall bumped into again). The lessons in state are that
-    situation's answer, and entering the node would only repeat the query and write one more
-    checkpoint per step. A lesson another run stores meanwhile is recalled at the next new situation.
+    corridor walked step by step, a wall bumped into again, a proposal the critic sent back). The
+    lessons in state are that situation's answer, and recalling again would only repeat the query.
+    A lesson another run stores meanwhile is recalled at the next new situation. Task-start recall:
+    once per run, before its first proposal; the lessons found then stay for the whole run.
     """
     if not context.memory or context.recall == "off":
         return False
-    if context.recall == "step":
-        return state.get("recall_key") != recall_key(state)
-    # task-start recall: the lessons found at the start stay for the whole run
-    return not (state.get("trajectory") or state.get("retries"))
+    if context.recall == "task" and (state.get("trajectory") or state.get("retries")):
+        return False
+    return state.get("recall_key") != recall_key(state, context)
 
 
-def recall_key(state: State) -> str:
-    """What a step's lessons are recalled for: the run (a new turn recalls afresh) and the situation."""
-    return f"{state.get('run_id', '')}\n{situation(state.get('run_id', ''), state.get('observation', ''))}"
+def recall_key(state: State, context: Context | None = None) -> str:
+    """What a step's lessons are recalled for: the run (a new turn recalls afresh) and the situation
+    (step recall), or the run alone (task-start recall).
+    """
+    run_id = state.get("run_id", "")
+    if context is not None and context.recall == "task":
+        return f"{run_id}\n"
+    return f"{run_id}\n{situation(run_id, state.get('observation', ''))}"
 
 
 SITUATION_CHARS = 240

@@ -40,7 +40,7 @@ def worst_step(context: Context) -> int:
         else:
             propose(after["critiques"], nodes)
 
-    propose([], 1)  # recall
+    propose([], 0)  # recall is part of the actor's entry: no node of its own
     return longest
 
 
@@ -109,6 +109,10 @@ def test_each_bound_limits_its_own_loop():
 
 def test_the_run_ceiling_covers_every_attempt_at_its_worst():
     context = Context(model="sim", max_steps=20, max_critique_rounds=2, max_pivot_retries=2)
-    start, end, per_attempt_extra = 1, 5, 2  # start; distill, dedup, gate, memory_writer, respond; reflector, pivot
+    start, end, per_attempt_extra = (
+        1,
+        4,
+        2,
+    )  # start; distill (with dedup), gate, memory_writer, respond; reflector, pivot
     worst_run = start + 3 * (20 * worst_step(context) + per_attempt_extra) + end
     assert recursion_limit(context) > worst_run

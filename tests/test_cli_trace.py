@@ -60,3 +60,25 @@ def test_pivotal_run_prints_the_trace_before_the_summary(tmp_path):
     assert any(line.startswith("  pivot: retry from step") for line in lines)
     assert lines[-1].startswith("final path") and lines[-2].startswith(("success:", "failure:"))
     assert not any(re.match(r"\s+\d+\. ", line) for line in lines)  # the path is not printed twice
+
+
+def test_an_actor_entry_that_recalled_first_tells_the_lessons_then_the_proposal():
+    """Recall is part of the actor's entry (graphs/builder.py `_joined`): its lessons still get their line,
+    before the proposal they were shown for, and only when they change.
+    """
+    out = io.StringIO()
+    trace = Trace(out)
+    lesson = {
+        "id": "l1",
+        "kind": "guardrail",
+        "situation": "a wall",
+        "text": "Do not walk into the wall.",
+        "similarity": 1.0,
+    }
+    proposal = {"action": "up", "arguments": {}, "thought": "", "error": ""}
+    trace("actor", {"lessons": [lesson], "recall_key": "r\na wall", "proposal": proposal})
+    trace("actor", {"lessons": [lesson], "recall_key": "r\nthe same wall", "proposal": proposal})
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "        recall: 1 lesson(s): [guardrail] Do not walk into the wall."
+    assert [line for line in lines if "recall:" in line] == [lines[0]] and len(lines) == 3
+    assert lines[1].startswith("  step 0: actor proposes up") and lines[2] == lines[1]

@@ -360,12 +360,22 @@ async def test_an_attempt_stuck_at_the_critic_pivots_at_the_current_step_without
 
 async def _entered(tmp_path, **context) -> tuple[list[str], dict]:
     """The nodes a run entered, in order, and its final state."""
+    entered, _, final = await _entered_and_recalls(tmp_path, **context)
+    return entered, final
+
+
+async def _entered_and_recalls(tmp_path, **context) -> tuple[list[str], int, dict]:
+    """The nodes a run entered, in order; how many of the actor's entries recalled first (their
+    update carries the `recall_key` recall writes); and the run's final state.
+    """
     graph = build_graph(checkpointer=InMemorySaver())
     task = {"task": {"env": "gridworld", "params": {"seed": 1}}}
     config = {"configurable": {"thread_id": "t"}}
     settings = Context(model="sim", store_path=str(tmp_path / "store"), max_pivot_retries=0, **context)
-    entered = [name async for chunk in graph.astream(task, config, context=settings) for name in chunk]
-    return entered, (await graph.aget_state(config)).values
+    chunks = [chunk async for chunk in graph.astream(task, config, context=settings)]
+    entered = [name for chunk in chunks for name in chunk]
+    recalls = sum("recall_key" in (chunk.get("actor") or {}) for chunk in chunks)
+    return entered, recalls, (await graph.aget_state(config)).values
 
 
 @pytest.mark.parametrize(
@@ -378,19 +388,24 @@ async def _entered(tmp_path, **context) -> tuple[list[str], dict]:
     ],
 )
 async def test_nodes_with_nothing_to_do_are_not_entered(tmp_path, context, recalls):
-    """Each node entered costs a checkpoint: recall only where it can find something, the lesson
-    nodes only with memory on; the run's outcome is the same either way.
+    """Each node entered costs a checkpoint: recall is no node of its own (the actor's entry recalls
+    first, only where it can find something), the lesson nodes run only with memory on; the run's
+    outcome is the same either way.
     """
-    entered, final = await _entered(tmp_path, **context)
+    entered, recalled, final = await _entered_and_recalls(tmp_path, **context)
     executed = final["counters"]["executed"]
     assert final["status"] == "success" and executed >= 3
-    if recalls is None:  # one per new situation: a step where the last one's lessons still hold enters none
-        assert 1 <= entered.count("recall") <= executed
+    assert "recall" not in entered
+    if recalls is None:  # one per new situation: a step where the last one's lessons still hold recalls none
+        assert 1 <= recalled <= executed
         assert final["recall_key"].startswith(final["run_id"])
     else:
-        assert entered.count("recall") == recalls
-    lesson_nodes = ["distill", "dedup", "gate", "memory_writer"]
+        assert recalled == recalls
+    lesson_nodes = ["distill", "gate", "memory_writer"]  # dedup is part of distill's entry: no node of its own
     assert [n for n in entered if n in lesson_nodes] == (lesson_nodes if context["memory"] else [])
+    assert "dedup" not in entered
+    if context["memory"]:  # the gate got candidates already matched against the store
+        assert final["candidates"] and all("similarity" in c and "verdict" in c for c in final["candidates"])
     assert entered[0] == "start" and entered[-1] == "respond"
 
 
@@ -401,6 +416,7 @@ async def test_a_run_that_distills_nothing_passes_dedup_and_the_gate_by(tmp_path
     entered, final = await _entered(tmp_path, memory=True, lesson_model="sim:invalid=1")
     assert final["status"] == "success" and not final.get("candidates")
     assert [n for n in entered if n in ("distill", "dedup", "gate", "memory_writer")] == ["distill", "memory_writer"]
+    assert "similarity" not in str(final.get("candidates"))  # nothing to match: dedup's part did not run
 
 
 def test_step_recall_is_entered_again_only_in_a_new_situation_or_run():
@@ -415,3 +431,47 @@ def test_step_recall_is_entered_again_only_in_a_new_situation_or_run():
     assert wanted({**state, "observation": "a locked door\n#####"}, context)
     assert wanted({**state, "run_id": "r2"}, context)
     assert not wanted(state, Context(model="sim", memory=False, recall="step"))
+
+
+def test_task_recall_is_asked_once_per_run_even_when_its_first_proposal_is_sent_back():
+    """Recall is part of the actor's entry, which a critic's send-back enters again at the same step:
+    task-start recall asks once per run (and again for the thread's next turn), never per proposal.
+    """
+    context = Context(model="sim", memory=True, recall="task")
+    state = {"run_id": "r1", "observation": "a dark corridor"}
+    assert wanted(state, context)
+    state["recall_key"] = recall_key(state, context)
+    assert not wanted(state, context) and not wanted({**state, "observation": "a locked door"}, context)
+    assert wanted({**state, "run_id": "r2"}, context)
+    assert not wanted({"run_id": "r3", "observation": "a dark corridor", "trajectory": [{}]}, context)
+
+
+async def test_a_joined_entry_runs_each_wanted_part_on_the_state_the_one_before_left():
+    """graphs/builder.py `_joined`: the second part reads the first one's writes, and the entry's
+    update holds both, their counters added up (LangGraph adds them to the run's, once).
+    """
+    from types import SimpleNamespace
+
+    from pivotal.graphs.builder import _joined
+
+    async def recalls(state, runtime):
+        return {"lessons": ["l1"], "counters": {"lessons_retired": 1}}
+
+    async def proposes(state, runtime):
+        assert state["lessons"] == ["l1"] and state["counters"] == {"executed": 2, "lessons_retired": 1}
+        return {"proposal": {"action": "up"}, "counters": {"replayed": 0, "lessons_retired": 0}}
+
+    runtime = SimpleNamespace(context=Context(model="sim"))
+    state = {"run_id": "r", "lessons": [], "counters": {"executed": 2}}
+    joined = _joined(("recall", recalls, lambda s, c: True), ("actor", proposes, None))
+    assert await joined(state, runtime) == {
+        "lessons": ["l1"],
+        "proposal": {"action": "up"},
+        "counters": {"lessons_retired": 1, "replayed": 0},
+    }
+
+    async def proposes_alone(state, runtime):
+        return {"proposal": {"action": "up"}, "counters": {"replayed": 0}}
+
+    skipped = _joined(("recall", recalls, lambda s, c: False), ("actor", proposes_alone, None))
+    assert await skipped(state, runtime) == {"proposal": {"action": "up"}, "counters": {"replayed": 0}}

@@ -18,7 +18,7 @@ from pivotal.memory.lesson import Lesson
 from pivotal.memory.policy.journal import Journal
 from pivotal.memory.policy.registry import close_stores, open_store
 from pivotal.memory.storage.chroma import JOURNAL, PREFIX, collection_name
-from pivotal.memory.storage.embeddings import MiniLMEmbedding, embedding
+from pivotal.memory.storage.embeddings import MiniLMEmbedding, _cached_vector, embedding
 
 ROOT = Path(__file__).resolve().parents[1]
 DEDUP = 0.9
@@ -93,6 +93,24 @@ def test_the_same_run_written_twice_counts_once(store):
     [again] = store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)
     assert again.id == first.id and not again.merged  # reported as the run's own insert, as before
     assert next(iter(store.get().values())).evidence == 1
+
+
+def test_a_lesson_taught_again_is_matched_by_its_id_before_anything_is_embedded(store, monkeypatch):
+    """The same kind, family, owner and text (a recipe taught again): dedup's match, at similarity
+    1.0, costs no embedding; a new text is embedded as before.
+    """
+    [first] = store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)
+    _cached_vector.cache_clear()
+    embedded: list[list[str]] = []
+    real = MiniLMEmbedding.__call__
+    monkeypatch.setattr(
+        MiniLMEmbedding, "__call__", lambda self, input: embedded.append(list(input)) or real(self, input)
+    )
+    again = lesson("Check the file exists before reading it.", situation="opening files", run_id="run-b")
+    match = store.duplicate(again, DEDUP)
+    assert match is not None and match.lesson.id == first.id and match.similarity == 1.0 and embedded == []
+    assert store.duplicate(lesson("Close the file once it is read.", run_id="run-b"), DEDUP) is None
+    assert embedded == [["reading files\nClose the file once it is read."]]
 
 
 # --- read path --------------------------------------------------------------------------------

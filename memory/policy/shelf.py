@@ -177,14 +177,23 @@ class Shelf:
         return lambda ids: {lesson.id: lesson for lesson in self.read(family, ids)}
 
     def nearest(self, lesson: Lesson) -> tuple[Lesson, float] | None:
-        """The stored (or held) lesson of the same kind, family and owner most like `lesson`, any status."""
+        """The stored (or held) lesson of the same kind, family and owner most like `lesson`, any status.
+
+        Its own id stored (the same kind, family, owner and text: a recipe taught again) is the
+        answer before anything is embedded, when no new text is held that could match it better
+        (the order below then gives the same answer): ~6 ms of CPU per lesson a run teaches again.
+        """
+        if not self.buffer.pending and self.io.storage.holds(lesson.family):
+            exact = self.read(lesson.family, [lesson.id])
+            if exact:
+                return exact[0], 1.0
         vector = self.io.storage.vector(lesson.family, lesson.document)
         held = self.buffer.nearest_held(lesson, vector)
         if held is not None and held[1] >= 1.0:
             return held
         if not self.io.storage.holds(lesson.family):
             return held
-        exact = self.read(lesson.family, [lesson.id])
+        exact = self.read(lesson.family, [lesson.id]) if self.buffer.pending else []
         if exact:
             return exact[0], 1.0
         # a lesson one maze taught merges only where it would be recalled

@@ -131,8 +131,8 @@ class ExperienceStore:
     def duplicate(self, lesson: Lesson, threshold: float) -> Match | None:
         """The stored lesson `lesson` merges into: same kind and family, at least `threshold` alike.
 
-        The one place a lesson is matched against the store: the dedup node asks it before the
-        gate, `add` asks it again under the store's lock before writing.
+        The one place a lesson is matched against the store: dedup (part of distill's node entry)
+        asks it before the gate, `add` asks it again under the store's lock before writing.
         """
         found = self.shelf.nearest(lesson)
         return Match(*found) if found is not None and found[1] >= threshold else None
@@ -221,7 +221,7 @@ class ExperienceStore:
     def kept(
         self, text: str, *, family: str, k: int, min_similarity: float, instance: str = "", owner: str = DEFAULT_OWNER
     ) -> list[Found] | None:
-        """`search`'s answer when it is at hand (no disk, no embedding), else None: the recall node
+        """`search`'s answer when it is at hand (no disk, no embedding), else None: recall
         then needs no thread.
         """
         near = self._near.get(family, text, k * OVERFETCH) if self._near is not None else None

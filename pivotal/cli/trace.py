@@ -26,8 +26,7 @@ class Trace:
         self.recalled: list[str] = []
         self.lines = {
             "start": self._start,
-            "recall": self._recall,
-            "actor": self._actor,
+            "actor": self._recall_and_act,
             "critic": self._critic,
             "human_approval": self._critic,
             "executor": self._executor,
@@ -61,6 +60,10 @@ class Trace:
         self.recalled = ids
         shown = "; ".join(f"[{lesson['kind']}] {_short(lesson['text'], 60)}" for lesson in lessons[:2])
         return f"        recall: {len(lessons)} lesson(s): {shown}"
+
+    def _recall_and_act(self, update: dict[str, Any]) -> str:
+        """The actor's entry recalls first when the situation is new (graphs/builder.py `_joined`)."""
+        return "\n".join(line for line in (self._recall(update), self._actor(update)) if line)
 
     def _actor(self, update: dict[str, Any]) -> str:
         proposal: Proposal | None = update.get("proposal")
