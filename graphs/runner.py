@@ -183,11 +183,13 @@ async def _invoke(
     final: dict[str, Any] = {}
     paused = None
     chunk: Any  # a (mode, chunk) pair per part, as `stream_mode` is a list
+    # "sync": each step's checkpoint is on disk before the next step starts, so a killed process
+    # resumes after the last executed action, not before it. An application's graph built with no
+    # checkpointer has nothing to write, and LangGraph fails on "sync" there after the first node.
+    durable: dict[str, Any] = {"durability": "sync"} if graph.checkpointer is not None else {}
     try:
-        # "sync": each step's checkpoint is on disk before the next step starts, so a
-        # killed process resumes after the last executed action, not before it.
         async for mode, chunk in graph.astream(
-            run_input, config=config, context=context, durability="sync", stream_mode=["updates", "values"]
+            run_input, config=config, context=context, stream_mode=["updates", "values"], **durable
         ):
             if mode == "values":
                 final = dict(chunk)

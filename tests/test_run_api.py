@@ -172,3 +172,23 @@ async def test_another_task_on_a_thread_that_waits_for_a_person_is_refused_in_on
         again = await arun("Refund order A1.", graph=agent, thread_id="chat")  # the same task: still its pause
     assert again.status == "interrupted" and again.interrupt["arguments"]["order_id"] == "A1"
     assert ledger_kinds(ledger) == ["lookup"]
+
+
+async def test_a_graph_built_without_a_checkpointer_runs_its_task_once(tmp_path):
+    """`arun(goal, graph=agent)` on an agent built with no checkpointer (as an app does that keeps no
+    threads) failed inside LangGraph after the first node with `AttributeError: 'AsyncPregelLoop' object
+    has no attribute '_put_checkpoint_fut'` (the runner asked for `durability="sync"`, which needs a
+    checkpointer). Now the task runs to its end: one refund in the ledger, through the real openai SDK.
+    """
+    ledger = tmp_path / "ledger.jsonl"
+    with loopback() as server:
+        server.responder = clerk_responder()
+        model = ChatOpenAI(model="clerk", base_url=server.base_url_openai, api_key="local", max_retries=0)
+        agent = create_pivotal_agent(model, desk_tools(ledger), irreversible=["refund"], memory=False,
+                                     name="no-saver-desk")  # fmt: skip
+        assert agent.checkpointer is None
+        done = await arun("Refund order A1.", graph=agent)
+        batch = await run_batch(["Refund order B2."], graph=agent)
+    assert done.status == "success", done.reason
+    assert batch[0].status == "success", batch[0].reason or batch[0].error
+    assert ledger_kinds(ledger) == ["lookup", "refund", "email"] * 2
