@@ -375,7 +375,8 @@ class Context:
                 if not isinstance(wanted.get(name), BaseChatModel):
                     raise PivotalError(
                         f"this run's {name} is a model object ({value['model_object']}) that cannot be saved; "
-                        f"resume with a Context that passes it again ({name}=...)"
+                        f"pass it again as the resume's context {{'{name}': ...}} (the run keeps its other saved "
+                        f"settings), or as a whole Context that repeats them all"
                     )
                 _same_model(name, value, wanted[name], bool(wanted.get("allow_other_models")))
                 known[name] = wanted[name]

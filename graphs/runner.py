@@ -113,7 +113,7 @@ async def aresume(
         return await _invoke(graph, Command(resume=reply), thread_id, context, saved.get("run_id", ""), on_update)
 
 
-def resume(thread_id: str, reply: Any, context: Context | None = None, **kwargs: Any) -> RunResult:
+def resume(thread_id: str, reply: Any, context: Context | dict[str, Any] | None = None, **kwargs: Any) -> RunResult:
     """Blocking `aresume`."""
     return asyncio.run(aresume(thread_id, reply, context, **kwargs))
 
