@@ -17,7 +17,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 from langgraph.types import Command
 
-from pivotal.core.context import Context, refuse_loosening
+from pivotal.core.context import Context, refuse_loosening, run_context
 from pivotal.core.environments.live import release
 from pivotal.core.errors import PivotalError
 from pivotal.core.secrets import redact_tree
@@ -82,7 +82,7 @@ def settings_for(
     schema = graph.context_schema
     own = schema() if isinstance(schema, type) and issubclass(schema, Context) else Context()
     refuse_loosening(context, own)
-    return context or own
+    return run_context(context, own) or own
 
 
 async def aresume(
