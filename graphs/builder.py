@@ -39,6 +39,7 @@ from pivotal.core.environments import environment_names, make_environment
 from pivotal.core.environments.base import check_approvals, check_names
 from pivotal.core.errors import PivotalError
 from pivotal.core.logs import logger
+from pivotal.core.models.factory import check_specs
 from pivotal.core.secrets import redact_tree, redacting
 from pivotal.core.state import InputState, OutputState, State
 from pivotal.graphs import busy, routes
@@ -93,6 +94,8 @@ def build_graph(
     `context`'s `require_approval_for` must name actions of its `default_env`, when that is registered.
     """
     _check_safety_names(context)
+    if context is not None:
+        check_specs(*(getattr(context, name) for name in Context.field_names() if name.endswith("model")))
     schema = context_schema(context)
     builder = StateGraph(State, context_schema=schema, input_schema=InputState, output_schema=OutputState)
     for name, node in NODES.items():
