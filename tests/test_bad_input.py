@@ -231,3 +231,22 @@ def test_a_model_spec_that_is_no_spec_is_refused_when_the_agent_is_built(build, 
         build([refund])
     assert str(refused.value).startswith(f"unknown model spec {spec!r}; accepted forms")
     assert len(str(refused.value).splitlines()) == 1
+
+
+def test_create_pivotal_agent_given_a_whole_context_says_how_to_pass_its_settings():
+    """`create_pivotal_agent(model, tools, context=Context(require_approval_for=["refund"]))`, the way
+    `build_graph(context=...)` takes settings, was refused as "unknown context key 'context'", which
+    reads as if the settings were wrong. The line now says the agent takes Context fields as keywords.
+    """
+    from pivotal import create_pivotal_agent
+
+    @tool
+    def refund(order_id: str) -> str:
+        """Refund an order."""
+        return "refunded"
+
+    with pytest.raises(PivotalError) as refused:
+        create_pivotal_agent("sim", [refund], context=Context(require_approval_for=["refund"]))
+    text = str(refused.value)
+    assert len(text.splitlines()) == 1
+    assert "keyword" in text and "require_approval_for=" in text, text
