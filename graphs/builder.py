@@ -130,8 +130,10 @@ def _check_safety_names(context: Context | None) -> None:
     before a run (a batch may span environments: a name real in one is no action of another).
     """
     if context is not None and context.default_env in environment_names():
-        actions = [spec.name for spec in make_environment(context.default_env).describe_actions()]
-        check_approvals(context.require_approval_for, actions, what="action")
+        specs = make_environment(context.default_env).describe_actions()
+        actions = [spec.name for spec in specs]
+        irreversible = [spec.name for spec in specs if spec.irreversible]
+        check_approvals(context.require_approval_for, actions, what="action", irreversible=irreversible)
         check_names(
             "observe_only", [name for name in context.observed_actions() if name != "*"], actions, what="action"
         )

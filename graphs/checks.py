@@ -36,8 +36,10 @@ def check_safety_names(tasks: list[Task], context: Context) -> None:
     if not tasks:
         return
     envs = dict.fromkeys(task.env for task in tasks)
-    actions = [spec.name for env in envs for spec in make_environment(env).describe_actions()]
-    check_approvals(context.require_approval_for, actions, what="action")
+    specs = [spec for env in envs for spec in make_environment(env).describe_actions()]
+    actions = [spec.name for spec in specs]
+    irreversible = [spec.name for spec in specs if spec.irreversible]
+    check_approvals(context.require_approval_for, actions, what="action", irreversible=irreversible)
     check_names("observe_only", [name for name in context.observed_actions() if name != "*"], actions, what="action")
 
 

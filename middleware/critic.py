@@ -306,7 +306,8 @@ class PivotalCritic(AgentMiddleware[CriticState, ContextT]):
         real one run unguarded. Checked once; the first model call is the earliest the agent's tools show.
         """
         check_names("irreversible", self.irreversible, known, what=what)
-        check_approvals(self._own.require_approval_for, known, what=what)
+        marked = [s.name for s in self.environment.describe_actions() if s.irreversible] if self.environment else []
+        check_approvals(self._own.require_approval_for, known, what=what, irreversible=[*self.irreversible, *marked])
         check_names("observe_only", [n for n in self._own.observed_actions() if n != "*"], known, what=what)
         self._checked = True
 

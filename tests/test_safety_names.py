@@ -191,3 +191,26 @@ async def test_the_run_api_refuses_an_approval_for_no_action_of_its_tasks_before
         results = await run_batch([task, grid], mixed, checkpoint_path=str(tmp_path / "mixed.sqlite"))
     assert results[0].status == "interrupted" and results[0].interrupt["action"] == "refund"
     assert ledger_kinds(ledger) == ["lookup"]
+
+
+def test_approval_for_irreversible_actions_where_none_is_marked_is_refused_on_every_face(tools, ledger):
+    """`require_approval_for=["irreversible"]` with no tool marked irreversible guarded nothing: the refund
+    ran unasked (1 refund in the ledger, on `create_pivotal_agent` and on `create_agent` + `PivotalCritic`).
+    Refused in one line when built, as a misspelt name is; with the refund marked, it is accepted.
+    """
+    from pivotal import build_graph, register_environment, run
+
+    with pytest.raises(PivotalError) as refused:
+        create_pivotal_agent("sim", tools, require_approval_for=["irreversible"], memory=False)
+    assert "no action here is irreversible" in one_line(refused) and "irreversible=" in str(refused.value)
+    with pytest.raises(PivotalError, match="no tool here is irreversible"):
+        PivotalCritic("sim", tools=tools, require_approval_for=["irreversible"])
+    register_environment("unmarked-desk", lambda: ToolEnvironment(tools))
+    with pytest.raises(PivotalError, match="no action here is irreversible"):
+        build_graph(context=Context(model="sim", default_env="unmarked-desk", require_approval_for=["irreversible"]))
+    with pytest.raises(PivotalError, match="no action here is irreversible"):
+        unmarked = Context(model="sim", memory=False, require_approval_for=["irreversible"])
+        run({"env": "unmarked-desk", "goal": "Refund order A1."}, unmarked, checkpoint_path=":memory:")
+    assert refunds(ledger) == 0
+    create_pivotal_agent("sim", tools, irreversible=["refund"], require_approval_for=["irreversible"], memory=False)
+    PivotalCritic("sim", tools=tools, irreversible=["refund"], require_approval_for=["irreversible", "*"])
