@@ -381,7 +381,8 @@ class Context:
                 if not isinstance(wanted.get(name), BaseChatModel):
                     raise PivotalError(
                         f"this run's {name} is a model object ({value['model_object']}) that cannot be saved; "
-                        f"resume with a Context that passes it again ({name}=...)"
+                        f"pass it again as the resume's context {{'{name}': ...}} (the run keeps its other saved "
+                        f"settings), or as a whole Context that repeats them all"
                     )
                 _same_model(name, value, wanted[name], bool(wanted.get("allow_other_models")))
                 known[name] = wanted[name]
@@ -400,13 +401,19 @@ class Context:
 def run_context(given: object, own: Context | None, names: Collection[str] = ()) -> Context | None:
     """The run's context as a Context over `own`, so every surface applies one tighten-only rule.
 
-    A Context as it is; a Mapping (`invoke(context={...})` on a parent graph or a `create_agent`
-    agent) or any other object (a parent's own context type) for its keys or attributes named like
-    Context fields, the rest being the parent's own. `names`: only these fields (of a Context too).
-    None when it names no field.
+    A Context as it is (with `own`'s `default_env` when it names none); a Mapping
+    (`invoke(context={...})` on a parent graph or a `create_agent` agent) or any other object (a
+    parent's own context type) for its keys or attributes named like Context fields, the rest being
+    the parent's own. `names`: only these fields (of a Context too). None when it names no field.
     """
-    if given is None or (isinstance(given, Context) and not names):
-        return given
+    if given is None:
+        return None
+    if isinstance(given, Context) and not names:
+        # the graph's environment is what it was built on (an agent's tools), not a setting to replace:
+        # a whole Context naming none would otherwise run the goal in gridworld
+        return (
+            replace(given, default_env=own.default_env) if own and own.default_env and not given.default_env else given
+        )
     wanted = names or _FIELD_ORDER
     if isinstance(given, Mapping):
         named = {name: given[name] for name in wanted if name in given}

@@ -44,6 +44,7 @@ from pivotal.core.environments import environment_names, make_environment
 from pivotal.core.environments.base import check_approvals, check_names
 from pivotal.core.errors import PivotalError
 from pivotal.core.logs import logger
+from pivotal.core.models.factory import check_specs
 from pivotal.core.secrets import redact_tree, redacting
 from pivotal.core.state import InputState, OutputState, State, add_counts
 from pivotal.graphs import busy, routes
@@ -96,6 +97,8 @@ def build_graph(
     `context`'s `require_approval_for` must name actions of its `default_env`, when that is registered.
     """
     _check_safety_names(context)
+    if context is not None:
+        check_specs(*(getattr(context, name) for name in Context.field_names() if name.endswith("model")))
     schema = context_schema(context)
     builder = StateGraph(State, context_schema=schema, input_schema=InputState, output_schema=OutputState)
     for name, node in NODES.items():
@@ -127,8 +130,10 @@ def _check_safety_names(context: Context | None) -> None:
     before a run (a batch may span environments: a name real in one is no action of another).
     """
     if context is not None and context.default_env in environment_names():
-        actions = [spec.name for spec in make_environment(context.default_env).describe_actions()]
-        check_approvals(context.require_approval_for, actions, what="action")
+        specs = make_environment(context.default_env).describe_actions()
+        actions = [spec.name for spec in specs]
+        irreversible = [spec.name for spec in specs if spec.irreversible]
+        check_approvals(context.require_approval_for, actions, what="action", irreversible=irreversible)
         check_names(
             "observe_only", [name for name in context.observed_actions() if name != "*"], actions, what="action"
         )

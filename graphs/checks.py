@@ -11,7 +11,7 @@ from typing import Any
 
 from pivotal.core.context import Context
 from pivotal.core.environments import make_environment
-from pivotal.core.environments.base import RewindWarning, rewind_notice as notice_for
+from pivotal.core.environments.base import RewindWarning, check_approvals, check_names, rewind_notice as notice_for
 from pivotal.core.models.reachability import check_models
 from pivotal.core.task import Task, parse_task
 from pivotal.memory.policy.registry import check_memory
@@ -23,8 +23,24 @@ def check_run(tasks: Iterable[Task | dict[str, Any] | str], context: Context) ->
     """
     parsed = [check_task(task, context.default_env) for task in tasks]
     warn_rewinds(parsed, context)  # told first: a run refused for its models still hears it cannot rewind
+    check_safety_names(parsed, context)
     check_context(context)
     return parsed
+
+
+def check_safety_names(tasks: list[Task], context: Context) -> None:
+    """`require_approval_for` and `observe_only` name actions of the run's environments: a misspelt
+    name would let the real action run unasked. A batch may span environments, so a name need be an
+    action of one of its tasks' environments only (the graph itself checks its own `default_env`).
+    """
+    if not tasks:
+        return
+    envs = dict.fromkeys(task.env for task in tasks)
+    specs = [spec for env in envs for spec in make_environment(env).describe_actions()]
+    actions = [spec.name for spec in specs]
+    irreversible = [spec.name for spec in specs if spec.irreversible]
+    check_approvals(context.require_approval_for, actions, what="action", irreversible=irreversible)
+    check_names("observe_only", [name for name in context.observed_actions() if name != "*"], actions, what="action")
 
 
 def check_context(context: Context) -> None:

@@ -17,7 +17,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 from langgraph.types import Command
 
-from pivotal.core.context import Context, refuse_loosening
+from pivotal.core.context import Context, refuse_loosening, run_context
 from pivotal.core.environments.live import release
 from pivotal.core.errors import PivotalError
 from pivotal.core.secrets import redact_tree
@@ -82,7 +82,7 @@ def settings_for(
     schema = graph.context_schema
     own = schema() if isinstance(schema, type) and issubclass(schema, Context) else Context()
     refuse_loosening(context, own)
-    return context or own
+    return run_context(context, own) or own
 
 
 async def aresume(
@@ -113,7 +113,7 @@ async def aresume(
         return await _invoke(graph, Command(resume=reply), thread_id, context, saved.get("run_id", ""), on_update)
 
 
-def resume(thread_id: str, reply: Any, context: Context | None = None, **kwargs: Any) -> RunResult:
+def resume(thread_id: str, reply: Any, context: Context | dict[str, Any] | None = None, **kwargs: Any) -> RunResult:
     """Blocking `aresume`."""
     return asyncio.run(aresume(thread_id, reply, context, **kwargs))
 
@@ -183,11 +183,13 @@ async def _invoke(
     final: dict[str, Any] = {}
     paused = None
     chunk: Any  # a (mode, chunk) pair per part, as `stream_mode` is a list
+    # "sync": each step's checkpoint is on disk before the next step starts, so a killed process
+    # resumes after the last executed action, not before it. An application's graph built with no
+    # checkpointer has nothing to write, and LangGraph fails on "sync" there after the first node.
+    durable: dict[str, Any] = {"durability": "sync"} if graph.checkpointer is not None else {}
     try:
-        # "sync": each step's checkpoint is on disk before the next step starts, so a
-        # killed process resumes after the last executed action, not before it.
         async for mode, chunk in graph.astream(
-            run_input, config=config, context=context, durability="sync", stream_mode=["updates", "values"]
+            run_input, config=config, context=context, stream_mode=["updates", "values"], **durable
         ):
             if mode == "values":
                 final = dict(chunk)

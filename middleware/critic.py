@@ -57,6 +57,7 @@ from pivotal.core.environments.once import (
 )
 from pivotal.core.environments.tools import Call, ToolEnvironment
 from pivotal.core.errors import PivotalError
+from pivotal.core.models.factory import check_specs
 from pivotal.core.schemas import Verdict
 from pivotal.core.secrets import redact_tree
 from pivotal.core.state import Critique, Observation, Proposal, Spent, Step, add_counts
@@ -204,6 +205,7 @@ class PivotalCritic(AgentMiddleware[CriticState, ContextT]):
         super().__init__()
         # Context checks the names' shape (None is none; a bare name is refused, not read as letters)
         approvals: dict[str, Any] = {"require_approval_for": require_approval_for}
+        check_specs(model)  # its form now; its key and endpoint at the first review
         self._own = Context(critic_model=model, memory=False, **context, **approvals)
         self.irreversible = list(irreversible)
         self.environment = environment
@@ -304,7 +306,8 @@ class PivotalCritic(AgentMiddleware[CriticState, ContextT]):
         real one run unguarded. Checked once; the first model call is the earliest the agent's tools show.
         """
         check_names("irreversible", self.irreversible, known, what=what)
-        check_approvals(self._own.require_approval_for, known, what=what)
+        marked = [s.name for s in self.environment.describe_actions() if s.irreversible] if self.environment else []
+        check_approvals(self._own.require_approval_for, known, what=what, irreversible=[*self.irreversible, *marked])
         check_names("observe_only", [n for n in self._own.observed_actions() if n != "*"], known, what=what)
         self._checked = True
 

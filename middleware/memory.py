@@ -19,6 +19,7 @@ from langgraph.typing import ContextT
 
 from pivotal import prompts
 from pivotal.core.context import Context
+from pivotal.core.models.factory import check_specs
 from pivotal.core.state import Recalled, State, Step, add_counts
 from pivotal.core.task import Task
 from pivotal.graphs.blocking import run_blocking
@@ -61,6 +62,7 @@ class PivotalMemory(AgentMiddleware[MemoryState, ContextT]):
         self, model: str | BaseChatModel = "", *, family: str = "agent", outcome: Outcome | None = None, **context: Any
     ) -> None:
         super().__init__()
+        check_specs(model)  # its form now; its key and endpoint when first used
         self.context = Context(lesson_model=model, **context)
         if self.context.memory:
             check_memory(self.context, open_now=False)  # the store opens at first use

@@ -203,3 +203,50 @@ def test_cli_trace_and_exit_code_of_a_failed_task(capsys, tmp_path):
     assert lines[0].startswith("task ") and "step 0: actor proposes" in lines[1]
     assert any(line.strip().startswith("executed ") for line in lines)
     assert any(line.startswith("failure: step budget of 1") for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("build", "spec"),
+    [
+        (lambda tools: __import__("pivotal").create_pivotal_agent("gpt-4o-mini", tools, memory=False), "gpt-4o-mini"),
+        (lambda tools: __import__("pivotal").create_pivotal_agent("sim", tools, critic_model="claude-haiku"),
+         "claude-haiku"),
+        (lambda tools: __import__("pivotal").build_graph(context=Context(model="opnai:")), "opnai:"),
+        (lambda tools: __import__("pivotal").PivotalCritic("gpt-4o-mini"), "gpt-4o-mini"),
+    ],
+    ids=["agent-model", "agent-critic-model", "build-graph", "critic-middleware"],
+)  # fmt: skip
+def test_a_model_spec_that_is_no_spec_is_refused_when_the_agent_is_built(build, spec):
+    """`create_pivotal_agent("gpt-4o-mini", tools)` (the provider left out) was accepted and the app
+    served; each run then failed on it. The spec's form is checked when built, in one line (its key
+    and endpoint are checked when a run starts: a deployment may set them later).
+    """
+
+    @tool
+    def refund(order_id: str) -> str:
+        """Refund an order."""
+        return "refunded"
+
+    with pytest.raises(PivotalError) as refused:
+        build([refund])
+    assert str(refused.value).startswith(f"unknown model spec {spec!r}; accepted forms")
+    assert len(str(refused.value).splitlines()) == 1
+
+
+def test_create_pivotal_agent_given_a_whole_context_says_how_to_pass_its_settings():
+    """`create_pivotal_agent(model, tools, context=Context(require_approval_for=["refund"]))`, the way
+    `build_graph(context=...)` takes settings, was refused as "unknown context key 'context'", which
+    reads as if the settings were wrong. The line now says the agent takes Context fields as keywords.
+    """
+    from pivotal import create_pivotal_agent
+
+    @tool
+    def refund(order_id: str) -> str:
+        """Refund an order."""
+        return "refunded"
+
+    with pytest.raises(PivotalError) as refused:
+        create_pivotal_agent("sim", [refund], context=Context(require_approval_for=["refund"]))
+    text = str(refused.value)
+    assert len(text.splitlines()) == 1
+    assert "keyword" in text and "require_approval_for=" in text, text

@@ -56,6 +56,24 @@ async def test_a_resume_needs_the_model_object_again_and_goes_on_with_it(server,
     assert done.status == "success" and done.critic["human_approved"] == 1
 
 
+async def test_the_refusal_of_a_resume_without_its_model_object_names_a_way_that_works(server, tmp_path):
+    """The refusal said "resume with a Context that passes it again (model=...)"; done as told,
+    `Context(model=obj)` was refused in turn for every other setting the run started with
+    (`require_approval_for [] contradicts ...`). It now names the form that passes the object alone,
+    `{'model': ...}`, which the resume takes with the run's own saved settings: done as told, it goes on.
+    """
+    model = openai(server)
+    options = {"checkpoint_path": str(tmp_path / "cp.sqlite")}
+    paused = await arun(TASK, Context(model=model, memory=False, require_approval_for=["*"]), **options)
+    assert paused.status == "interrupted"
+    with pytest.raises(PivotalError) as refused:
+        await aresume(paused.thread_id, "approve", **options)
+    assert len(str(refused.value).splitlines()) == 1
+    assert "{'model': ...}" in str(refused.value), refused.value
+    done = await aresume(paused.thread_id, "approve", {"model": model}, **options)
+    assert done.status == "success" and done.critic["human_approved"] == 1
+
+
 def test_studio_edits_a_model_as_a_string():
     schema = build_graph().get_context_jsonschema()
     assert schema["properties"]["model"]["type"] == "string"

@@ -172,3 +172,45 @@ async def test_another_task_on_a_thread_that_waits_for_a_person_is_refused_in_on
         again = await arun("Refund order A1.", graph=agent, thread_id="chat")  # the same task: still its pause
     assert again.status == "interrupted" and again.interrupt["arguments"]["order_id"] == "A1"
     assert ledger_kinds(ledger) == ["lookup"]
+
+
+async def test_a_graph_built_without_a_checkpointer_runs_its_task_once(tmp_path):
+    """`arun(goal, graph=agent)` on an agent built with no checkpointer (as an app does that keeps no
+    threads) failed inside LangGraph after the first node with `AttributeError: 'AsyncPregelLoop' object
+    has no attribute '_put_checkpoint_fut'` (the runner asked for `durability="sync"`, which needs a
+    checkpointer). Now the task runs to its end: one refund in the ledger, through the real openai SDK.
+    """
+    ledger = tmp_path / "ledger.jsonl"
+    with loopback() as server:
+        server.responder = clerk_responder()
+        model = ChatOpenAI(model="clerk", base_url=server.base_url_openai, api_key="local", max_retries=0)
+        agent = create_pivotal_agent(model, desk_tools(ledger), irreversible=["refund"], memory=False,
+                                     name="no-saver-desk")  # fmt: skip
+        assert agent.checkpointer is None
+        done = await arun("Refund order A1.", graph=agent)
+        batch = await run_batch(["Refund order B2."], graph=agent)
+    assert done.status == "success", done.reason
+    assert batch[0].status == "success", batch[0].reason or batch[0].error
+    assert ledger_kinds(ledger) == ["lookup", "refund", "email"] * 2
+
+
+async def test_a_whole_context_beside_an_agent_runs_the_agents_own_tools(tmp_path):
+    """`arun(goal, Context(model=..., require_approval_for=["refund"]), graph=agent)` ran the goal in
+    gridworld (the default environment of a Context that names none), so every proposal of the agent's
+    tools was refused as no gridworld action. A whole Context that names no environment now runs the
+    agent's own: the refund waits for the person, then runs once. SQLite file, real openai SDK.
+    """
+    ledger = tmp_path / "ledger.jsonl"
+    with loopback() as server:
+        server.responder = clerk_responder()
+        model = ChatOpenAI(model="clerk", base_url=server.base_url_openai, api_key="local", max_retries=0)
+        async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "app.sqlite")) as saver:
+            agent = create_pivotal_agent(model, desk_tools(ledger), irreversible=["refund"], memory=False,
+                                         checkpointer=saver, name="whole-context-desk")  # fmt: skip
+            tighter = Context(model=model, memory=False, require_approval_for=["refund"])
+            paused = await arun("Refund order A1.", tighter, graph=agent, thread_id="ticket-w")
+            assert paused.task["env"] == "whole-context-desk"
+            assert paused.status == "interrupted" and paused.interrupt["action"] == "refund", paused.reason
+            done = await aresume("ticket-w", {"decision": "approve"}, graph=agent)
+    assert done.status == "success", done.reason
+    assert ledger_kinds(ledger) == ["lookup", "refund", "email"]

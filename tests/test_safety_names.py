@@ -155,3 +155,62 @@ def test_pivotal_memory_without_its_embedding_wheel_is_refused_when_built(monkey
     text = one_line(refused)
     assert "embedding model cannot load" in text and embeddings.INSTALL_HINT in text
     assert not (tmp_path / "lessons").exists()  # nothing opened on the way
+
+
+async def test_the_run_api_refuses_an_approval_for_no_action_of_its_tasks_before_any_step(tmp_path):
+    """`arun(task, Context(require_approval_for=["refnd"]), checkpoint_path=...)` on a registered desk ran
+    the real refund with no pause (1 refund in the ledger): the runners checked the names nowhere, as one
+    context may serve a batch over several environments. They know every task they run, so a name that is
+    an action of none of them is refused in one line before any step; one that is an action of one of a
+    batch's environments still serves it. Through the real openai SDK and a SQLite checkpoint file.
+    """
+    from langchain_openai import ChatOpenAI
+
+    from pivotal import register_environment, run_batch
+    from pivotal.testing.loopback_provider import loopback
+    from pivotal.testing.promise_desk import clerk_responder, desk_tools, ledger_kinds
+
+    ledger = tmp_path / "ledger.jsonl"
+    register_environment("names-desk", lambda: ToolEnvironment(desk_tools(ledger), irreversible=["refund"]))
+    task = {"env": "names-desk", "goal": "Refund order A1."}
+    with loopback() as server:
+        server.responder = clerk_responder()
+        model = ChatOpenAI(model="clerk", base_url=server.base_url_openai, api_key="local", max_retries=0)
+        wrong = Context(model=model, memory=False, max_pivot_retries=0, require_approval_for=["refnd"])
+        with pytest.raises(PivotalError) as refused:
+            await arun(task, wrong, checkpoint_path=str(tmp_path / "cp.sqlite"))
+        assert "require_approval_for names 'refnd'" in one_line(refused) and "did you mean 'refund'" in str(
+            refused.value
+        )
+        with pytest.raises(PivotalError, match="refnd"):
+            await run_batch([task], wrong, checkpoint_path=str(tmp_path / "batch.sqlite"))
+        assert ledger_kinds(ledger) == []
+        # a batch over two environments: `refund` is an action of one of them, and guards it
+        mixed = Context(model=model, memory=False, max_steps=3, max_pivot_retries=0, require_approval_for=["refund"])
+        grid = {"env": "gridworld", "params": {"size": 3, "seed": 1}}
+        results = await run_batch([task, grid], mixed, checkpoint_path=str(tmp_path / "mixed.sqlite"))
+    assert results[0].status == "interrupted" and results[0].interrupt["action"] == "refund"
+    assert ledger_kinds(ledger) == ["lookup"]
+
+
+def test_approval_for_irreversible_actions_where_none_is_marked_is_refused_on_every_face(tools, ledger):
+    """`require_approval_for=["irreversible"]` with no tool marked irreversible guarded nothing: the refund
+    ran unasked (1 refund in the ledger, on `create_pivotal_agent` and on `create_agent` + `PivotalCritic`).
+    Refused in one line when built, as a misspelt name is; with the refund marked, it is accepted.
+    """
+    from pivotal import build_graph, register_environment, run
+
+    with pytest.raises(PivotalError) as refused:
+        create_pivotal_agent("sim", tools, require_approval_for=["irreversible"], memory=False)
+    assert "no action here is irreversible" in one_line(refused) and "irreversible=" in str(refused.value)
+    with pytest.raises(PivotalError, match="no tool here is irreversible"):
+        PivotalCritic("sim", tools=tools, require_approval_for=["irreversible"])
+    register_environment("unmarked-desk", lambda: ToolEnvironment(tools))
+    with pytest.raises(PivotalError, match="no action here is irreversible"):
+        build_graph(context=Context(model="sim", default_env="unmarked-desk", require_approval_for=["irreversible"]))
+    with pytest.raises(PivotalError, match="no action here is irreversible"):
+        unmarked = Context(model="sim", memory=False, require_approval_for=["irreversible"])
+        run({"env": "unmarked-desk", "goal": "Refund order A1."}, unmarked, checkpoint_path=":memory:")
+    assert refunds(ledger) == 0
+    create_pivotal_agent("sim", tools, irreversible=["refund"], require_approval_for=["irreversible"], memory=False)
+    PivotalCritic("sim", tools=tools, irreversible=["refund"], require_approval_for=["irreversible", "*"])

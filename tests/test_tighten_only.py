@@ -258,3 +258,30 @@ def test_a_parents_own_keys_are_ignored_and_a_tightening_one_applies(paid, tmp_p
         assert paused["__interrupt__"][0].value["action"] == "refund" and paid == []
         done = app.invoke(Command(resume="approve"), config, context=context)
     assert done["pivotal_result"]["status"] == "success" and paid == [("A1", 20.0)]
+
+
+def test_a_whole_context_that_names_no_environment_runs_the_agents_own_tools(tmp_path):
+    """`agent.invoke(ticket, config, context=Context(model=..., require_approval_for=["refund"]))` ran the
+    ticket in gridworld, the default of a Context that names no environment: the agent's tools were no
+    actions there and the run failed. The agent's own environment stays: the refund waits for the person,
+    then runs once. A real SQLite file and the real openai SDK on a loopback server.
+    """
+    from langchain_openai import ChatOpenAI
+
+    from pivotal.testing.loopback_provider import loopback
+    from pivotal.testing.promise_desk import clerk_responder, desk_tools, ledger_kinds
+
+    ledger = tmp_path / "ledger.jsonl"
+    with loopback() as server, SqliteSaver.from_conn_string(str(tmp_path / "app.sqlite")) as saver:
+        server.responder = clerk_responder()
+        model = ChatOpenAI(model="clerk", base_url=server.base_url_openai, api_key="local", max_retries=0)
+        agent = create_pivotal_agent(model, desk_tools(ledger), irreversible=["refund"], memory=False,
+                                     checkpointer=saver, name="whole-context-invoke-desk")  # fmt: skip
+        whole = Context(model=model, memory=False, require_approval_for=["refund"])
+        config = {"configurable": {"thread_id": "t"}}
+        paused = agent.invoke({"messages": [("user", "Refund order A1.")]}, config, context=whole)
+        assert paused.get("__interrupt__"), paused.get("reason")
+        assert paused["__interrupt__"][0].value["action"] == "refund" and ledger_kinds(ledger) == ["lookup"]
+        done = agent.invoke(Command(resume="approve"), config, context=whole)
+    assert done["status"] == "success", done.get("reason")
+    assert ledger_kinds(ledger) == ["lookup", "refund", "email"]

@@ -257,9 +257,19 @@ def check_names(setting: str, names: Iterable[str], known: Iterable[str], *, wha
     )
 
 
-def check_approvals(names: Iterable[str], actions: Iterable[str], *, what: str = "tool") -> None:
-    """`require_approval_for`: action names, or its special words."""
+def check_approvals(
+    names: Iterable[str], actions: Iterable[str], *, what: str = "tool", irreversible: Iterable[str] | None = None
+) -> None:
+    """`require_approval_for`: action names, or its special words. `irreversible`, where known, the actions
+    marked so: "irreversible" with none marked would ask before nothing, and say nothing.
+    """
+    names = list(names)
     check_names("require_approval_for", [n for n in names if n not in APPROVAL_WORDS], actions, what=what)
+    if "irreversible" in names and irreversible is not None and not list(irreversible):
+        raise PivotalError(
+            f"require_approval_for names 'irreversible', but no {what} here is irreversible: mark them "
+            f"(irreversible=['refund'], ActionSpec(irreversible=True)) or name them, or the setting guards nothing"
+        )
 
 
 def check_action(env: Environment, name: str, arguments: dict[str, Any]) -> str | None:

@@ -38,6 +38,15 @@ def parse_spec(spec: str) -> tuple[str, str]:
     raise PivotalError(f"unknown model spec {spec!r}; accepted forms: {', '.join(ACCEPTED)}")
 
 
+def check_specs(*specs: object) -> None:
+    """Each spec string's form (`parse_spec`), where an agent is built: "gpt-4o-mini" with no provider
+    would otherwise be served and fail every run. Not its key or endpoint: a deployment may set them later.
+    """
+    for spec in specs:
+        if isinstance(spec, str) and spec.strip():
+            parse_spec(spec)
+
+
 @lru_cache(maxsize=64)
 def make_model(spec: str, local_threads: int = 1, loop_key: int = 0) -> BaseChatModel:
     """One shared instance per spec and event loop.
