@@ -308,8 +308,9 @@ async def test_an_openai_agent_streams_its_answer_token_by_token_and_the_critic_
     assert "".join(words) == ANSWER and len(words) == len(ANSWER.split())
     assert {meta["langgraph_node"] for m, meta in chunks if isinstance(m, AIMessageChunk)} == {"model"}
     streamed = [r for r in server.requests if r.body.get("stream")]
-    assert len(streamed) == 3 and all(r.status == 200 for r in streamed)  # the agent twice, the critic once
-    assert sum(r.schema_name == "Verdict" for r in streamed) == 1
+    assert len(streamed) == 2 and all(r.status == 200 and r.schema_name != "Verdict" for r in streamed)
+    reviews = [r for r in server.requests if r.schema_name == "Verdict"]  # asked for whole: it is never shown
+    assert len(reviews) == 1 and reviews[0].status == 200 and not reviews[0].body.get("stream")
 
 
 async def test_an_openai_graph_streams_only_its_answer(tools):
@@ -330,4 +331,29 @@ async def test_an_openai_graph_streams_only_its_answer(tools):
         chunks = await messages_of(agent, ASK)
     assert {meta["langgraph_node"] for _, meta in chunks} == {"respond"}
     assert "".join(m.content for m, _ in chunks) == ANSWER
-    assert server.requests and all(r.body.get("stream") and r.status == 200 for r in server.requests)
+    # every request was a role's call, hidden from the stream, so none asked the provider for one
+    assert server.requests and all(not r.body.get("stream") and r.status == 200 for r in server.requests)
+
+
+async def test_a_provider_that_cannot_stream_serves_a_graph_watched_as_a_chat_ui_watches(tools, ledger):
+    """The loopback's Anthropic route refuses `stream: true` (as some proxies and providers do): the
+    roles' calls, hidden from `stream_mode="messages"` anyway, must not ask for a stream."""
+    from langchain_anthropic import ChatAnthropic
+
+    def clerk(schema_name: str, schema: dict[str, Any], messages: list[Any]) -> dict[str, Any]:
+        if schema_name != "Proposal":
+            return generic_responder(schema_name, schema, messages)
+        if "lookup(" not in json.dumps(messages).split("<progress>")[-1]:
+            return {"action": "lookup", "arguments": {"order_id": "A1"}, "thought": "check"}
+        return {"action": "finish", "arguments": {"answer": ANSWER}, "thought": "done"}
+
+    with loopback() as server:
+        server.responder = clerk
+        model = ChatAnthropic(
+            model="claude-desk", base_url=server.base_url_anthropic, api_key="sk-ant-test", max_retries=0
+        )
+        agent = create_pivotal_agent(model, tools[:1], memory=False, max_steps=4)
+        chunks = await messages_of(agent, ASK)
+    assert "".join(m.content for m, _ in chunks) == ANSWER
+    assert ledger == [("lookup", "A1")]
+    assert server.requests and all(r.status == 200 and not r.body.get("stream") for r in server.requests)

@@ -154,7 +154,7 @@ def _need_key(variable: str, provider: str) -> str:
     if not key:
         raise PivotalError(
             f"{provider} needs an API key: set {variable} (in the environment or .env), "
-            "or use --model local to run offline"
+            "or run offline with the embedded model (model='local' in Python, --model local on the command line)"
         )
     return key
 

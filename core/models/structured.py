@@ -51,9 +51,9 @@ async def ask(
     `stream`: the reply's chunks reach `stream_mode="messages"`; off, the call is tagged `nostream`
     (LangGraph's own convention), so a chat UI sees only the answer, never a role's JSON.
     """
-    runnable = _structured(model, schema)
+    runnable = _structured(model if stream else _quiet(model), schema)
     if backup is not None:
-        runnable = runnable.with_fallbacks([_structured(backup, schema)])
+        runnable = runnable.with_fallbacks([_structured(backup if stream else _quiet(backup), schema)])
     tags = [f"pivotal:{role}", *([] if stream else [TAG_NOSTREAM])]
     config = {"metadata": {**metadata, "pivotal_role": role}, "run_name": RUN_NAMES.get(role, role), "tags": tags}
     usage = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "seconds": 0.0, "fallbacks": 0}
@@ -161,6 +161,24 @@ def _structured(model: BaseChatModel, schema: type[BaseModel]):
 
 _runnables: dict[tuple[int, type[BaseModel]], tuple[BaseChatModel, Any]] = {}
 """The model is kept in the value so its id cannot be reused by another model while cached."""
+
+
+def _quiet(model: BaseChatModel) -> BaseChatModel:
+    """The model asked for one whole reply, cached per model: a call tagged `nostream` is only hidden
+    from `stream_mode="messages"`, LangChain still asks the provider for a stream whenever a stream
+    handler is attached, and a provider or proxy that cannot stream would fail every role's call.
+    """
+    if not isinstance(model, BaseChatModel) or model.disable_streaming is True:
+        return model
+    if id(model) not in _quiet_copies:
+        if len(_quiet_copies) > 4096:
+            _quiet_copies.clear()
+        _quiet_copies[id(model)] = (model, model.model_copy(update={"disable_streaming": True}))
+    return _quiet_copies[id(model)][1]
+
+
+_quiet_copies: dict[int, tuple[BaseChatModel, BaseChatModel]] = {}
+"""The model is kept beside its copy so its id cannot be reused by another model while cached."""
 
 
 def _method(model: BaseChatModel) -> dict[str, str]:
