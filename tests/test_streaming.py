@@ -337,7 +337,8 @@ async def test_an_openai_graph_streams_only_its_answer(tools):
 
 async def test_a_provider_that_cannot_stream_serves_a_graph_watched_as_a_chat_ui_watches(tools, ledger):
     """The loopback's Anthropic route refuses `stream: true` (as some proxies and providers do): the
-    roles' calls, hidden from `stream_mode="messages"` anyway, must not ask for a stream."""
+    roles' calls, hidden from `stream_mode="messages"` anyway, must not ask for a stream.
+    """
     from langchain_anthropic import ChatAnthropic
 
     def clerk(schema_name: str, schema: dict[str, Any], messages: list[Any]) -> dict[str, Any]:
