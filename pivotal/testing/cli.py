@@ -126,6 +126,8 @@ class _ForkServer:
             stdout=subprocess.PIPE,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
         )
+        assert self.process.stdin and self.process.stdout  # both are pipes
+        self.requests, self.replies = self.process.stdin, self.process.stdout
         self.write = threading.Lock()
         self.next_id = 0
         self.pids: dict[int, int] = {}
@@ -134,7 +136,7 @@ class _ForkServer:
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
-        for line in self.process.stdout:
+        for line in self.replies:
             reply = json.loads(line)
             if "pid" in reply:
                 self.pids[reply["id"]] = reply["pid"]
@@ -150,8 +152,8 @@ class _ForkServer:
             number = self.next_id
             self.done[number] = threading.Event()
             request = {"id": number, "argv": argv, "cwd": cwd, "env": env, "out": out, "err": err}
-            self.process.stdin.write((json.dumps(request) + "\n").encode())
-            self.process.stdin.flush()
+            self.requests.write((json.dumps(request) + "\n").encode())
+            self.requests.flush()
         finished = self.done[number].wait(timeout)
         if not finished and number in self.pids:
             os.kill(self.pids[number], signal.SIGKILL)
@@ -164,7 +166,7 @@ class _ForkServer:
     def close(self) -> None:
         """Its CPU counts among this process's children's, as a subprocess's does."""
         if self.process.poll() is None:
-            self.process.stdin.close()
+            self.requests.close()
             self.process.wait(60)
 
 
