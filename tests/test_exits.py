@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
+from pivotal.testing.cli import preimported
 from pivotal.testing.faulty_env import faulty_task as vault
 from pivotal.testing.loopback_provider import loopback
 from pivotal.testing.servers import BIN, free_port, wait_until_up
@@ -30,6 +31,16 @@ def pivotal(tmp_path: Path, *argv: str, timeout: float = 90, env: dict[str, str]
     if popen:
         return subprocess.Popen(command, cwd=tmp_path, env=environment, text=True, **popen)
     return subprocess.run(command, cwd=tmp_path, env=environment, text=True, capture_output=True, timeout=timeout)
+
+
+def forked(tmp_path: Path, *argv: str, timeout: float = 90) -> subprocess.CompletedProcess:
+    """`pivotal(...)` for a case that reads only what one command printed, its exit code and the files it
+    left: a process forked from one that imported the command line once (`pivotal.testing.cli.preimported`).
+    The cases about how a process ends (a hung tool's thread at exit, SystemExit and KeyboardInterrupt
+    from tools, a server going away) start a fresh one with `pivotal`.
+    """
+    env = {"PIVOTAL_MODEL": "sim", "PIVOTAL_STORE_PATH": str(tmp_path / "store")}
+    return preimported(*argv, cwd=tmp_path, env=env, timeout=timeout)
 
 
 def one_line(stderr: str) -> str:
@@ -120,7 +131,7 @@ def test_a_damaged_batch_marker_is_one_line_and_nothing_changes(tmp_path, marker
     out.write_text('{"line": 1, "status": "success"}\n{"line": 2, "sta', encoding="utf-8")
     (tmp_path / "out.jsonl.batch").write_bytes(marker)
     before = out.read_bytes()
-    done = pivotal(tmp_path, *batch_argv(tmp_path, out, "--resume"))
+    done = forked(tmp_path, *batch_argv(tmp_path, out, "--resume"))
     assert done.returncode == 2
     line = one_line(done.stderr)
     assert f"batch marker {out}.batch is damaged" in line and "--overwrite" in line, line
@@ -180,7 +191,7 @@ def test_a_bom_before_the_first_task_line_is_accepted(tmp_path):
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_bytes(b"\xef\xbb\xbf" + (json.dumps(vault()) + "\n").encode() * 2)
     out = tmp_path / "out.jsonl"
-    done = pivotal(tmp_path, *batch_argv(tmp_path, out, "--no-memory"))
+    done = forked(tmp_path, *batch_argv(tmp_path, out, "--no-memory"))
     assert done.returncode == 0 and "skipped" not in done.stderr, done.stderr
     assert [r["status"] for r in sorted(rows(out), key=lambda r: r["line"])] == ["success", "success"]
 
@@ -191,7 +202,7 @@ def test_a_goal_with_bytes_that_are_not_utf8_is_refused_not_changed(tmp_path):
     bad = b'{"env": "faulty-vault", "goal": "Open the vault \xff now."}\n'
     tasks.write_bytes(bad + (json.dumps(vault()) + "\n").encode())
     out = tmp_path / "out.jsonl"
-    done = pivotal(tmp_path, *batch_argv(tmp_path, out, "--no-memory"))
+    done = forked(tmp_path, *batch_argv(tmp_path, out, "--no-memory"))
     assert done.returncode == 0, done.stderr
     line = one_line(done.stderr)
     at = bad.index(b"\xff") + 1

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from pivotal.testing.cli import HelperFailed, json_output
+from pivotal.testing.cli import HelperFailed, finish, json_output, preimported
 
 
 def python(code: str) -> subprocess.CompletedProcess:
@@ -34,3 +34,44 @@ def test_a_helper_that_exits_0_without_json_is_reported_with_its_stderr():
 def test_a_helper_json_is_read_whole_or_from_its_last_line():
     assert json_output(python("import json; print(json.dumps({'a': [1, 2]}, indent=2))")) == {"a": [1, 2]}
     assert json_output(python("print('starting'); print('{\"status\": \"success\"}')")) == {"status": "success"}
+
+
+PLUGIN = """
+import os, sys
+print(f"plugin: cwd={os.getcwd()} flag={os.environ.get('FORK_FLAG')} first={sys.path[0]}", file=sys.stderr)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "--model", "gpt-4o"],
+        ["run", "--env", "nope", "--model", "sim"],
+        ["batch", "missing.jsonl", "--out", "out.jsonl"],
+        ["run", "--plugin", "fork_plugin", "--env", "nope", "--model", "sim"],
+        ["envs"],
+        ["no-such-command"],
+    ],
+    ids=["bad-model", "bad-env", "missing-tasks", "plugin-from-cwd", "envs", "argparse-exit"],
+)
+def test_a_preimported_command_prints_and_exits_as_a_fresh_process_does(tmp_path, argv):
+    """`preimported` stands in for a fresh `python -m pivotal.cli` only where what it printed and its exit
+    code are all a test reads: the same bytes on both streams and the same code, with the child's own
+    folder (a plugin imported from it), environment and exit handlers.
+    """
+    (tmp_path / "fork_plugin.py").write_text(PLUGIN)
+    env = {"FORK_FLAG": "set-for-this-command", "PIVOTAL_STORE_PATH": str(tmp_path / "store")}
+    code, out, err = finish(*argv, cwd=tmp_path, env=env, timeout=120)
+    forked = preimported(*argv, cwd=tmp_path, env=env, timeout=120)
+    assert (forked.returncode, forked.stdout, forked.stderr) == (code, out, err)
+    if "fork_plugin" in argv:
+        assert f"plugin: cwd={tmp_path} flag=set-for-this-command first={tmp_path}" in forked.stderr
+
+
+@pytest.mark.slow
+def test_a_preimported_command_past_its_timeout_is_killed_and_said_so(tmp_path):
+    argv = ["run", "--model", "sim:latency=5", "--no-memory", "--checkpoints", ":memory:"]
+    with pytest.raises(subprocess.TimeoutExpired):
+        preimported(*argv, cwd=tmp_path, timeout=3)
+    assert preimported("run", "--model", "gpt-4o", cwd=tmp_path).returncode == 2  # the server goes on

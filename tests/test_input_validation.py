@@ -1,6 +1,6 @@
 """Every setting and every input is checked up front: bad ones cost one line on stderr (exit 2),
 never a traceback, a pydantic dump or a run that quietly goes on without saving. Each case runs
-the real command line, as a user's shell would.
+the real command line in a process of its own.
 """
 
 import json
@@ -14,6 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+
+from pivotal.testing.cli import preimported
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -89,10 +91,15 @@ def _interruptible() -> None:
 
 
 def run(tmp_path: Path, *argv: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """`pivotal run` to its end, for the cases that read only what it printed and its exit code: in a
+    process forked from one that imported the command line once (`pivotal.testing.cli.preimported`;
+    every setting and `.env` is read when the command starts, never at import). The signal tests below
+    start the command as a user's shell would, with `pivotal`.
+    """
     flags = ("--model", "sim", "--no-memory", "--checkpoints", str(tmp_path / "c.sqlite"))
-    process = pivotal(tmp_path, "run", *flags, *argv, env=env)
-    out, err = process.communicate(timeout=120)
-    return process.returncode, out, err
+    clean = {key: value for key, value in os.environ.items() if not key.startswith("PIVOTAL_")}
+    done = preimported("run", *flags, *argv, cwd=tmp_path, environ=clean, env=env, timeout=120)
+    return done.returncode, done.stdout, done.stderr
 
 
 def assert_one_line(err: str, *needles: str) -> None:
