@@ -80,7 +80,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """LangChain's conformance suite times model construction with pytest-benchmark; here speed is
     measured in benchmarks/, so the timed test runs once, untimed, and prints no table.
 
-    Under pytest-xdist (the README's test command runs `-n 2`) the workers share the cores: the
+    Under pytest-xdist (the README's test command runs `-n 4`) the workers share the cores: the
     embedded model's default of one llama.cpp thread per core would put two threads of each worker
     on the same two cores, where its speed collapses (SmolLM2 with 2 threads: 41–57 tokens/s alone,
     1–5 with another process on a core), so each worker and the processes it starts get their share
