@@ -277,3 +277,34 @@ def test_a_stopped_batch_points_to_resume(tmp_path, sent, code, said):
     resumed = pivotal(tmp_path, *argv, "--resume")
     out, err = resumed.communicate(timeout=120)
     assert resumed.returncode == 0 and "6 tasks: 6 succeeded" in out, err
+
+
+_STOPPED_INSIDE_THE_LOOP = """
+import asyncio, os, signal
+from pivotal.cli.main import _sigterm_as_interrupt
+from pivotal.core.errors import Terminated
+seen = []
+async def work():
+    os.kill(os.getpid(), signal.SIGTERM)  # Python runs the handler right after this line returns
+    seen.append("the line after the kill")
+    try:
+        await asyncio.sleep(30)
+    except asyncio.CancelledError:
+        seen.append("cancelled at its await")
+        raise
+try:
+    with _sigterm_as_interrupt(), asyncio.Runner() as runner:
+        runner.run(work())
+except Terminated:
+    print(seen)
+"""
+
+
+def test_a_sigterm_inside_the_event_loop_stops_the_run_at_an_await_as_ctrl_c_does():
+    """Raised from the handler, the stop landed in whatever line ran — asyncio's, LangGraph's or a
+    tool's — where it could be swallowed or cut a clean-up in half (a SIGTERM'd batch once outlived
+    its 60 s under load); handed to asyncio's Ctrl-C handler, it cancels the run at its next await.
+    """
+    done = subprocess.run([sys.executable, "-c", _STOPPED_INSIDE_THE_LOOP], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['the line after the kill', 'cancelled at its await']", done.stderr

@@ -52,14 +52,32 @@ def _sigterm_as_interrupt() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
         yield
         return
+    _terminating.clear()
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         yield
+    except KeyboardInterrupt as exc:
+        if _terminating.is_set() and not isinstance(exc, Terminated):
+            raise Terminated() from exc
+        raise
     finally:
         signal.signal(signal.SIGTERM, previous)
 
 
+_terminating = threading.Event()
+
+
 def _terminate(signum: int, frame: object) -> None:
+    """SIGTERM goes the way Ctrl-C goes. Inside an event loop that is asyncio's own handler, which
+    cancels the main task and lets the loop wind down; an exception raised here instead lands in
+    whatever line runs, asyncio's and LangGraph's internals included, where it can be swallowed and
+    the batch keep running after the stop (a SIGTERM'd batch outlived its 60 s under load).
+    """
+    _terminating.set()
+    on_interrupt = signal.getsignal(signal.SIGINT)
+    if callable(on_interrupt) and on_interrupt is not signal.default_int_handler:
+        on_interrupt(signal.SIGINT, frame)
+        return
     raise Terminated()
 
 
