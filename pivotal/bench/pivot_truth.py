@@ -177,12 +177,9 @@ def attempt_outcomes(
     has one: a snapshot's move counter would keep a fall reached by a detour from matching). An
     attempt the world did not end repeats nothing.
     """
-    paths = [[(a, x or {}) for a, x in r.get("attempt_path") or []] for r in reflections][:attempts]
-    paths += [final_path] * (attempts - len(paths))
     rows, fatal = [], set()
-    for number, path in enumerate(paths):
-        kept = reflections[number - 1].get("kept_steps", 0) if number else 0
-        states, end = _played(env, params, path)
+    for number, (kept, path) in enumerate(attempt_paths(reflections, final_path, attempts)):
+        states, end = played(env, params, path)
         ended = (states[-2], json.dumps(path[-1], sort_keys=True)) if end == "ended" else None
         if end == "other" and len(path) >= limit:
             end = "ran_out"
@@ -193,7 +190,18 @@ def attempt_outcomes(
     return rows
 
 
-def _played(env: str, params: dict[str, Any], path: list[Call]) -> tuple[list[str], str]:
+def attempt_paths(
+    reflections: list[dict[str, Any]], final_path: list[Call], attempts: int
+) -> list[tuple[int, list[Call]]]:
+    """Each attempt's kept steps (the restart its retry began from; 0 for the first) and whole path:
+    the reflections' recorded paths, then `final_path` for the attempts none recorded (`attempt_outcomes`).
+    """
+    paths = [[(a, x or {}) for a, x in r.get("attempt_path") or []] for r in reflections][:attempts]
+    paths += [final_path] * (attempts - len(paths))
+    return [(reflections[n - 1].get("kept_steps", 0) if n else 0, path) for n, path in enumerate(paths)]
+
+
+def played(env: str, params: dict[str, Any], path: list[Call]) -> tuple[list[str], str]:
     """The world's state (`state_of`: its state_key, else its snapshot) before each step and after the
     last, and how the path ended.
     """
