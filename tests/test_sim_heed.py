@@ -12,7 +12,8 @@ from pivotal.core.environments import make_environment
 from pivotal.core.environments.live import Live
 from pivotal.core.errors import PivotalError
 from pivotal.core.models.factory import make_model
-from pivotal.core.models.sim import _heeded, _named_here
+from pivotal.core.models.sim import _answer, _heeded, _named_here
+from pivotal.core.models.world import given
 from pivotal.core.task import Task
 from pivotal.graphs import arun
 
@@ -51,6 +52,17 @@ def test_a_heeded_right_reflection_gives_the_expert_move_and_a_wrong_one_another
         assert wrong["action"] != expert[0]
 
 
+def test_heeding_gives_way_to_a_critique_of_this_step():
+    live = _live(FELL[:2])
+    expert = live.env.expert_action()
+    wrongly = {"pivotal_named": [[*FELL[:2], list(expert)]]}  # a wrong reflection: it named the expert's move
+    critique = "<critiques_of_this_step>- down was revised by the critic: it falls</critiques_of_this_step>"
+    with given(live):
+        heeded = _answer("actor", wrongly, random.Random(0), 0.0, {}, "", heed=True)
+        critiqued = _answer("actor", wrongly, random.Random(0), 0.0, {}, critique, heed=True)
+    assert heeded["action"] != expert[0] and critiqued["action"] == expert[0]
+
+
 def test_heed_is_a_share_between_zero_and_one_and_off_by_default():
     assert make_model("sim").heed == 0.0
     assert make_model("sim:heed=0.5").heed == 0.5
@@ -75,9 +87,10 @@ async def test_an_actor_that_always_heeds_never_repeats_a_named_call_from_its_st
             failed = reflection["failed_path"]
             named.add((str(_live_state(seed, failed[:-1])), str(failed[-1])))
         kept = result.reflections[-1].get("kept_steps") or 0 if result.reflections else 0
-        for step in result.trajectory:  # the last attempt's own steps never make one of them again
+        for step in result.trajectory:  # the last attempt's own steps never make one of them again, unless sent back
             call = [step["action"], step["arguments"]]
-            assert step["index"] < kept or (str(_live_state(seed, path)), str(call)) not in named
+            sent_back = any(v["decision"] != "approve" for v in step.get("verdicts") or [])
+            assert step["index"] < kept or sent_back or (str(_live_state(seed, path)), str(call)) not in named
             path.append(call)
     assert heeded >= 1
 

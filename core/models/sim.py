@@ -58,8 +58,9 @@ metadata, `pivotal_named`; the world's state is compared as loop detection compa
 The sim's model of an LLM that reads the `<reflections>` block and recognises the situation a
 reflection describes: it heeds it literally. A right reflection (the named call was a mistake) then
 gets the expert's move instead, as a recalled guardrail does; a wrong one (it named the move that was
-right) makes it avoid that move for a wrong one. Full and pivotal retry both show the reflections, so
-both get it. Default 0: the sim ignores reflections, as it always has, and runs are those without the
+right) makes it avoid that move for a wrong one; not once it was critiqued at the step (the critic's
+fresh word outweighs it, as for a recipe or a remembered move). Full and pivotal retry both show the
+reflections, so both get it. Default 0: the sim ignores reflections, as it always has, and runs are those without the
 knob. Set per model with `sim:heed=`."""
 
 
@@ -210,11 +211,18 @@ def _guardrails(prompt: str) -> str:
 _MOVE = re.compile(r"([A-Za-z_][\w-]*)(?:\((\{[^()]*\})\))?")
 
 
+def _critiqued(prompt: str) -> bool:
+    """The actor was just critiqued at this step: the critic's fresh word outweighs what it was shown before
+    (a recalled recipe, a remembered move, a reflection it heeds).
+    """
+    return _block(prompt, "critiques_of_this_step").strip() not in ("", "(none)")
+
+
 def _recipe(prompt: str) -> list[tuple[str, dict[str, Any]]]:
     """The moves of the first recalled recipe, none when the actor was just critiqued here: the
     sim's model of an LLM that follows a recipe it is shown until told that a move is wrong.
     """
-    if _block(prompt, "critiques_of_this_step").strip() not in ("", "(none)"):
+    if _critiqued(prompt):
         return []
     for line in _block(prompt, "lessons").splitlines():
         if "[skill]" in line and RECIPE in line:
@@ -228,7 +236,7 @@ def _held(prompt: str, names: list[str]) -> dict[str, Any]:
     """The remembered move of the prompt's `<held_here>` block (its first line), none when the actor was
     just critiqued here or the schema no longer offers the action.
     """
-    if _block(prompt, "critiques_of_this_step").strip() not in ("", "(none)"):
+    if _critiqued(prompt):
         return {}
     moves = _moves(_block(prompt, "held_here").strip().split("\n", 1)[0])
     if not moves or (names and moves[0][0] not in names):
@@ -269,7 +277,7 @@ def _answer(
         followed = _follow(live, _recipe(prompt), _action_names(schema))
         held = _held(prompt, _action_names(schema)) if follow else {}
         pick = followed or held or _act(live, oracle, rng, wrong, schema, _guardrails(prompt), legal)
-        named = _named_here(live, metadata.get("pivotal_named") or []) if heed else []
+        named = _named_here(live, metadata.get("pivotal_named") or []) if heed and not _critiqued(prompt) else []
         return _heeded(live, oracle, rng, named, _action_names(schema), legal) if _call(pick) in named else pick
     if role == "critic":
         return _criticise(oracle, metadata.get("pivotal_proposal") or {}, wrong, _guardrails(prompt))
