@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ import pivotal.testing.plugin_envs  # noqa: F401  (registers word-room)
 from pivotal.bench.metrics import paired
 from pivotal.bench.pivot_truth import accuracy, attempt_outcomes, score_run, steps_by_end
 from pivotal.core.context import Context
-from pivotal.graphs import arun
+from pivotal.graphs import RunResult, arun
 from pivotal.nodes import pivot as pivot_node
 
 MAX_STEPS = {"word-room": 8, "cave-quest": 16, "cliff-grid": 18, "lava-key-grid": 20, "gridworld": 20,
@@ -55,10 +56,15 @@ FOLLOW: float | None = None
 """`--follow`: the `sim` actor's rate of following a remembered move (None: the sim's default)."""
 
 
-async def one(env: str, seed: int, error: float, critic: bool, fields: dict[str, Any]) -> dict[str, Any]:
-    follow = "" if FOLLOW is None else f",follow={FOLLOW}"
-    context = Context(
-        model=f"sim:error={error},seed={seed}{follow}",
+HEED: float | None = None
+"""`--heed`: the `sim` actor's rate of heeding a reflection that named its call from here (None: the sim's default)."""
+
+
+def context_for(env: str, seed: int, error: float, critic: bool, fields: dict[str, Any]) -> Context:
+    """The bench's run settings for one task (benchmarks/bench_retry_bounds.py runs the same)."""
+    knobs = "".join(f",{name}={value}" for name, value in (("follow", FOLLOW), ("heed", HEED)) if value is not None)
+    return Context(
+        model=f"sim:error={error},seed={seed}{knobs}",
         lesson_model="sim",
         memory=False,
         critic=critic,
@@ -67,8 +73,20 @@ async def one(env: str, seed: int, error: float, critic: bool, fields: dict[str,
         budget="fair",
         **fields,
     )
+
+
+async def run_task(env: str, seed: int, error: float, critic: bool, fields: dict[str, Any]) -> RunResult:
+    context = context_for(env, seed, error, critic, fields)
+    return await arun({"env": env, "params": {"seed": seed}}, context, checkpoint_path=":memory:")
+
+
+async def one(env: str, seed: int, error: float, critic: bool, fields: dict[str, Any]) -> dict[str, Any]:
+    return row_of(env, seed, error, critic, await run_task(env, seed, error, critic, fields))
+
+
+def row_of(env: str, seed: int, error: float, critic: bool, result: RunResult) -> dict[str, Any]:
+    """One run's row: what `compare` pairs, the reflections' scores and where the attempts' steps went."""
     params = {"seed": seed}
-    result = await arun({"env": env, "params": params}, context, checkpoint_path=":memory:")
     attempts = result.retries.get("count", 0) + 1
     final = [(step["action"], step.get("arguments") or {}) for step in result.trajectory]
     return {
@@ -87,12 +105,14 @@ async def one(env: str, seed: int, error: float, critic: bool, fields: dict[str,
     }
 
 
-async def gather(jobs: list[tuple[str, tuple]], concurrency: int = 2) -> list[dict[str, Any]]:
+async def gather(
+    jobs: list[tuple[str, tuple]], concurrency: int = 2, runner: Callable[..., Awaitable[dict[str, Any]]] = one
+) -> list[dict[str, Any]]:
     limit = asyncio.Semaphore(concurrency)
 
     async def limited(name: str, job: tuple) -> dict[str, Any]:
         async with limit:
-            return {**await one(*job), "config": name}
+            return {**await runner(*job), "config": name}
 
     return list(await asyncio.gather(*(limited(name, job) for name, job in jobs)))
 
@@ -290,14 +310,16 @@ def main() -> None:
                         help="rules: Context.reuse_moves for every run (all: full retry too)")  # fmt: skip
     parser.add_argument("--hooked", action="store_true", help="rules: the hooked worlds, not the -blind twins")
     parser.add_argument("--follow", type=float, help="the sim actor's rate of following a remembered move")
+    parser.add_argument("--heed", type=float, help="the sim actor's rate of heeding a reflection that named its call")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     arguments = parser.parse_args()
-    global FOLLOW
-    FOLLOW = arguments.follow
+    global FOLLOW, HEED
+    FOLLOW, HEED = arguments.follow, arguments.heed
     started = time.perf_counter()
     arguments.out.mkdir(parents=True, exist_ok=True)
     found: dict[str, Any] = {"seeds": arguments.seeds, "hooked": arguments.hooked, "reuse_moves": arguments.reuse_moves,
-                             "follow": arguments.follow, "offset": arguments.offset}  # fmt: skip
+                             "follow": arguments.follow, "heed": arguments.heed,
+                             "offset": arguments.offset}  # fmt: skip
     if "accuracy" in arguments.parts or arguments.model:
         sim = "accuracy" in arguments.parts
         found["accuracy"] = asyncio.run(part_accuracy(arguments.seeds, arguments.model, sim))

@@ -19,11 +19,12 @@ async def actor(state: State, runtime: Runtime[Context]) -> ActorUpdate:
     live, replayed = await attach(state["run_id"], task, state["trajectory"], runtime.context.step_timeout)
     if state.get("compensations"):
         return _compensate(state["compensations"], replayed)
+    reflections = state.get("reflections", [])
     specs = live.env.describe_actions()
     names = _still_open(
         [s.name for s in specs],
         state.get("critiques", []),
-        _pivotal_mistakes(state["trajectory"], state.get("reflections", [])),
+        _pivotal_mistakes(state["trajectory"], reflections),
     )
     schema = proposal_schema({s.name: s.parameters for s in specs if s.name in names})
     user = prompts.render(
@@ -35,7 +36,7 @@ async def actor(state: State, runtime: Runtime[Context]) -> ActorUpdate:
         repeats=show.repeats(state, loops=context.loop_detection != "off"),
         observation=state["observation"],
         lessons=lessons_block(state.get("lessons", [])),
-        reflections=show.reflections(state.get("reflections", [])),
+        reflections=show.reflections(reflections),
         held_here=show.held(state, context.reuse_moves, context.retry),
         critiques=show.critiques(state.get("critiques", [])),
     )
@@ -47,6 +48,7 @@ async def actor(state: State, runtime: Runtime[Context]) -> ActorUpdate:
         system=prompts.system("step_system"),
         user=user,
         fallback=NO_PROPOSAL,
+        metadata={"pivotal_named": [r.get("failed_path") or [] for r in reflections]} if reflections else None,
         world=live,
     )
     chosen = answer.value.chosen()

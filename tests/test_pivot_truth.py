@@ -108,3 +108,16 @@ def test_progress_estimates_read_the_critic_and_give_a_revisited_state_its_earli
     assert progress_estimates(trajectory, [0]) == [0.0, -1.0, 0.0, -1.0, -2.0, -2.0]
     unjudged = [{**s, "verdicts": []} for s in trajectory]
     assert progress_estimates(unjudged, [0]) == [0.0] * 6
+
+
+def test_a_repeated_fall_is_the_same_state_by_its_key_and_an_attempt_that_did_not_fall_repeats_none():
+    # gridworld seed 0: start (0, 2), a hole at (1, 3); its snapshot counts moves, its state_key does not
+    first = [["right", {}], ["down", {}]]  # (0, 3) after one move, then down into the hole
+    detour = [("left", {}), ("right", {}), ("right", {}), ("down", {})]  # (0, 3) after three moves, the same fall
+    rows = attempt_outcomes("gridworld-blind", {"seed": 0}, [{"attempt_path": first, "kept_steps": 0}], detour, 2, 20)
+    assert [(r["end"], r["repeated_fatal"]) for r in rows] == [("ended", False), ("ended", True)]
+    wander = [["left", {}]]  # neither attempt fell: nothing for the second to repeat
+    retry = [{"attempt_path": wander, "kept_steps": 0}]
+    rows = attempt_outcomes("gridworld", {"seed": 0}, retry, [("left", {})], 2, 20)
+    assert [(r["end"], r["repeated_fatal"]) for r in rows] == [("other", False), ("other", False)]
+    assert steps_by_end([rows])["retry other"]["repeated_fatal"] == 0

@@ -223,6 +223,25 @@ def test_the_memory_and_retry_bench_pairs_memory_on_and_off_for_both_strategies(
     assert "pivotal+memory vs pivotal" in done.stdout
 
 
+@pytest.mark.slow
+def test_the_retry_bounds_bench_checks_the_fair_budget_and_splits_the_steps(tmp_path):
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_retry_bounds.py"), "--seeds", "2", "--offset", "100",
+         "--heed", "1", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads((tmp_path / "retry_bounds_100_heed1.0.json").read_text())
+    assert found["compare"]["tasks"] == 6 and found["heed"] == 1.0
+    for budget in found["budget"].values():
+        assert budget["runs"] == 6 and budget["attempts_over_max_steps"] == 0 and budget["runs_over_total"] == 0
+        assert budget["executed_is_attempt_steps"]
+    steps = found["steps"]
+    assert steps["full_first_attempts"] == steps["best_first_attempts"]  # same seeds, same first prompts
+    assert steps["full_executed"] == steps["full_first_attempts"] + steps["full_retries"]
+    assert "retry falls repeat an earlier fatal call" in done.stdout
+
+
 def test_the_perfect_retry_floor_restarts_at_the_closest_state_on_the_path():
     """Three steps along the shortest path and a fall: the cheapest retry starts where the three
     steps led (the start's distance less three), not at the start or after a later detour.

@@ -15,7 +15,7 @@ from pivotal.core.errors import PivotalError
 from pivotal.core.settings import settings
 
 PROVIDERS = {
-    "sim": "sim[:error=0.3,seed=7,invalid=0.1,latency=0.05,legal=0.5,follow=0.8]",
+    "sim": "sim[:error=0.3,seed=7,invalid=0.1,latency=0.05,legal=0.5,follow=0.8,heed=0]",
     "local": "local, local:/path/to/model.gguf",
     "openai": "openai:<model>",
     "anthropic": "anthropic:<model>",
@@ -89,21 +89,21 @@ def _any_provider(spec: str) -> BaseChatModel:
 
 
 def _sim(options: str) -> BaseChatModel:
-    from pivotal.core.models.sim import FOLLOW, SimChatModel
+    from pivotal.core.models.sim import FOLLOW, HEED, SimChatModel
 
     values: dict[str, float] = {}
     for item in filter(None, options.split(",")):
         key, _, value = item.partition("=")
-        if key not in ("error", "seed", "invalid", "latency", "legal", "follow"):
+        if key not in ("error", "seed", "invalid", "latency", "legal", "follow", "heed"):
             raise PivotalError(
-                f"unknown sim option {key!r}; use error, seed, invalid, latency, legal, follow "
+                f"unknown sim option {key!r}; use error, seed, invalid, latency, legal, follow, heed "
                 "(e.g. sim:error=0.3,seed=7)"
             )
         try:
             values[key] = float(value)
         except ValueError:
             raise PivotalError(f"sim option {key} needs a number (got {value!r})") from None
-    for key in ("error", "invalid", "legal", "follow"):
+    for key in ("error", "invalid", "legal", "follow", "heed"):
         if not 0.0 <= values.get(key, 0.0) <= 1.0:
             raise PivotalError(f"sim option {key} must be between 0 and 1")
     return SimChatModel(
@@ -113,6 +113,7 @@ def _sim(options: str) -> BaseChatModel:
         latency=values.get("latency", 0.0),
         legal=values.get("legal", 0.5),
         follow=values.get("follow", FOLLOW),
+        heed=values.get("heed", HEED),
     )
 
 

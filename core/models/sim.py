@@ -11,13 +11,14 @@ the call (`pivotal.core.models.world`). No prompt parsing is involved.
 """
 
 import asyncio
+import copy
 import hashlib
 import json
 import random
 import re
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
@@ -26,8 +27,9 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.runnables.config import var_child_runnable_config
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from pivotal.core.environments import ActionSpec, Oracle
+from pivotal.core.environments import ActionSpec, Oracle, Restorable
 from pivotal.core.environments.base import DistanceOracle, NoReturnOracle, action_problem
+from pivotal.core.environments.live import state_of
 from pivotal.core.models.literal import literal_reply
 from pivotal.core.models.streaming import as_chunks
 from pivotal.core.models.world import World, current
@@ -49,6 +51,19 @@ shown the path it took before and follows it most of the time, whether or not it
 Set per model with `sim:follow=` (0: it never does, and the runs are those without the block)."""
 
 
+HEED = 0.0
+"""How often the `sim` actor, standing in the state from which a reflection of this run named a call as
+the mistake, does not make that call again (the actor's call names each reflection's failed path in its
+metadata, `pivotal_named`; the world's state is compared as loop detection compares it, `state_of`).
+The sim's model of an LLM that reads the `<reflections>` block and recognises the situation a
+reflection describes: it heeds it literally. A right reflection (the named call was a mistake) then
+gets the expert's move instead, as a recalled guardrail does; a wrong one (it named the move that was
+right) makes it avoid that move for a wrong one; not once it was critiqued at the step (the critic's
+fresh word outweighs it, as for a recipe or a remembered move). Full and pivotal retry both show the
+reflections, so both get it. Default 0: the sim ignores reflections, as it always has, and runs are those without the
+knob. Set per model with `sim:heed=`."""
+
+
 class SimChatModel(BaseChatModel):
     """`error`: share of wrong decisions per role; `invalid`: share of malformed replies."""
 
@@ -64,6 +79,8 @@ class SimChatModel(BaseChatModel):
 
     follow: float = FOLLOW
     """The share of steps at which the actor plays a remembered move its prompt shows (`FOLLOW`)."""
+    heed: float = HEED
+    """The share of steps at which the actor heeds a reflection that named its call from here (`HEED`)."""
 
     @property
     def _llm_type(self) -> str:
@@ -117,7 +134,10 @@ class SimChatModel(BaseChatModel):
             function = tools[0]["function"]
             follows = random.Random(hashlib.sha256(f"{key}|follow".encode(errors="surrogatepass")).digest())
             follow = follows.random() < self.follow  # its own dice: the block and the knob redraw nothing else
-            args = _answer(role, metadata, rng, self.error, function.get("parameters", {}), prompt, self.legal, follow)
+            heeds = random.Random(hashlib.sha256(f"{key}|heed".encode(errors="surrogatepass")).digest())
+            heed = heeds.random() < self.heed  # its own dice too: at 0 every run is the run without the knob
+            parameters = function.get("parameters", {})
+            args = _answer(role, metadata, rng, self.error, parameters, prompt, self.legal, follow, heed)
             message = _tool_message(function["name"], args, rng.random() < self.invalid)
         else:
             message = literal_reply(messages, tools, kwargs.get("tool_choice"))
@@ -191,11 +211,18 @@ def _guardrails(prompt: str) -> str:
 _MOVE = re.compile(r"([A-Za-z_][\w-]*)(?:\((\{[^()]*\})\))?")
 
 
+def _critiqued(prompt: str) -> bool:
+    """The actor was just critiqued at this step: the critic's fresh word outweighs what it was shown before
+    (a recalled recipe, a remembered move, a reflection it heeds).
+    """
+    return _block(prompt, "critiques_of_this_step").strip() not in ("", "(none)")
+
+
 def _recipe(prompt: str) -> list[tuple[str, dict[str, Any]]]:
     """The moves of the first recalled recipe, none when the actor was just critiqued here: the
     sim's model of an LLM that follows a recipe it is shown until told that a move is wrong.
     """
-    if _block(prompt, "critiques_of_this_step").strip() not in ("", "(none)"):
+    if _critiqued(prompt):
         return []
     for line in _block(prompt, "lessons").splitlines():
         if "[skill]" in line and RECIPE in line:
@@ -209,7 +236,7 @@ def _held(prompt: str, names: list[str]) -> dict[str, Any]:
     """The remembered move of the prompt's `<held_here>` block (its first line), none when the actor was
     just critiqued here or the schema no longer offers the action.
     """
-    if _block(prompt, "critiques_of_this_step").strip() not in ("", "(none)"):
+    if _critiqued(prompt):
         return {}
     moves = _moves(_block(prompt, "held_here").strip().split("\n", 1)[0])
     if not moves or (names and moves[0][0] not in names):
@@ -241,6 +268,7 @@ def _answer(
     prompt: str = "",
     legal: float = LEGAL_SHARE,
     follow: bool = False,
+    heed: bool = False,
 ) -> dict[str, Any]:
     live = current()
     oracle = live.env if live and isinstance(live.env, Oracle) else None
@@ -248,7 +276,9 @@ def _answer(
     if role == "actor":
         followed = _follow(live, _recipe(prompt), _action_names(schema))
         held = _held(prompt, _action_names(schema)) if follow else {}
-        return followed or held or _act(live, oracle, rng, wrong, schema, _guardrails(prompt), legal)
+        pick = followed or held or _act(live, oracle, rng, wrong, schema, _guardrails(prompt), legal)
+        named = _named_here(live, metadata.get("pivotal_named") or []) if heed and not _critiqued(prompt) else []
+        return _heeded(live, oracle, rng, named, _action_names(schema), legal) if _call(pick) in named else pick
     if role == "critic":
         return _criticise(oracle, metadata.get("pivotal_proposal") or {}, wrong, _guardrails(prompt))
     if role == "reflector":
@@ -287,6 +317,67 @@ def _act(
             "thought": "a recalled guardrail warns against the other move",
         }
     return pick
+
+
+def _call(pick: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    return str(pick.get("action", "")), dict(pick.get("arguments") or {})
+
+
+def _named_here(live: World | None, failed_paths: list[list[Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """The calls a reflection named as the mistake (each failed path's last call) from the state the world
+    is in now: the same path so far, or a path the world replayed on a copy of itself ends in the same state.
+    """
+    if live is None:
+        return []
+    here, named = _state(live.env), []
+    applied = [(name, dict(arguments or {})) for name, arguments in live.applied]
+    for path in failed_paths:
+        calls = [(str(name), dict(arguments or {})) for name, arguments in path]
+        if calls and (calls[:-1] == applied or (here is not None and _replayed(live, calls[:-1]) == here)):
+            named.append(calls[-1])
+    return named
+
+
+def _state(env: Any) -> str | None:
+    shot = getattr(env, "snapshot", None)
+    found = state_of(env, shot() if callable(shot) else None)
+    return None if found is None else json.dumps(found, sort_keys=True, default=str)
+
+
+def _replayed(live: World, calls: list[tuple[str, dict[str, Any]]]) -> str | None:
+    """The state a copy of the world reaches from its start along `calls` (None: it cannot go back there)."""
+    initial = getattr(live, "initial", None)
+    if initial is None or not isinstance(live.env, Restorable):
+        return None
+    world = copy.deepcopy(live.env)
+    cast(Restorable, world).restore(initial)
+    for name, arguments in calls:
+        world.step(name, arguments)
+    return _state(world)
+
+
+def _heeded(
+    live: World | None,
+    oracle: Oracle | None,
+    rng: random.Random,
+    named: list[tuple[str, dict[str, Any]]],
+    names: list[str],
+    legal: float,
+) -> dict[str, Any]:
+    """Another call than the ones a reflection named from here: the expert's where it is not one of them
+    (the reflection was right), else a wrong pick that is not (it named the right move).
+    """
+    expert = oracle.expert_action() if oracle else None
+    if expert and names and expert[0] not in names:
+        expert = None
+    if expert and (expert[0], dict(expert[1])) not in named:
+        return {"action": expert[0], "arguments": expert[1], "thought": "a reflection named the other move"}
+    pick = _wrong_pick(live, expert, rng, names, legal)
+    for _ in range(_DRAWS):
+        if (pick[0], pick[1]) not in named:
+            break
+        pick = _wrong_pick(live, expert, rng, names, legal)
+    return {"action": pick[0], "arguments": pick[1], "thought": "a reflection named that move as the mistake"}
 
 
 def _follow(live: World | None, recipe: list[tuple[str, dict[str, Any]]], names: list[str]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Any, cast
 
 from pivotal.core.environments import Environment, Oracle, make_environment
 from pivotal.core.environments.base import DistanceOracle
+from pivotal.core.environments.live import state_of
 from pivotal.core.stats import wilson
 from pivotal.core.task import Task
 
@@ -172,37 +173,54 @@ def attempt_outcomes(
     no reflection recorded it (a success, or a failure with no retry left and memory off). Where a pivotal
     retry's executed steps go (issue 42): the bench sums `new_steps` per first attempt and retry and
     per end. `repeated_fatal`: an attempt the world ended on the very call, from the very state, that
-    ended an earlier one of the run.
+    ended an earlier one of the run (the state as the world compares two moments, `state_key` where it
+    has one: a snapshot's move counter would keep a fall reached by a detour from matching). An
+    attempt the world did not end repeats nothing.
     """
-    paths = [[(a, x or {}) for a, x in r.get("attempt_path") or []] for r in reflections][:attempts]
-    paths += [final_path] * (attempts - len(paths))
     rows, fatal = [], set()
-    for number, path in enumerate(paths):
-        kept = reflections[number - 1].get("kept_steps", 0) if number else 0
-        states, end = _played(env, params, path)
+    for number, (kept, path) in enumerate(attempt_paths(reflections, final_path, attempts)):
+        states, end = played(env, params, path)
         ended = (states[-2], json.dumps(path[-1], sort_keys=True)) if end == "ended" else None
         if end == "other" and len(path) >= limit:
             end = "ran_out"
         rows.append({"attempt": number, "kept": kept, "new_steps": len(path) - kept, "end": end,
-                     "repeated_fatal": ended in fatal})  # fmt: skip
-        fatal.add(ended)
+                     "repeated_fatal": ended is not None and ended in fatal})  # fmt: skip
+        if ended is not None:
+            fatal.add(ended)
     return rows
 
 
-def _played(env: str, params: dict[str, Any], path: list[Call]) -> tuple[list[str], str]:
-    """The world's snapshot before each step and after the last, and how the path ended."""
+def attempt_paths(
+    reflections: list[dict[str, Any]], final_path: list[Call], attempts: int
+) -> list[tuple[int, list[Call]]]:
+    """Each attempt's kept steps (the restart its retry began from; 0 for the first) and whole path:
+    the reflections' recorded paths, then `final_path` for the attempts none recorded (`attempt_outcomes`).
+    """
+    paths = [[(a, x or {}) for a, x in r.get("attempt_path") or []] for r in reflections][:attempts]
+    paths += [final_path] * (attempts - len(paths))
+    return [(reflections[n - 1].get("kept_steps", 0) if n else 0, path) for n, path in enumerate(paths)]
+
+
+def played(env: str, params: dict[str, Any], path: list[Call]) -> tuple[list[str], str]:
+    """The world's state (`state_of`: its state_key, else its snapshot) before each step and after the
+    last, and how the path ended.
+    """
     name = env.removesuffix(BLIND)
     world = make_environment(name)
     world.reset(Task(env=name, params=params))
-    shot = getattr(world, "snapshot", None)
     states, end = [], "other"
     for action, arguments in path:
-        states.append(json.dumps(shot(), sort_keys=True, default=str) if callable(shot) else "")
+        states.append(_state(world))
         result = world.step(action, arguments)
         if result.done:
             end = "success" if result.success else "ended"
-    states.append(json.dumps(shot(), sort_keys=True, default=str) if callable(shot) else "")
+    states.append(_state(world))
     return states, end
+
+
+def _state(world: Environment) -> str:
+    shot = getattr(world, "snapshot", None)
+    return json.dumps(state_of(world, shot() if callable(shot) else None), sort_keys=True, default=str)
 
 
 def steps_by_end(runs: list[list[dict[str, Any]]]) -> dict[str, dict[str, int]]:
