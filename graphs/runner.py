@@ -140,7 +140,9 @@ async def run_on_thread(
     saved = await graph.aget_state(thread) if graph.checkpointer is not None else None
     # A node that finished just before a crash has its writes saved but no checkpoint after it:
     # `next` is then empty while `tasks` still holds it, so only no next *and* no tasks means done.
-    began = saved is not None and bool(saved.values)
+    # A process killed right after its first checkpoint left only its input, never applied (`next`
+    # is `__start__`): nothing of the turn ran, so the task is given again as a new input.
+    began = saved is not None and bool(saved.values) and tuple(saved.next) != ("__start__",)
     finished = began and saved is not None and not saved.next and not saved.tasks
     if finished and saved is not None and asks_again(task, saved.values.get("task") or {}):
         return summarise(saved.values, context, thread_id, 0.0, time.time())  # finished before a crash: never re-run

@@ -190,3 +190,32 @@ def test_a_batch_killed_with_sigkill_resumes_without_rerunning_anything(tmp_path
     # every finished run added one piece of evidence per lesson it wrote or merged into, once, kills or not
     reported = sum(row["lessons"]["written"] + row["lessons"]["merged"] for row in rows)
     assert lessons and sum(lesson.evidence for lesson in lessons.values()) == reported
+
+
+_KILLED_AT_ITS_FIRST_CHECKPOINT = """
+import asyncio, os, sys
+from pivotal.core.context import Context
+from pivotal.graphs import run_batch
+
+async def killed(index):
+    os._exit(9)  # kill -9 right after the task's first checkpoint, before its input is applied
+
+asyncio.run(run_batch([{"env": "gridworld", "params": {"seed": 1}}], Context(model="sim", memory=False),
+                      checkpoint_path=sys.argv[1], thread_prefix="b", on_start=killed))
+"""
+
+
+@pytest.mark.slow
+async def test_a_batch_killed_at_a_tasks_first_checkpoint_runs_that_task_on_resume(tmp_path):
+    """The first checkpoint holds only the input, not yet applied: read from another process the thread
+    has no task, and the resume refused the same task as "another task" on an unfinished thread
+    (seen once in a fresh-clone CI run under load, when a SIGKILL landed there).
+    """
+    checkpoints = str(tmp_path / "c.sqlite")
+    killed = subprocess.run([sys.executable, "-c", _KILLED_AT_ITS_FIRST_CHECKPOINT, checkpoints], timeout=120)
+    assert killed.returncode == 9
+    task = {"env": "gridworld", "params": {"seed": 1}}
+    [result] = await run_batch(
+        [task], Context(model="sim", memory=False), checkpoint_path=checkpoints, thread_prefix="b"
+    )
+    assert result.status == "success", result.error
