@@ -224,6 +224,20 @@ def query_vector(text: str, compute: Compute = NEW_COMPUTE) -> list[float]:
 
 
 @functools.cache
+def model_tag() -> str:
+    """The embedding model's name and the version of the package its weights come from: what a
+    vector kept on disk was made with (memory/storage/vector_file.py).
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        made = version(MODEL_PACKAGE.replace("_", "-"))
+    except PackageNotFoundError:
+        made = "unknown"
+    return f"{MiniLMEmbedding.name()} {MODEL_PACKAGE} {made}"
+
+
+@functools.cache
 def embedding(compute: Compute) -> MiniLMEmbedding:
     """One instance per compute for the whole process, so callers need not thread it through."""
     return MiniLMEmbedding(compute=compute)
