@@ -184,14 +184,15 @@ async def overhead(seeds: int, runs: int, folder: str, stored: int, *, journal_a
     counted: dict[str, list[dict[str, int]]] = {"on": [], "unjournaled": []}
     for run in range(runs + 1):  # the first pass warms imports and caches; it is not counted
         timed = {"off": await _pivotal_pass(tasks, f"{folder}/p{run}.sqlite", memory=False, store=store_path)}
-        cold = [("on", store_path), *((("unjournaled", unjournaled),) if journal_ab else ())]
+        # a second process reads back the vectors any earlier pass left in the folder
+        cold = [("on", store_path), ("second", store_path), *((("unjournaled", unjournaled),) if journal_ab else ())]
         for name, path in cold[:: -1 if run % 2 else 1]:  # which goes first alternates
             before = dict(writes)
-            timed[name] = await _pivotal_pass(tasks, f"{folder}/{name}{run}.sqlite", memory=True, store=path)
-            counted[name].append({k: writes[k] - before[k] for k in writes})
-        timed["second"] = await _pivotal_pass(
-            tasks, f"{folder}/s{run}.sqlite", memory=True, store=store_path, second_process=True
-        )
+            timed[name] = await _pivotal_pass(
+                tasks, f"{folder}/{name}{run}.sqlite", memory=True, store=path, second_process=name == "second"
+            )
+            if name in counted:
+                counted[name].append({k: writes[k] - before[k] for k in writes})
         timed["warm"] = await _pivotal_pass(tasks, f"{folder}/w{run}.sqlite", memory=True, store=store_path, warm=True)
         timed["agent"] = await _timed(_agent_pass(f"{folder}/a{run}.sqlite", seeds))
         timed["agent3"] = await _timed(_agent_pass(f"{folder}/b{run}.sqlite", seeds, with_recall=False))
@@ -200,6 +201,11 @@ async def overhead(seeds: int, runs: int, folder: str, stored: int, *, journal_a
             for name, value in timed.items():
                 passes[name].append(value)
     report = {"seeds": seeds, "runs": runs, "stored_lessons": stored, **_ratios(passes)}
+    # the vectors a second process reads back, pass by pass against the cold one just before it
+    pairs = [(s[0] / c[0], s[1] / c[1]) for s, c in zip(passes["second"], passes["on"], strict=True)]
+    report["second_over_on"] = round(statistics.median(p[0] for p in pairs), 2)
+    report["second_over_on_range"] = [round(min(p[0] for p in pairs), 2), round(max(p[0] for p in pairs), 2)]
+    report["second_cpu_over_on"] = round(statistics.median(p[1] for p in pairs), 2)
     if journal_ab:
         pairs = [(j[0] / u[0], j[1] / u[1]) for j, u in zip(passes["on"], passes["unjournaled"], strict=True)]
         report["on_over_unjournaled"] = round(statistics.median(p[0] for p in pairs), 2)
@@ -441,6 +447,10 @@ if __name__ == "__main__":
                 f"{o[f'memory_{name}_over_agent_loop_range'][0]}-{o[f'memory_{name}_over_agent_loop_range'][1]}x; "
                 f"CPU {o[f'memory_{name}_cpu_over_agent_loop']}x)"
             )
+        print(
+            f"  memory on, a second process / the first (paired passes): {o['second_over_on']}x (range "
+            f"{o['second_over_on_range'][0]}-{o['second_over_on_range'][1]}x; CPU {o['second_cpu_over_on']}x)"
+        )
         if "on_over_unjournaled" in o:
             print(
                 f"  memory on / the same without its evidence journal: {o['on_over_unjournaled']}x (range "
