@@ -88,6 +88,8 @@ def test_another_model_or_compute_never_reads_these_vectors_and_the_file_stops_g
     kept.vector("a", "int8", embed, "model 2")
     kept.vector("a", "int8", embed, "model 1")
     assert asked == [("a", "int8"), ("a", "float"), ("a", "int8")]
+    kept.vector("short", "int8", lambda text, compute: [0.5] * 10, "model 1")  # another model's size
+    assert len(VectorFile(str(path))) == 3  # not kept: its record would misalign every later one
     monkeypatch.setattr(vector_file, "MAX_VECTORS", 3)
     kept.vector("b", "int8", embed, "model 1")
     assert len(VectorFile(str(path))) == 3 and path.stat().st_size == 3 * RECORD

@@ -55,8 +55,8 @@ class VectorFile:
         vector = embed(text, compute)
         with self._lock:
             vectors = self._kept()
-            if key not in vectors and len(vectors) < MAX_VECTORS:
-                row = np.asarray(vector, dtype="<f4")
+            row = np.asarray(vector, dtype="<f4")
+            if key not in vectors and len(vectors) < MAX_VECTORS and row.shape == (DIMENSIONS,):
                 body = key + row.tobytes()
                 self._append(body + struct.pack("<I", zlib.crc32(body)))
                 vectors[key] = row
