@@ -21,6 +21,7 @@ import threading
 import zlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -31,8 +32,8 @@ RECORD = KEY + 4 * DIMENSIONS + 4
 """Key, float32 vector (little-endian), CRC32 of both."""
 MAX_VECTORS = 20_000
 
-Embed = Callable[[str, str], list[float]]
-"""A text's vector under a compute (`query_vector`)."""
+Compute = TypeVar("Compute", bound=str)
+"""How the model multiplies (memory/storage/embeddings.py `Compute`)."""
 
 
 class VectorFile:
@@ -42,7 +43,9 @@ class VectorFile:
         """Read from the file at first use; None until then, and after `forget`."""
         self._lock = threading.Lock()
 
-    def vector(self, text: str, compute: str, embed: Embed, model: str) -> list[float]:
+    def vector(
+        self, text: str, compute: Compute, embed: Callable[[str, Compute], list[float]], model: str
+    ) -> list[float]:
         """`text`'s vector from the file, else `embed`'s, appended to the file. `model` names the
         embedding model and its version, part of each key with the compute: another model's
         vectors are never read as this one's.
