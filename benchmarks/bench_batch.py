@@ -201,7 +201,7 @@ async def overhead(seeds: int, runs: int, folder: str, stored: int, *, journal_a
             for name, value in timed.items():
                 passes[name].append(value)
     report = {"seeds": seeds, "runs": runs, "stored_lessons": stored, **_ratios(passes)}
-    # the vectors a second process reads back, pass by pass against the cold one just before it
+    # the vectors a second process reads back, pass by pass against the cold one of the same round
     pairs = [(s[0] / c[0], s[1] / c[1]) for s, c in zip(passes["second"], passes["on"], strict=True)]
     report["second_over_on"] = round(statistics.median(p[0] for p in pairs), 2)
     report["second_over_on_range"] = [round(min(p[0] for p in pairs), 2), round(max(p[0] for p in pairs), 2)]

@@ -225,16 +225,19 @@ def query_vector(text: str, compute: Compute = NEW_COMPUTE) -> list[float]:
 
 @functools.cache
 def model_tag() -> str:
-    """The embedding model's name and the version of the package its weights come from: what a
-    vector kept on disk was made with (memory/storage/vector_file.py).
+    """The embedding model's name, the version of the package its weights come from and of the
+    runtime that converts and runs them (int8 compute is made on this machine): what a vector kept
+    on disk was made with (memory/storage/vector_file.py).
     """
     from importlib.metadata import PackageNotFoundError, version
 
-    try:
-        made = version(MODEL_PACKAGE.replace("_", "-"))
-    except PackageNotFoundError:
-        made = "unknown"
-    return f"{MiniLMEmbedding.name()} {MODEL_PACKAGE} {made}"
+    made = []
+    for package in (MODEL_PACKAGE.replace("_", "-"), "onnxruntime"):
+        try:
+            made.append(f"{package} {version(package)}")
+        except PackageNotFoundError:
+            made.append(f"{package} unknown")
+    return " ".join([MiniLMEmbedding.name(), *made])
 
 
 @functools.cache
