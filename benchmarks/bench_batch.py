@@ -10,8 +10,10 @@
    - a bare 4-node agent loop whose actor and critic make the same structured `sim` calls and
      whose executor steps the same gridworld — a plain LangGraph agent without Pivotal; and the
      same loop without its empty recall node, since Pivotal enters no recall node with memory off.
-   Memory on is measured cold (each pass embeds its own situations and lesson texts) and warm
-   (the process's caches kept, as in a long batch where situations come back). `--journal-ab`
+   Memory on is measured cold (each pass embeds its own situations and lesson texts, as the first
+   process on a store folder), cold in a second process (the process's caches dropped, the vectors
+   the folder keeps read back: memory/storage/vector_file.py) and warm (the process's caches kept,
+   as in a long batch where situations come back). `--journal-ab`
    adds a cold pass on a second store, seeded alike, whose evidence journal is off (each run's
    evidence one Chroma update, as before memory/policy/journal.py), and counts Chroma writes.
 
@@ -177,16 +179,20 @@ async def overhead(seeds: int, runs: int, folder: str, stored: int, *, journal_a
         open_store(unjournaled).shelf.journal = None  # its runs' evidence goes to Chroma at once
     writes = _count_chroma_writes() if journal_ab else {}
     tasks = [{"env": "gridworld", "params": {"seed": s}} for s in range(seeds)]
-    names = ("off", "on", "warm", "agent", "agent3", "empty", *(("unjournaled",) if journal_ab else ()))
+    names = ("off", "on", "second", "warm", "agent", "agent3", "empty", *(("unjournaled",) if journal_ab else ()))
     passes: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
     counted: dict[str, list[dict[str, int]]] = {"on": [], "unjournaled": []}
     for run in range(runs + 1):  # the first pass warms imports and caches; it is not counted
         timed = {"off": await _pivotal_pass(tasks, f"{folder}/p{run}.sqlite", memory=False, store=store_path)}
-        cold = [("on", store_path), *((("unjournaled", unjournaled),) if journal_ab else ())]
+        # a second process reads back the vectors any earlier pass left in the folder
+        cold = [("on", store_path), ("second", store_path), *((("unjournaled", unjournaled),) if journal_ab else ())]
         for name, path in cold[:: -1 if run % 2 else 1]:  # which goes first alternates
             before = dict(writes)
-            timed[name] = await _pivotal_pass(tasks, f"{folder}/{name}{run}.sqlite", memory=True, store=path)
-            counted[name].append({k: writes[k] - before[k] for k in writes})
+            timed[name] = await _pivotal_pass(
+                tasks, f"{folder}/{name}{run}.sqlite", memory=True, store=path, second_process=name == "second"
+            )
+            if name in counted:
+                counted[name].append({k: writes[k] - before[k] for k in writes})
         timed["warm"] = await _pivotal_pass(tasks, f"{folder}/w{run}.sqlite", memory=True, store=store_path, warm=True)
         timed["agent"] = await _timed(_agent_pass(f"{folder}/a{run}.sqlite", seeds))
         timed["agent3"] = await _timed(_agent_pass(f"{folder}/b{run}.sqlite", seeds, with_recall=False))
@@ -195,6 +201,11 @@ async def overhead(seeds: int, runs: int, folder: str, stored: int, *, journal_a
             for name, value in timed.items():
                 passes[name].append(value)
     report = {"seeds": seeds, "runs": runs, "stored_lessons": stored, **_ratios(passes)}
+    # the vectors a second process reads back, pass by pass against the cold one of the same round
+    pairs = [(s[0] / c[0], s[1] / c[1]) for s, c in zip(passes["second"], passes["on"], strict=True)]
+    report["second_over_on"] = round(statistics.median(p[0] for p in pairs), 2)
+    report["second_over_on_range"] = [round(min(p[0] for p in pairs), 2), round(max(p[0] for p in pairs), 2)]
+    report["second_cpu_over_on"] = round(statistics.median(p[1] for p in pairs), 2)
     if journal_ab:
         pairs = [(j[0] / u[0], j[1] / u[1]) for j, u in zip(passes["on"], passes["unjournaled"], strict=True)]
         report["on_over_unjournaled"] = round(statistics.median(p[0] for p in pairs), 2)
@@ -234,7 +245,7 @@ def _ratios(passes: dict[str, list[tuple[float, float]]]) -> dict[str, Any]:
     for name, values in passes.items():
         report[f"{name}_ms_per_step"] = round(median(v[0] for v in values), 2)
         report[f"{name}_cpu_ms_per_step"] = round(median(v[1] for v in values), 2)
-    for name in ("off", "on", "warm", *(("unjournaled",) if "unjournaled" in passes else ())):
+    for name in ("off", "on", "second", "warm", *(("unjournaled",) if "unjournaled" in passes else ())):
         pairs = [p[0] / a[0] for p, a in zip(passes[name], passes["agent"], strict=True)]
         cpu = [p[1] / a[1] for p, a in zip(passes[name], passes["agent"], strict=True)]
         report[f"memory_{name}_over_agent_loop"] = round(median(pairs), 2)
@@ -264,15 +275,25 @@ async def _timed(work: Any) -> tuple[float, float]:
 
 
 async def _pivotal_pass(
-    tasks: list[dict[str, Any]], path: str, *, memory: bool, store: str, warm: bool = False
+    tasks: list[dict[str, Any]],
+    path: str,
+    *,
+    memory: bool,
+    store: str,
+    warm: bool = False,
+    second_process: bool = False,
 ) -> tuple[float, float]:
     """Cold (the default): each pass pays for its own situations' embeddings, recall answers and
-    lesson reads (repeats within it still hit). Warm: the process's caches stay, as in a long batch
-    where the same situations and lesson texts come back.
+    lesson reads (repeats within it still hit), as the first process on the store folder would.
+    `second_process`: the same, but the vectors the folder keeps are read back from it, as the
+    next process on the folder would. Warm: the process's caches stay, as in a long batch where
+    the same situations and lesson texts come back.
     """
     context = Context(model="sim", memory=memory, store_path=store, max_pivot_retries=0, max_steps=MAX_STEPS)
     if not warm:  # the store stays open (its index loaded), as in a batch: only what it remembered goes
-        open_store(store).shelf.forget_recall()
+        shelf = open_store(store).shelf
+        shelf.forget_recall()
+        shelf.forget_vectors(on_disk=not second_process)
         _cached_vector.cache_clear()
 
     async def work() -> int:
@@ -411,7 +432,12 @@ if __name__ == "__main__":
             f"per step ({o['runs']} interleaved passes x {o['seeds']} tasks, median): bare agent loop "
             f"{o['agent_ms_per_step']} ms ({o['agent_cpu_ms_per_step']} ms CPU); empty loop {o['empty_ms_per_step']} ms"
         )
-        labels = {"off": "memory off", "on": "memory on, cold caches", "warm": "memory on, warm caches"}
+        labels = {
+            "off": "memory off",
+            "on": "memory on, cold caches",
+            "second": "memory on, cold, a second process (the folder's vectors)",
+            "warm": "memory on, warm caches",
+        }
         if "unjournaled" in o.get("chroma_writes_per_pass", {}):
             labels["unjournaled"] = "memory on, cold, evidence journal off"
         for name, label in labels.items():
@@ -421,6 +447,10 @@ if __name__ == "__main__":
                 f"{o[f'memory_{name}_over_agent_loop_range'][0]}-{o[f'memory_{name}_over_agent_loop_range'][1]}x; "
                 f"CPU {o[f'memory_{name}_cpu_over_agent_loop']}x)"
             )
+        print(
+            f"  memory on, a second process / the first (paired passes): {o['second_over_on']}x (range "
+            f"{o['second_over_on_range'][0]}-{o['second_over_on_range'][1]}x; CPU {o['second_cpu_over_on']}x)"
+        )
         if "on_over_unjournaled" in o:
             print(
                 f"  memory on / the same without its evidence journal: {o['on_over_unjournaled']}x (range "

@@ -6,11 +6,13 @@ import re
 from pathlib import Path
 from typing import get_type_hints
 
+import pivotal.memory.lesson as lesson_module
 from pivotal.core.context import Context
 from pivotal.core.schemas import LessonCandidate
 from pivotal.core.state import Candidate, Recalled
 from pivotal.graphs import arun
 from pivotal.memory.lesson import DRAFTED, RECALLED, WRITTEN, Found, Lesson, redacted, rendered, screened
+from pivotal.memory.lesson.screen import screen
 from pivotal.memory.policy.registry import open_store
 from pivotal.prompts import clip
 
@@ -65,6 +67,25 @@ def test_screened_reads_the_fields_together_and_leaves_the_cap_out_when_asked():
     assert screened({"situation": "send the api", "text": "key to the server"})
     assert screened({"situation": "in a maze", "text": "x" * 700}) == "longer than 600 characters"
     assert screened({"situation": "in a maze", "text": "x" * 700}, capped=False) is None
+
+
+def test_a_lesson_screened_at_the_gate_is_not_screened_again_at_recall(monkeypatch):
+    """Within the cap the verdict is the same either way, so recall (capped=False) reuses the gate's
+    (capped): each screen of a new lesson costs ~8 ms of CPU, once per lesson version per process.
+    """
+    calls: list[bool] = []
+
+    def counted(text: str, *, capped: bool = True) -> str | None:
+        calls.append(capped)
+        return screen(text, capped=capped)
+
+    monkeypatch.setattr(lesson_module, "screen", counted)
+    lesson = {"situation": "in a corridor met once", "text": "Step back from the hole first (gate then recall)."}
+    assert screened(lesson) is None and screened(lesson, capped=False) is None
+    assert len(calls) == 1
+    long = {"situation": "in a maze met once", "text": "y" * 700}
+    assert screened(long) == "longer than 600 characters" and screened(long, capped=False) is None
+    assert len(calls) == 3  # over the cap the two verdicts differ, so each is reached apart
 
 
 async def test_recall_drops_and_retires_a_poisoned_lesson_stored_before_the_screen(tmp_path):

@@ -249,6 +249,14 @@ class Shelf:
             self.mirror.forget()
         self.io.known.forget()
 
+    def forget_vectors(self, *, on_disk: bool) -> None:
+        """Drop the vectors kept of texts embedded so far, as a new process on this folder would
+        start (benchmarks); `on_disk`: the folder's file of them too, as the first process would.
+        """
+        vectors = getattr(self.io.storage, "vectors", None)
+        if vectors is not None:
+            vectors.forget(on_disk=on_disk)
+
     def _visible(self, family: str, ids: list[str] | None, owner: str | None) -> Iterable[Lesson]:
         lessons = self._folded(self.read(family, ids), ids)
         return (lesson for lesson in lessons if owner is None or lesson.visible_to(owner))

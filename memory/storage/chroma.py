@@ -30,6 +30,7 @@ from pivotal.core.errors import PivotalError, make_folder, store_server_gone
 from pivotal.memory.lesson import Lesson
 from pivotal.memory.lesson.ledger import Record
 from pivotal.memory.storage.base import Near, Only, Storage, Vector, lesson_from, one_line
+from pivotal.memory.storage.vector_file import VectorFile
 
 if TYPE_CHECKING:
     from langgraph.store.base import BaseStore
@@ -55,6 +56,8 @@ read_again = retry(
 LOCK_FILE = ".pivotal.lock"
 JOURNAL = "pivotal-evidence.journal"
 """The evidence journal's file in a store's folder (memory/policy/journal.py)."""
+VECTORS = "pivotal-vectors.bin"
+"""The vectors of texts a store's process embedded, for the next one (memory/storage/vector_file.py)."""
 DATABASE = "chroma.sqlite3"
 SERVER_HINT = (
     "start one with `chroma run --path DIR --host 127.0.0.1 --port PORT`, or unset PIVOTAL_STORE_URL / --store-url"
@@ -178,9 +181,11 @@ PREFIX = "pivotal-lessons-"
 
 
 class Collections:
-    def __init__(self, client: Any, location: str) -> None:
+    def __init__(self, client: Any, location: str, vectors: VectorFile | None = None) -> None:
         self.client = client
         self.location = location
+        self.vectors = vectors
+        """A private store's file of the vectors it embedded (memory/storage/vector_file.py); None: none."""
         self._opened: dict[str, Any] = {}
         self._computes: dict[str, Compute] = {}
         """Each opened family's embedding compute (memory/storage/embeddings.py `Compute`), from its
@@ -251,9 +256,13 @@ class Collections:
         return embedding(self.compute(family))
 
     def vector(self, family: str, text: str) -> list[float]:
-        """`text`'s vector as the family's collection compares it (cached: see `query_vector`)."""
-        from pivotal.memory.storage.embeddings import query_vector
+        """`text`'s vector as the family's collection compares it (cached: see `query_vector`), kept
+        in a private store's folder for the next process.
+        """
+        from pivotal.memory.storage.embeddings import model_tag, query_vector
 
+        if self.vectors is not None:
+            return self.vectors.vector(text, self.compute(family), query_vector, model_tag())
         return query_vector(text, self.compute(family))
 
     def _check_compatible(self, collection: Any, family: str) -> None:
@@ -474,11 +483,27 @@ def connect(identity: str, settings: tuple[str, str]) -> Storage:
         return on_client(client, identity, private=False, release=release)
     folder = usable_directory(identity)
     client, release = connect_folder(folder)
-    return on_client(client, identity, private=True, release=release, journal=os.path.join(folder, JOURNAL))
+    return on_client(
+        client,
+        identity,
+        private=True,
+        release=release,
+        journal=os.path.join(folder, JOURNAL),
+        vectors=os.path.join(folder, VECTORS),
+    )
 
 
 def on_client(
-    client: Any, location: str, *, private: bool, release: Callable[[], None] | None = None, journal: str = ""
+    client: Any,
+    location: str,
+    *,
+    private: bool,
+    release: Callable[[], None] | None = None,
+    journal: str = "",
+    vectors: str = "",
 ) -> Storage:
-    """The storage of a Chroma client already open; `journal`: see `Storage.journal`."""
-    return Storage(location, ChromaLessons(client, location), ChromaRecords(client), private, release, journal)
+    """The storage of a Chroma client already open; `journal`: see `Storage.journal`; `vectors`: a
+    file in a folder only this process writes, where the texts it embeds keep their vectors.
+    """
+    kept = VectorFile(vectors) if vectors else None
+    return Storage(location, ChromaLessons(client, location, kept), ChromaRecords(client), private, release, journal)

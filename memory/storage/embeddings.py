@@ -224,6 +224,23 @@ def query_vector(text: str, compute: Compute = NEW_COMPUTE) -> list[float]:
 
 
 @functools.cache
+def model_tag() -> str:
+    """The embedding model's name, the version of the package its weights come from and of the
+    runtime that converts and runs them (int8 compute is made on this machine): what a vector kept
+    on disk was made with (memory/storage/vector_file.py).
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    made = []
+    for package in (MODEL_PACKAGE.replace("_", "-"), "onnxruntime"):
+        try:
+            made.append(f"{package} {version(package)}")
+        except PackageNotFoundError:
+            made.append(f"{package} unknown")
+    return " ".join([MiniLMEmbedding.name(), *made])
+
+
+@functools.cache
 def embedding(compute: Compute) -> MiniLMEmbedding:
     """One instance per compute for the whole process, so callers need not thread it through."""
     return MiniLMEmbedding(compute=compute)
