@@ -280,8 +280,9 @@ def test_a_stopped_batch_points_to_resume(tmp_path, sent, code, said):
 
 
 _STOPPED_INSIDE_THE_LOOP = """
-import asyncio, os, signal
+import asyncio, os, signal, sys
 from pivotal.cli.main import _sigterm_as_interrupt
+signal.signal(signal.SIGINT, signal.SIG_IGN if sys.argv[1] == "ignored" else signal.default_int_handler)
 from pivotal.core.errors import Terminated
 seen = []
 async def work():
@@ -300,11 +301,13 @@ except Terminated:
 """
 
 
-def test_a_sigterm_inside_the_event_loop_stops_the_run_at_an_await_as_ctrl_c_does():
+@pytest.mark.parametrize("ctrl_c", ["handled", "ignored"])  # ignored: a script's background job
+def test_a_sigterm_inside_the_event_loop_stops_the_run_at_an_await_as_ctrl_c_does(ctrl_c):
     """Raised from the handler, the stop landed in whatever line ran — asyncio's, LangGraph's or a
     tool's — where it could be swallowed or cut a clean-up in half (a SIGTERM'd batch once outlived
     its 60 s under load); handed to asyncio's Ctrl-C handler, it cancels the run at its next await.
     """
-    done = subprocess.run([sys.executable, "-c", _STOPPED_INSIDE_THE_LOOP], capture_output=True, text=True, timeout=60)
+    script = [sys.executable, "-c", _STOPPED_INSIDE_THE_LOOP, ctrl_c]
+    done = subprocess.run(script, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['the line after the kill', 'cancelled at its await']", done.stderr

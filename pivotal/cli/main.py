@@ -12,6 +12,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
+from types import FrameType
 
 from pivotal.cli import batch, bench, checkpoints, critic, fork, lessons, options, studio
 from pivotal.cli.trace import Trace, reflection_line, rewind_notices_to
@@ -67,17 +68,27 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 _terminating = threading.Event()
 
 
-def _terminate(signum: int, frame: object) -> None:
+def _terminate(signum: int, frame: FrameType | None) -> None:
     """SIGTERM goes the way Ctrl-C goes. Inside an event loop that is asyncio's own handler, which
-    cancels the main task and lets the loop wind down; an exception raised here instead lands in
-    whatever line runs, asyncio's and LangGraph's internals included, where it can be swallowed and
-    the batch keep running after the stop (a SIGTERM'd batch outlived its 60 s under load).
+    cancels the main task at its next await; where that handler is not there (a process started with
+    Ctrl-C ignored, as a script's background job is) the stop is raised between two of the loop's
+    callbacks, and closing the loop cancels every task at its await. Raised from here instead, it
+    landed in whatever line ran, asyncio's and LangGraph's internals included, where it could be
+    swallowed or cut a clean-up in half.
     """
     _terminating.set()
     on_interrupt = signal.getsignal(signal.SIGINT)
     if callable(on_interrupt) and on_interrupt is not signal.default_int_handler:
-        on_interrupt(signal.SIGINT, frame)
+        on_interrupt(signal.SIGINT, frame)  # asyncio.Runner's: it cancels the main task
         return
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # no event loop runs: the next line of ours is as good a place as any
+        raise Terminated() from None
+    loop.call_soon_threadsafe(_raise_terminated)
+
+
+def _raise_terminated() -> None:
     raise Terminated()
 
 
