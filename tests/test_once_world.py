@@ -390,6 +390,30 @@ async def test_the_thread_record_reads_every_task_of_the_same_node_and_only_what
     connection.close()
 
 
+async def test_an_intent_written_beside_a_checkpoint_already_read_is_in_the_next_read():
+    """An irreversible call's intent goes beside the checkpoint its review had just read; the next read
+    in the process went back only to newer checkpoints, so another turn here (a double text, under load)
+    could review the same refund before the step's checkpoint held it.
+    """
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.base.id import uuid6
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.constants import CONFIG_KEY_CHECKPOINTER
+
+    from pivotal.core.environments.once import REVIEWS, WRITTEN, put_beside, thread_record
+
+    saver = InMemorySaver()
+    checkpoint = {**empty_checkpoint(), "id": str(uuid6())}
+    saver.put({"configurable": {"thread_id": "desk", "checkpoint_ns": ""}}, checkpoint, {}, {})
+    node = {"configurable": {CONFIG_KEY_CHECKPOINTER: saver, "thread_id": "desk", "checkpoint_ns": "tools:t1",
+                             "checkpoint_id": checkpoint["id"]}}  # fmt: skip
+    assert not (await thread_record(node)).in_flight()  # read: the checkpoint is this process's newest
+    intent = {"tool_call_id": "refund-1", "action": "refund", "arguments": {"order_id": "A1"}, "executed": True,
+              "in_flight": True}  # fmt: skip
+    await put_beside(node, [(REVIEWS, [intent])], f"{WRITTEN}intent:refund-1:x")
+    assert set((await thread_record(node)).in_flight()) == {"refund-1"}
+
+
 # --- the command line's re-approval ----------------------------------------------------------------
 
 

@@ -195,6 +195,11 @@ async def put_beside(config: Mapping[str, Any], writes: list[tuple[str, Any]], t
         await saver.aput_writes(at, writes, task)
     except NotImplementedError:  # a synchronous saver (SqliteSaver)
         await asyncio.to_thread(saver.put_writes, at, writes, task)
+    # A read of this process may have taken `at` already, and the next goes back only to newer checkpoints
+    # (`_reads`): until the step's own checkpoint held the call, another turn here did not see this intent.
+    # The thread is read whole next time.
+    configurable = at["configurable"]
+    _reads.pop((id(saver), str(configurable["thread_id"]), graph_path(str(configurable["checkpoint_ns"]))), None)
 
 
 async def note_started(key: str, action: str, arguments: dict[str, Any]) -> None:
