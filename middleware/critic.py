@@ -354,7 +354,7 @@ class PivotalCritic(AgentMiddleware[CriticState, ContextT]):
         self, state: Mapping[str, Any], call: Mapping[str, Any], env: Environment, record: ThreadRecord
     ) -> Ruling:
         reviews = state.get(REVIEWS) or []
-        done = _uncompensated(env, _ran(reviews, record))
+        done = _uncompensated(env, list(_ran(reviews, record).values()))
         pending = _pending(reviews)
         rules = self._rules(env)
         if reason := repeat_reason(env, call["name"], call["args"], done):
@@ -542,14 +542,18 @@ class PivotalCritic(AgentMiddleware[CriticState, ContextT]):
     def _standing(
         self, request: ToolCallRequest, record: ThreadRecord, env: Environment
     ) -> list[tuple[str, dict[str, Any]]]:
-        """Under the lock: the thread's executed, uncompensated calls and this step's claims but the call's own."""
+        """Under the lock: the thread's executed, uncompensated calls and this process's claims but the
+        call's own. A claim stands until the thread's durable record holds its call: this turn's state
+        is no record another turn reads (a message that stopped this turn goes on from another branch,
+        maybe before this step's checkpoint is written), so a call in it alone stays claimed.
+        """
         reviews = request.state.get(REVIEWS) or []
-        recorded = {r.get("tool_call_id") for r in reviews} | set(record.ran)
         claims = self._claims.setdefault(_thread(getattr(request.runtime, "config", None)), {})
-        for known in [key for key in claims if key in recorded]:
-            del claims[known]  # in the state or the thread now: counted from there
-        others = [c for key, c in claims.items() if key != request.tool_call["id"]]
-        return _uncompensated(env, [*_ran(reviews, record), *others])
+        for known in [key for key in claims if _settled(key, reviews, record)]:
+            del claims[known]
+        ran = _ran(reviews, record)
+        others = [c for key, c in claims.items() if key != request.tool_call["id"] and key not in ran]
+        return _uncompensated(env, [*ran.values(), *others])
 
     def _best_effort(self, request: ToolCallRequest, entry: Review, env: Environment) -> bool:
         """After the last round a call the critic asked to revise runs, as in the graph
@@ -703,15 +707,25 @@ def _key(call: Mapping[str, Any]) -> str:
     return verdict_key(call.get("id") or "", call["name"], call.get("args") or {})
 
 
-def _ran(reviews: list[Review], record: ThreadRecord) -> list[tuple[str, dict[str, Any]]]:
-    """The calls that ran in the thread, every branch and turn, oldest first, with those in flight when
-    a process stopped (they may have acted); this branch's too (without a checkpointer, the only record).
+def _ran(reviews: list[Review], record: ThreadRecord) -> dict[str, tuple[str, dict[str, Any]]]:
+    """The calls that ran in the thread by id, every branch and turn, oldest first, with those in flight
+    when a process stopped (they may have acted); this branch's too (without a checkpointer, the only record).
     """
     ran = {**record.ran, **{i: (e["action"], e.get("arguments") or {}) for i, e in record.in_flight().items()}}
     for entry in reviews:
         if entry.get("executed"):
             ran.setdefault(entry.get("tool_call_id") or "", (entry["action"], entry["arguments"]))
-    return list(ran.values())
+    return ran
+
+
+def _settled(call_id: str, reviews: list[Review], record: ThreadRecord) -> bool:
+    """Whether a claimed call no longer needs its claim: a checkpoint of the thread holds its review,
+    or it did not run (its tool raised); without a checkpointer, this turn's state is the only record.
+    """
+    if call_id in record.ran or call_id in record.settled:
+        return True
+    mine = next((r for r in reviews if r.get("tool_call_id") == call_id), None)
+    return mine is not None and (record.saver is None or mine.get("executed") is False)
 
 
 def _executed(request: ToolCallRequest, record: ThreadRecord) -> str | None:

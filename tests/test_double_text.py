@@ -403,3 +403,36 @@ async def test_a_turn_waiting_for_a_person_does_not_hold_its_thread(server, tmp_
     await asyncio.sleep(0.05)  # the release is a task of this loop
     later = await agent.ainvoke({"messages": [HumanMessage("Actually, what is the order's total?")]}, config)
     assert texts(later, HumanMessage)[-1] == "Actually, what is the order's total?"
+
+
+def test_a_call_claimed_in_one_turn_stays_claimed_until_the_threads_record_holds_it(tmp_path):
+    """The critic's claim on a refund that ran in this turn's state alone (its step's checkpoint not yet
+    written: a turn stopped by a newer message) still stops the refund in another turn of the thread,
+    which goes on from another branch; once a checkpoint holds the call, the record counts it instead.
+    """
+    from types import SimpleNamespace
+
+    from pivotal.core.environments.once import REVIEWS, ThreadRecord
+
+    critic = PivotalCritic("openai:gpt-4o-mini", irreversible=["refund"], tools=desk_tools(tmp_path / "l.jsonl"))
+    refund = {"name": "refund", "args": {"order_id": "A1", "amount": 120.0}, "type": "tool_call"}
+    config = {"configurable": {"thread_id": "t1"}}
+
+    def request(call_id: str, reviews: list[dict[str, Any]]) -> Any:
+        call = {**refund, "id": call_id}
+        runtime = SimpleNamespace(config=config)
+        return SimpleNamespace(tool_call=call, tool=None, state={REVIEWS: reviews}, runtime=runtime)
+
+    nothing_yet = ThreadRecord(saver=object())  # a checkpointed thread whose record does not hold the refund yet
+    first = request("call-1", [])
+    assert critic._claim(first, nothing_yet, critic._env(), again=False) is None
+    ran = {"tool_call_id": "call-1", "action": "refund", "arguments": refund["args"], "executed": True}
+    later_in_first = request("call-2", [ran])
+    assert critic._repeat(later_in_first, nothing_yet, critic._env())  # the first turn counts its own refund
+    other_turn = request("call-3", [])
+    assert critic._repeat(other_turn, nothing_yet, critic._env()), "the claim was dropped before the record held it"
+
+    held = ThreadRecord(saver=object())
+    held.add({REVIEWS: [ran]})
+    assert critic._repeat(other_turn, held, critic._env())
+    assert "call-1" not in critic._claims["t1"]  # counted from the record now
