@@ -41,6 +41,7 @@ from typing import Any, Protocol
 from langchain_core.messages import HumanMessage, convert_to_messages
 
 from pivotal.core.context import Context, DoubleText
+from pivotal.core.environments.once import read_whole_next
 from pivotal.core.errors import PivotalError
 from pivotal.core.logs import logger
 from pivotal.core.settings import settings
@@ -160,6 +161,7 @@ async def arrive(
     while not await board.claim(thread, owner, ttl):
         await asyncio.sleep(board.poll_s)
     if busy:
+        read_whole_next(thread)
         turn.waited_for = previous
         if said and policy == "rollback":
             turn.rollback_to = previous.started_from

@@ -414,6 +414,41 @@ async def test_an_intent_written_beside_a_checkpoint_already_read_is_in_the_next
     assert set((await thread_record(node)).in_flight()) == {"refund-1"}
 
 
+async def test_a_turn_that_waited_for_another_reads_the_intent_another_process_wrote_beside_a_read_checkpoint():
+    """Another process's intent beside a checkpoint this process had read (its `put_beside` forgets
+    nothing here): a turn that waited for, or stopped, the turn that wrote it reads the thread whole,
+    so the refund in flight there is not reviewed as new (a double text in another process).
+    """
+    import asyncio
+
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.base.id import uuid6
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.constants import CONFIG_KEY_CHECKPOINTER
+
+    from pivotal.core.environments.once import REVIEWS, WRITTEN, thread_record
+    from pivotal.graphs.busy import arrive, board_for
+
+    saver = InMemorySaver()
+    checkpoint = {**empty_checkpoint(), "id": str(uuid6())}
+    at = saver.put({"configurable": {"thread_id": "desk2", "checkpoint_ns": ""}}, checkpoint, {}, {})
+    node = {"configurable": {CONFIG_KEY_CHECKPOINTER: saver, "thread_id": "desk2", "checkpoint_ns": "tools:t1",
+                             "checkpoint_id": checkpoint["id"]}}  # fmt: skip
+    assert not (await thread_record(node)).in_flight()
+    board = await board_for(saver)
+    assert await board.claim("desk2", "other-process|turn-1", 30)  # the other turn holds the thread
+    intent = {"tool_call_id": "refund-9", "action": "refund", "arguments": {"order_id": "A1"}, "executed": True,
+              "in_flight": True}  # fmt: skip
+    saver.put_writes(at, [(REVIEWS, [intent])], f"{WRITTEN}intent:refund-9:x")  # as that process writes it
+    waiting = asyncio.create_task(
+        arrive(board, "desk2", "this-process|turn-2", said="m@1", policy="interrupt", window=0, ttl=30)
+    )
+    await asyncio.sleep(0.2)
+    await board.release("desk2", "other-process|turn-1")  # the other turn stopped
+    await asyncio.wait_for(waiting, 10)
+    assert set((await thread_record(node)).in_flight()) == {"refund-9"}
+
+
 # --- the command line's re-approval ----------------------------------------------------------------
 
 

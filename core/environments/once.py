@@ -427,6 +427,15 @@ changes, so each read goes back only to the newest one read before (a long conve
 forked many times, would otherwise be read whole at every irreversible proposal)."""
 
 
+def read_whole_next(thread: str) -> None:
+    """The next read of `thread` goes back to its first checkpoint. A turn that waited for another (or
+    stopped it) must see what that turn wrote beside a checkpoint this process had read already: an
+    intent another process put there (`put_beside` forgets only its own process's reads).
+    """
+    for key in [key for key in _reads if key[1] == thread]:
+        _reads.pop(key, None)
+
+
 async def thread_record(config: Mapping[str, Any] | None = None) -> ThreadRecord:
     """What every checkpoint of this thread holds, all branches and turns, for this graph: its own
     namespace, or for a subgraph every task's namespace of the same path (`graph_path`).
