@@ -823,12 +823,13 @@ async def _after_async(
 ) -> Any:
     token, guarded = _WITHIN.set(within), guarding(guard)
     try:
-        return _recorded(await result, request, entry, guard.entries)
+        done = await result
     except NestedRefusal as refused:
         return _sent_back(request, {**entry, **_refused(refused.message)}, guard.entries)
     finally:
         unguard(guarded)
         _WITHIN.reset(token)
+    return _recorded(done, request, entry, guard.entries)  # its place outside itself, as a sync call's
 
 
 def _recorded(result: object, request: ToolCallRequest, entry: Review, inner: Sequence[Mapping[str, Any]] = ()) -> Any:

@@ -185,6 +185,28 @@ async def test_a_message_sent_while_a_turn_runs_follows_the_policy_and_refunds_o
     assert texts(head, HumanMessage) == said
 
 
+@pytest.mark.parametrize("face", FACES)
+async def test_the_same_message_sent_again_under_rollback_takes_the_stopped_turns_calls_as_done(face, server, tmp_path):
+    """A double-clicked send while the turn runs, under rollback: the stopped turn taken again, so the
+    lookup it made is read back, not made again (under `ainvoke` the middleware recorded an async call's
+    place inside itself, and the repeat's calls met no place they had run at).
+    """
+    ledger, gate = tmp_path / "ledger.jsonl", threading.Event()
+    config = {"configurable": {"thread_id": f"twice-{face}"}}
+    agent = build(
+        face, server.base_url_openai, gated(desk_tools(ledger), gate), InMemorySaver(), double_text="rollback"
+    )
+    first = asyncio.create_task(agent.ainvoke({"messages": [HumanMessage(GOAL)]}, config))
+    await until(lambda: count(ledger, "refund") == 1, "the first turn's refund")
+    second = asyncio.create_task(agent.ainvoke({"messages": [HumanMessage(GOAL)]}, config))
+    await arrived(second, "rollback", agent.checkpointer, config)
+    gate.set()
+    await outcome(first)
+    assert not isinstance(done := await outcome(second), Exception), done
+    assert ledger_kinds(ledger).count("lookup") == 1, ledger_kinds(ledger)
+    assert (count(ledger, "refund"), count(ledger, "email")) == (1, 1), ledger_kinds(ledger)
+
+
 # --- a repeat of the message just handled ----------------------------------------------------
 
 
