@@ -211,6 +211,9 @@ class PivotalCritic(AgentMiddleware[CriticState, ContextT]):
         self.environment = environment
         self._tools: dict[str, BaseTool] = {t.name: t for t in tools or ()}
         self._checked = False
+        self._known: list[str] = []
+        """The tools (or the environment's actions) the safety names were checked against: a run's too."""
+        self._marked: list[str] = []
         if environment is not None:
             if not callable(getattr(environment, "describe_actions", None)):
                 raise PivotalError(
@@ -238,7 +241,18 @@ class PivotalCritic(AgentMiddleware[CriticState, ContextT]):
             return self._own
         run = run_context(getattr(runtime, "context", None), self._own, SAFETY_FIELDS)
         refuse_loosening(run, self._own)
+        if run is not None and self._known:
+            self._check_run_names(run)
         return run or self._own
+
+    def _check_run_names(self, run: Context) -> None:
+        """A run's tightening names real tools too: a misspelt approval would tighten nothing, and the
+        real tool would run unasked. Checked once the agent's tools are known (built with them, or from
+        the first model call on), before any of them runs.
+        """
+        what = "action" if self.environment is not None else "tool"
+        check_approvals(run.require_approval_for, self._known, what=what, irreversible=self._marked)
+        check_names("observe_only", [n for n in run.observed_actions() if n != "*"], self._known, what=what)
 
     # --- the hard stop: a turn's bounds (middleware/stop.py) --------------------------------
     @hook_config(can_jump_to=["end"])
@@ -309,6 +323,7 @@ class PivotalCritic(AgentMiddleware[CriticState, ContextT]):
         marked = [s.name for s in self.environment.describe_actions() if s.irreversible] if self.environment else []
         check_approvals(self._own.require_approval_for, known, what=what, irreversible=[*self.irreversible, *marked])
         check_names("observe_only", [n for n in self._own.observed_actions() if n != "*"], known, what=what)
+        self._known, self._marked = list(known), [*self.irreversible, *marked]
         self._checked = True
 
     # --- the review, when the model proposes the calls ----------------------------------------

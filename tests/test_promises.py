@@ -349,6 +349,19 @@ def test_9_a_client_context_that_loosens_safety_is_refused(surface, server, ledg
     assert "require_approval_for" in ran.get("refused", ""), f"not refused: {said(ran)[:200]}"
 
 
+def test_9_a_client_context_with_a_misspelt_approval_is_refused_naming_the_tool(surface, server, ledger, tmp_path):
+    """A run's tightening that names no tool (`refnd`) would tighten nothing: the real refund would run
+    unasked. Refused in one line naming `refund`, before any tool runs, on every surface.
+    """
+    server.responder = clerk_responder()
+    with saver("sqlite", tmp_path) as checkpointer:
+        app = surface.build(checkpointer)
+        with pytest.raises(PivotalError) as refused:
+            app.invoke(surface.ask(GOAL), thread(), context={"require_approval_for": ["refnd"]})
+    assert count(ledger, "refund") == 0 and count(ledger, "lookup") == 0
+    assert re.search(r"\brefnd\b.*\brefund\b", str(refused.value)) and "\n" not in str(refused.value), refused.value
+
+
 def test_10_a_canary_secret_never_reaches_the_checkpoint_file(surface, server, ledger, tmp_path):
     canary = f"sk-proj-Canary{uuid.uuid4().hex}"  # shaped like an API key, so Pivotal knows it for a secret
     server.responder = clerk_responder()
