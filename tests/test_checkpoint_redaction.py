@@ -10,6 +10,8 @@ is the raw bytes of the SQLite file (both tables, and the write-ahead log), coun
 
 import dataclasses
 import json
+import re
+import traceback
 import uuid
 from pathlib import Path
 
@@ -189,8 +191,8 @@ def check_fraud():
 async def test_a_tool_error_under_the_critic_over_a_redacting_saver_checkpoints_no_canary(
     canary_env, check_fraud, tmp_path
 ):
-    """LangGraph writes the failed task's exception as an `__error__` pending write: its message too
-    is blanked, and the thread still reads back the failed task's error.
+    """The tool's exception leaves the critic blanked, and LangGraph writes it as an `__error__` pending
+    write: no key in either, and the thread still reads back the failed task's error.
     """
     model = ScriptedChatModel(script={"agent": [tool_call("check_fraud", order_id="A1")]})
     critic = ScriptedChatModel(script={"Verdict": [verdict("approve")]})
@@ -198,12 +200,14 @@ async def test_a_tool_error_under_the_critic_over_a_redacting_saver_checkpoints_
     config = {"configurable": {"thread_id": "ticket-e"}}
     async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "app.sqlite")) as saver:
         agent = create_agent(model, [check_fraud], middleware=[middleware], checkpointer=pivotal.redacting(saver))
-        with pytest.raises(RuntimeError, match=SK_KEY):  # the caller's own exception is not changed
+        with pytest.raises(RuntimeError, match=re.escape(f"api_key={MARK}")) as raised:  # the critic blanks it
             await agent.ainvoke({"messages": [HumanMessage("Check order A1 for fraud.")]}, config)
         errors = [task.error for task in (await agent.aget_state(config)).tasks if task.error]
     assert [str(error) for error in errors] == [
         f"RuntimeError('fraud service refused api_key={MARK} service key {MARK}')"
     ]
+    assert type(raised.value) is RuntimeError
+    assert not any(key in "".join(traceback.format_exception(raised.value)) for key in CANARIES)
     assert leaked(tmp_path) == NONE
 
 
