@@ -10,7 +10,7 @@ from pathlib import Path
 
 import structlog
 
-from pivotal.core.secrets import redact_event
+from pivotal.core.secrets import redact, redact_event
 
 _configured = False
 
@@ -46,6 +46,31 @@ def logger() -> structlog.typing.FilteringBoundLogger:
 
         configure(settings().log_level)
     return structlog.get_logger("pivotal")
+
+
+class RedactingFormatter(logging.Formatter):
+    """A handler's own formatter, its every line redacted once written whole: a server logs a failed
+    run's exception through its own processors (its message, its traceback, a rich traceback's
+    locals), none of which Pivotal's `redact_event` sees.
+    """
+
+    def __init__(self, inner: logging.Formatter) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(self.inner.format(record))
+
+
+def redact_handlers() -> None:
+    """Every handler set up by now (the root logger's and each named logger's) writes redacted lines;
+    calling it again changes nothing. For a process whose logging is set up by another (`langgraph
+    dev`): a handler added later is not covered.
+    """
+    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    for handler in {h for log in loggers if isinstance(log, logging.Logger) for h in log.handlers}:
+        if not isinstance(handler.formatter, RedactingFormatter):
+            handler.setFormatter(RedactingFormatter(handler.formatter or logging.Formatter()))
 
 
 class _LibraryLog(logging.FileHandler):

@@ -121,7 +121,7 @@ def _blank(match: re.Match[str]) -> str:
 
 def redact_tree(value: object, values: list[str] | None = None) -> Any:
     """Every string inside dicts, lists, tuples, pydantic models, dataclasses (LangGraph's
-    `Interrupt`, `Command`) and LangGraph's `Send`, redacted; other values unchanged.
+    `Interrupt`, `Command`), LangGraph's `Send` and exceptions, redacted; other values unchanged.
 
     What holds no secret comes back as the same object (most of what passes holds none): nothing
     is copied then, and a caller can tell by `is`. A model is copied, not validated again:
@@ -154,6 +154,8 @@ def _tree(value: Any, values: tuple[str, ...]) -> Any:
     if type(value) in (list, tuple):
         items = [_tree(item, values) for item in value]
         return value if all(a is b for a, b in zip(items, value, strict=True)) else type(value)(items)
+    if isinstance(value, BaseException):
+        return _redacted_exception(value, values, frozenset())
     if isinstance(value, BaseModel):
         fields = {name: getattr(value, name) for name in type(value).model_fields}
         update = {name: clean for name, item in fields.items() if (clean := _tree(item, values)) is not item}
@@ -204,11 +206,64 @@ def _redacted_dataclass(value: Any, values: tuple[str, ...]) -> Any:
     return clean
 
 
+def _redacted_exception(error: BaseException, values: tuple[str, ...], seen: frozenset[int]) -> Any:
+    """`error` of its own type, its arguments, attributes (notes among them) and chained causes
+    redacted: LangGraph writes a failed task's exception as a pending write (`__error__`, serialised
+    as its `repr`), and a tool's or a provider's error quotes what it was given, a key included. The
+    caller's exception, raised on with its traceback, is not changed. One whose text still shows a
+    secret (a `__str__` reading what it keeps elsewhere) becomes that text redacted, which is what
+    LangGraph stores of an exception anyway, and reads back as one.
+    """
+    seen = seen | {id(error)}
+    parts = (error.args, vars(error), error.__cause__, error.__context__)
+    cleaned = (_tree(error.args, values), _tree(vars(error), values), *(_chained(e, values, seen) for e in parts[2:]))
+    same = all(a is b for a, b in zip(cleaned, parts, strict=True))
+    clean = error if same else _exception_like(error, *cleaned)
+    shown = _shown(error if clean is None else clean)
+    hidden = tuple(redact(text, list(values)) for text in shown)
+    return clean if clean is not None and hidden == shown else hidden[0]
+
+
+def _chained(link: BaseException | None, values: tuple[str, ...], seen: frozenset[int]) -> BaseException | None:
+    """A cause or context, redacted in turn; a chain that loops back is cut there."""
+    if link is None or id(link) in seen:
+        return None
+    clean = _redacted_exception(link, values, seen)
+    return clean if isinstance(clean, BaseException) else RuntimeError(clean)
+
+
+def _exception_like(
+    error: BaseException, args: tuple[Any, ...], fields: dict[str, Any], cause: Any, context: Any
+) -> BaseException | None:
+    """A new exception of `error`'s type made with `__new__` (its `__init__` may want other arguments
+    than its `args`), or None when the type will not be made so.
+    """
+    kind = type(error)
+    try:
+        clean = kind.__new__(kind, *args)
+        object.__setattr__(clean, "args", args)  # a frozen dataclass's own __setattr__ refuses
+    except Exception:  # noqa: BLE001 — a type whose own __new__ wants other arguments
+        return None
+    vars(clean).update(fields)
+    for name, item in (("__cause__", cause), ("__context__", context), ("__traceback__", error.__traceback__)):
+        object.__setattr__(clean, name, item)
+    object.__setattr__(clean, "__suppress_context__", error.__suppress_context__)
+    return clean
+
+
+def _shown(error: BaseException) -> tuple[str, str]:
+    """How an exception is written: its `repr` (LangGraph's serialiser) and its `str` (a log line)."""
+    try:
+        return repr(error), str(error)
+    except Exception:  # noqa: BLE001 — a broken __repr__ shows its type only
+        return type(error).__name__, type(error).__name__
+
+
 class RedactingSerializer:
     """A checkpointer's serializer that blanks secrets before its own (`serde`) writes anything:
-    LangGraph saves the caller's input, every node's writes, a person's `Command(resume=...)` and a
-    parent graph's state as given, before any node of Pivotal's could blank them; every one of
-    them passes `dumps_typed`. Reading is the wrapped serializer's: what was written reads back
+    LangGraph saves the caller's input, every node's writes, a person's `Command(resume=...)`, a
+    failed task's exception and a parent graph's state as given, before any node of Pivotal's could
+    blank them; every one of them passes `dumps_typed`. Reading is the wrapped serializer's: what was written reads back
     with its types intact, only a secret reads back as "[redacted]".
     """
 

@@ -6,17 +6,21 @@ person's resume reason included) in its own files (`.langgraph_api/.langgraph_op
 dev`), before any graph runs; Pivotal's graph blanks secrets in what it checkpoints, but never sees that
 copy. This app's middleware blanks them in the request itself, where the server reads it: the run then
 works the same input Pivotal would have checkpointed anyway (`pivotal.redacting`), and nothing the
-server writes holds the secret.
+server writes holds the secret. Its lifespan redacts the server's log lines, where a failed run's
+exception is written whole.
 """
 
 import json
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from pivotal.core.logs import redact_handlers
 from pivotal.core.secrets import redact_tree
 
 KEPT = re.compile(r"/runs(/wait|/stream|/batch)?/?$|/threads/[^/]+/state/?$")
@@ -85,5 +89,15 @@ def _replay(messages: list[Message], then: Receive | None = None) -> Receive:
     return receive
 
 
-app = Starlette(middleware=[Middleware(RedactingRequests)])
-"""No routes of its own: the server's routes, behind the middleware."""
+@asynccontextmanager
+async def redacted_logs(_app: Starlette) -> AsyncIterator[None]:
+    """The server's log is among what it keeps, and it writes a failed run's exception there whole
+    (a tool's error quoting a key, twice with its traceback): from startup, when the server's logging
+    is set up, every handler's line is redacted.
+    """
+    redact_handlers()
+    yield
+
+
+app = Starlette(middleware=[Middleware(RedactingRequests)], lifespan=redacted_logs)
+"""No routes of its own: the server's routes, behind the middleware; its lifespan merged with the server's."""

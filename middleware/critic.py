@@ -22,7 +22,8 @@ import asyncio
 import dataclasses
 import hashlib
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired, cast
@@ -401,11 +402,11 @@ class PivotalCritic(AgentMiddleware[CriticState, ContextT]):
 
     # --- each tool call: enforce the verdict ----------------------------------------------------
     def wrap_tool_call(self, request: ToolCallRequest, handler: ToolHandler) -> ToolMessage | Command[Any]:
-        with running(request.state):  # the turn holds its thread while the call runs (middleware/busy.py)
+        with running(request.state), _raised_redacted():  # the turn holds its thread while the call runs
             return self._tool_call(request, handler)
 
     async def awrap_tool_call(self, request: ToolCallRequest, handler: AsyncToolHandler) -> ToolMessage | Command[Any]:
-        with running(request.state):
+        with running(request.state), _raised_redacted():
             return await self._atool_call(request, handler)
 
     def _tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
@@ -845,6 +846,24 @@ async def _after_async(
         unguard(guarded)
         _WITHIN.reset(token)
     return _recorded(done, request, entry, guard.entries)  # its place outside itself, as a sync call's
+
+
+@contextmanager
+def _raised_redacted() -> Iterator[None]:
+    """A tool's exception leaves the critic as a copy of its own type with its secrets blanked: a tool's
+    error quotes what it was given, and whoever reads it on keeps it (LangGraph's `__error__` write,
+    a server's thread record and log, an app's own log). A pause or a hand-off (`GraphBubbleUp`)
+    passes as it is; so does an exception that cannot be copied.
+    """
+    try:
+        yield
+    except GraphBubbleUp:
+        raise
+    except Exception as error:
+        clean = redact_tree(error)
+        if clean is error or not isinstance(clean, BaseException):
+            raise
+        raise clean from clean.__cause__  # the original's text stays out of the traceback
 
 
 def _recorded(result: object, request: ToolCallRequest, entry: Review, inner: Sequence[Mapping[str, Any]] = ()) -> Any:

@@ -10,6 +10,8 @@ is the raw bytes of the SQLite file (both tables, and the write-ahead log), coun
 
 import dataclasses
 import json
+import re
+import traceback
 import uuid
 from pathlib import Path
 
@@ -25,7 +27,7 @@ from test_secrets_at_source import POSTGRES, postgres_bytes
 
 import pivotal
 from pivotal import Context, PivotalCritic, aresume, arun, create_pivotal_agent
-from pivotal.core.secrets import MARK, RedactingSerializer
+from pivotal.core.secrets import MARK, RedactingSerializer, redact_tree
 from pivotal.testing.scripted import ScriptedChatModel, tool_call, verdict
 
 SERVICE_KEY = "svc-canary-0042-zeta-77"
@@ -176,6 +178,53 @@ async def test_a_parent_graph_holding_pivotal_as_a_node_checkpoints_no_canary(ca
     assert leaked(tmp_path) == NONE
 
 
+@pytest.fixture
+def check_fraud():
+    @tool
+    def check_fraud(order_id: str) -> str:
+        """Check an order's fraud signals."""
+        raise RuntimeError(f"fraud service refused api_key={SK_KEY} service key {SERVICE_KEY}")
+
+    return check_fraud
+
+
+async def test_a_tool_error_under_the_critic_over_a_redacting_saver_checkpoints_no_canary(
+    canary_env, check_fraud, tmp_path
+):
+    """The tool's exception leaves the critic blanked, and LangGraph writes it as an `__error__` pending
+    write: no key in either, and the thread still reads back the failed task's error.
+    """
+    model = ScriptedChatModel(script={"agent": [tool_call("check_fraud", order_id="A1")]})
+    critic = ScriptedChatModel(script={"Verdict": [verdict("approve")]})
+    middleware = PivotalCritic(critic, irreversible=[], tools=[check_fraud])
+    config = {"configurable": {"thread_id": "ticket-e"}}
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "app.sqlite")) as saver:
+        agent = create_agent(model, [check_fraud], middleware=[middleware], checkpointer=pivotal.redacting(saver))
+        with pytest.raises(RuntimeError, match=re.escape(f"api_key={MARK}")) as raised:  # the critic blanks it
+            await agent.ainvoke({"messages": [HumanMessage("Check order A1 for fraud.")]}, config)
+        errors = [task.error for task in (await agent.aget_state(config)).tasks if task.error]
+    assert [str(error) for error in errors] == [
+        f"RuntimeError('fraud service refused api_key={MARK} service key {MARK}')"
+    ]
+    assert type(raised.value) is RuntimeError
+    assert not any(key in "".join(traceback.format_exception(raised.value)) for key in CANARIES)
+    assert leaked(tmp_path) == NONE
+
+
+async def test_a_parent_graph_node_error_over_a_redacting_saver_checkpoints_no_canary(canary_env, tmp_path):
+    def failing(state: MessagesState) -> dict:
+        raise ValueError(f"upstream said token={SK_KEY}")
+
+    parent = StateGraph(MessagesState)
+    parent.add_node("failing", failing)
+    parent.add_edge(START, "failing")
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "parent.sqlite")) as saver:
+        app = parent.compile(checkpointer=pivotal.redacting(saver))
+        with pytest.raises(ValueError, match=SK_KEY):
+            await app.ainvoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "ticket-pe"}})
+    assert leaked(tmp_path) == NONE
+
+
 # --- the serializer itself ---------------------------------------------------------------------
 
 
@@ -215,3 +264,40 @@ def test_redacting_wraps_once_and_returns_the_same_saver():
     inner = saver.serde.serde
     assert pivotal.redacting(saver).serde.serde is inner  # not wrapped twice
     assert pivotal.redacting(None) is None
+
+
+class KeywordOnlyError(Exception):
+    """An SDK's error: made with a keyword-only argument, keeping a body of its own."""
+
+    def __init__(self, message: str, *, body: dict) -> None:
+        super().__init__(message)
+        self.body = body
+
+
+def test_an_exception_is_written_redacted_and_keeps_its_type(canary_env):
+    """LangGraph writes a failed task's exception as it is: its arguments, attributes, notes and
+    causes are blanked, in a copy of its own type; the caller's exception keeps its text.
+    """
+    error = KeywordOnlyError(f"auth failed api_key={SK_KEY}", body={"key": SERVICE_KEY})
+    error.add_note(f"retried with {SK_KEY}")
+    error.__cause__ = ValueError(f"token {SERVICE_KEY}")
+    serde = RedactingSerializer(JsonPlusSerializer())
+    for value in (error, {"err": error}, [ValueError(f"token {SERVICE_KEY}")]):
+        kind, blob = serde.dumps_typed(value)
+        assert not any(key.encode() in blob for key in CANARIES), value
+    assert serde.loads_typed(serde.dumps_typed(error)) == f"KeywordOnlyError('auth failed api_key={MARK}')"
+    clean = redact_tree(error)
+    assert (
+        type(clean) is KeywordOnlyError and clean.body == {"key": MARK} and clean.__notes__ == [f"retried with {MARK}"]
+    )
+    assert str(clean.__cause__) == f"token {MARK}" and str(error) == f"auth failed api_key={SK_KEY}"
+    plain = RuntimeError("nothing secret here")
+    assert redact_tree(plain) is plain
+
+
+def test_an_exception_showing_a_secret_it_does_not_hold_is_written_as_its_text_redacted(canary_env):
+    class Shows(Exception):
+        def __str__(self) -> str:
+            return f"computed {SK_KEY}"
+
+    assert redact_tree(Shows("plain")) == "Shows('plain')"

@@ -50,10 +50,11 @@ import os
 import time
 from pathlib import Path
 
+from langchain.agents import create_agent
 from langchain_openai import ChatOpenAI
 
-from pivotal import create_pivotal_agent
-from pivotal.testing.promise_desk import desk_tools
+from pivotal import PivotalCritic, create_pivotal_agent
+from pivotal.testing.promise_desk import ClerkChatModel, desk_tools
 
 LEDGER = Path(os.environ["DESK_LEDGER"])
 HOLD = Path(os.environ["DESK_HOLD"])
@@ -88,6 +89,21 @@ dead_critic = create_pivotal_agent(clerk, tools(), irreversible=["refund"], name
                                    critic_model=chat(os.environ["DESK_DEAD_URL"]), **SETTINGS)
 broken_critic = create_pivotal_agent(clerk, tools(), irreversible=["refund"], name="http-desk-broken",
                                      critic_model=chat(os.environ["DESK_BROKEN_URL"]), **SETTINGS)
+
+
+def failing_tools():
+    """The desk's tools, its lookup failing with the note (a key) in its message."""
+    lookup, refund, email = desk_tools(LEDGER)
+
+    def failing(order_id: str) -> str:
+        raise RuntimeError(f"order service refused api_key={os.environ['DESK_NOTE']}")
+
+    lookup.func = failing
+    return [lookup, refund, email]
+
+
+failing = create_agent(ClerkChatModel(), failing_tools(),
+                       middleware=[PivotalCritic(clerk, irreversible=["refund"], tools=failing_tools())])
 '''
 
 
@@ -130,7 +146,9 @@ def served(tmp_path_factory) -> Iterator[Served]:
 def desk_folder(folder: Path, llm: Loopback, broken_url: str, note: str = "") -> dict[str, str]:
     """Writes the application's folder (its module and langgraph.json); the server's environment."""
     (folder / "desk_app.py").write_text(DESK_APP)
-    graphs = {name: f"./desk_app.py:{name}" for name in ("desk", "approving", "dead_critic", "broken_critic")}
+    graphs = {
+        name: f"./desk_app.py:{name}" for name in ("desk", "approving", "dead_critic", "broken_critic", "failing")
+    }
     config = {"dependencies": [str(ROOT), "."], "graphs": graphs, "python_version": "3.11",
               "http": {"app": "pivotal.graphs.served:app"}}  # fmt: skip
     (folder / "langgraph.json").write_text(json.dumps(config))
@@ -344,6 +362,22 @@ async def test_10_over_http_no_secret_in_any_byte_the_server_keeps(desk):
     for path in [*kept.rglob("*"), desk.log]:
         if path.is_file():
             assert canary.encode() not in path.read_bytes(), f"the canary is in {path.name}"
+
+
+async def test_10_over_http_a_tool_error_quoting_a_key_reaches_no_byte_the_server_keeps(desk):
+    """A served `create_agent` + `PivotalCritic` whose lookup raises with the canary in its message: the
+    server writes the failed run's exception to its log (twice, with its traceback) and to its
+    checkpoints (the `__error__` pending write); neither holds the canary.
+    """
+    client = get_client(url=desk.url)
+    thread = (await client.threads.create())["thread_id"]
+    failed = await client.runs.wait(thread, await assistant(client, "failing"), input=ticket(), raise_error=False)
+    assert failed["__error__"]["error"] == "RuntimeError" and desk.refunds() == 0
+    kept = desk.folder / ".langgraph_api"
+    _until(lambda: _in(kept, thread) and b"Background run failed" in desk.log.read_bytes(), 40)
+    for path in [*kept.rglob("*"), desk.log]:
+        if path.is_file():
+            assert desk.canary.encode() not in path.read_bytes(), f"the canary is in {path.name}"
 
 
 @pytest.mark.parametrize("policy", ["reject", "enqueue", "interrupt", "rollback"])

@@ -1,8 +1,11 @@
 """`pivotal.graphs.served:app`'s middleware: the run requests a LangGraph server stores reach it with
-secrets blanked, every other request as it came (the server itself: tests/test_promises_http.py).
+secrets blanked, every other request as it came; and its lifespan: the server's log lines are written
+redacted (the server itself: tests/test_promises_http.py).
 """
 
+import io
 import json
+import logging
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -10,6 +13,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
+from pivotal.core.logs import RedactingFormatter
 from pivotal.graphs.served import RedactingRequests, app
 
 KEY = "sk-proj-" + "Abc123" * 8
@@ -53,3 +57,27 @@ def test_other_requests_pass_as_they_came():
 
 def test_the_app_has_no_routes_of_its_own():
     assert app.routes == [] and [m.cls for m in app.user_middleware] == [RedactingRequests]
+
+
+def test_from_startup_the_servers_log_lines_are_redacted_tracebacks_included():
+    """`langgraph dev` sets its logging up before it loads the app; the app's lifespan then wraps every
+    handler's formatter, so a failed run's exception is logged with its key blanked, in its traceback too.
+    """
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    log = logging.getLogger("pivotal-test-served")
+    log.addHandler(handler)
+    try:
+        for _ in range(2):
+            with TestClient(app):  # startup and shutdown: the lifespan runs
+                pass
+        try:
+            raise RuntimeError(f"order service refused api_key={KEY}")
+        except RuntimeError:
+            log.exception("Run encountered an error in graph: %s", KEY)
+    finally:
+        log.removeHandler(handler)
+    written = stream.getvalue()
+    assert "Traceback" in written and "[redacted]" in written and KEY not in written
+    assert isinstance(handler.formatter, RedactingFormatter)
+    assert not isinstance(handler.formatter.inner, RedactingFormatter)  # wrapped once
