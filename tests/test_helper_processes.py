@@ -75,3 +75,39 @@ def test_a_preimported_command_past_its_timeout_is_killed_and_said_so(tmp_path):
     with pytest.raises(subprocess.TimeoutExpired):
         preimported(*argv, cwd=tmp_path, timeout=3)
     assert preimported("run", "--model", "gpt-4o", cwd=tmp_path).returncode == 2  # the server goes on
+
+
+SERVER = """
+import http.server, sys
+from pathlib import Path
+tries = Path(sys.argv[1])
+tries.write_text(tries.read_text() + "x" if tries.exists() else "x")
+if len(tries.read_text()) == 1:
+    sys.exit(sys.argv[3] + " (the first start)")
+class Ok(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b"ok")
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[2])), Ok).serve_forever()
+"""
+"""A server whose first start dies printing its argument, and whose second answers."""
+
+
+@pytest.mark.parametrize(
+    ("first_words", "starts"),
+    [("AttributeError: 'StreamHandler' object has no attribute 'lock'", 2), ("ImportError: no module named app", 1)],
+    ids=["logging-race", "other-failure"],
+)
+def test_a_server_start_broken_by_the_logging_race_is_made_again_and_any_other_failure_is_raised(
+    tmp_path, first_words, starts
+):
+    from pivotal.testing.servers import free_port, serve
+
+    port, tries = free_port(), tmp_path / "tries"
+    command = [sys.executable, "-c", SERVER, str(tries), str(port), first_words]
+    if starts == 2:
+        with serve(command, "/ok", port, tmp_path / "server.log") as url:
+            assert url.endswith(str(port))
+    else:
+        with pytest.raises(RuntimeError, match="no module named app"), serve(command, "/ok", port, tmp_path / "s.log"):
+            pass
+    assert len(tries.read_text()) == starts

@@ -31,7 +31,7 @@ from langgraph_sdk.errors import ConflictError, NotFoundError
 from pivotal.cli.studio import QUIET
 from pivotal.testing.loopback_provider import Loopback, loopback
 from pivotal.testing.promise_desk import clerk_responder, ledger_kinds
-from pivotal.testing.servers import free_port, serve, wait_until_up
+from pivotal.testing.servers import free_port, launch, serve
 
 pytestmark = pytest.mark.slow
 
@@ -463,17 +463,14 @@ def test_12_over_http_a_server_killed_during_the_refund_and_started_again_refund
 def _dev(folder: Path, env: dict[str, str], log_name: str) -> Iterator[tuple[str, subprocess.Popen]]:
     """`langgraph dev` in its own process group (so one signal reaches every process it started)."""
     port, log = free_port(), folder / log_name
-    with log.open("w") as out:
-        server = subprocess.Popen(dev_command(port), stdout=out, stderr=subprocess.STDOUT, cwd=folder, env=env,
-                                  start_new_session=True)  # fmt: skip
-        try:
-            url = f"http://127.0.0.1:{port}"
-            wait_until_up(f"{url}/ok", server, log)
-            yield url, server
-        finally:
-            if server.poll() is None:
-                os.killpg(server.pid, signal.SIGTERM)
-                server.wait(timeout=30)
+    url = f"http://127.0.0.1:{port}"
+    server = launch(dev_command(port), f"{url}/ok", log, cwd=folder, env=env, start_new_session=True)
+    try:
+        yield url, server
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(timeout=30)
 
 
 def _system_assistant(client: Any, graph: str) -> str:
