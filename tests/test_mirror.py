@@ -49,7 +49,7 @@ FILTERS = [
 
 @pytest.fixture
 def store(tmp_path, monkeypatch) -> ExperienceStore:
-    monkeypatch.setattr(mirror, "MIRROR_AFTER", 0)  # mirrored from the first query
+    monkeypatch.setattr(mirror, "VECTORS_PER_QUERY", 10**6)  # mirrored from the first query
     rng = random.Random(7)
     opened = open_store(str(tmp_path / "store"))
     opened.put([lesson(i, rng) for i in range(120)])
@@ -114,18 +114,33 @@ def test_a_filter_the_nearest_rows_do_not_meet_is_left_to_the_backend(store, mon
     same(*both(store, "a locked door", 3, rare))
 
 
-def test_recall_asks_chroma_only_until_the_family_is_mirrored(tmp_path, monkeypatch):
-    calls = []
+def _asking(tmp_path, monkeypatch, lessons: int) -> tuple[ExperienceStore, list[int]]:
+    """A store of `lessons` approved lessons, and the list its Chroma queries are counted in."""
+    calls: list[int] = []
     nearest = ChromaLessons.nearest
     monkeypatch.setattr(ChromaLessons, "nearest", lambda *a, **k: calls.append(1) or nearest(*a, **k))
     store = open_store(str(tmp_path / "store"))
-    store.put([lesson(i, random.Random(i)).model_copy(update={"status": "approved"}) for i in range(40)])
+    store.put([lesson(i, random.Random(i)).model_copy(update={"status": "approved"}) for i in range(lessons)])
+    return store, calls
+
+
+def test_recall_asks_chroma_until_reading_the_family_costs_no_more_than_its_queries(tmp_path, monkeypatch):
+    monkeypatch.setattr(mirror, "VECTORS_PER_QUERY", 10)  # 40 lessons cost 4 queries to read
+    store, calls = _asking(tmp_path, monkeypatch, 40)
     for i in range(60):
         store.search(f"{SITUATIONS[i % 5]} number {i}", family="maze", k=3, min_similarity=0.0, owner=OWNER)
-    assert mirror.MIRROR_AFTER <= len(calls) <= mirror.MIRROR_AFTER + 1
+    assert len(calls) == 4 and store.shelf.mirror is not None and store.shelf.mirror.rows("maze") is not None
 
 
-def test_a_family_too_big_is_read_once_and_left_to_the_backend(store, monkeypatch):
+def test_a_family_smaller_than_one_query_is_read_at_its_first(tmp_path, monkeypatch):
+    store, calls = _asking(tmp_path, monkeypatch, 40)  # 40 vectors cost less than a query (VECTORS_PER_QUERY)
+    for i in range(10):
+        store.search(f"{SITUATIONS[i % 5]} number {i}", family="maze", k=3, min_similarity=0.0, owner=OWNER)
+    assert calls == []
+
+
+def test_a_family_too_big_is_never_read_and_left_to_the_backend(store, monkeypatch):
+    """Its size is known before a read: a read of MIRROR_MAX + 1 rows (~0.6 s) that keeps nothing is never made."""
     reads = []
     with_vectors = ChromaLessons.with_vectors
     monkeypatch.setattr(ChromaLessons, "with_vectors", lambda *a, **k: reads.append(1) or with_vectors(*a, **k))
@@ -136,7 +151,7 @@ def test_a_family_too_big_is_read_once_and_left_to_the_backend(store, monkeypatc
         store.add([lesson(900 + i, random.Random(i))], dedup_similarity=0.99)
         found = store.search(SITUATIONS[i], family="maze", k=3, min_similarity=0.0, owner=OWNER)
         assert found
-    assert reads == [1] and store.shelf.mirror is not None and store.shelf.mirror.rows("maze") is None
+    assert reads == [] and store.shelf.mirror is not None and store.shelf.mirror.rows("maze") is None
 
 
 def test_a_shared_store_is_never_mirrored():

@@ -15,6 +15,7 @@ from pivotal.core.context import Context
 from pivotal.core.errors import PivotalError
 from pivotal.graphs import run_batch
 from pivotal.memory.lesson import Lesson
+from pivotal.memory.policy import mirror
 from pivotal.memory.policy.journal import Journal
 from pivotal.memory.policy.registry import close_stores, open_store
 from pivotal.memory.storage.chroma import JOURNAL, PREFIX, collection_name
@@ -672,6 +673,14 @@ def test_a_resumed_run_counts_once_in_the_familys_record(store):
     assert _reopened(store).family_runs("files") == (1, 1)
 
 
+@pytest.fixture
+def unmirrored(monkeypatch) -> None:
+    """The family is never read into memory (memory/policy/mirror.py reads a small one at its first
+    query): Chroma answers every query, as it does a large family's first ones.
+    """
+    monkeypatch.setattr(mirror, "VECTORS_PER_QUERY", 1e-9)
+
+
 def _spy_reads(store, family: str, monkeypatch) -> dict[str, list]:
     """What a private store asks Chroma to read: each `get`, and what each query includes."""
     collection = store.io.storage.collection(family, create=True)
@@ -699,7 +708,9 @@ def _search_afresh(store, times: int) -> list:
     return found
 
 
-def test_once_the_lessons_it_knows_cover_its_queries_a_store_asks_chroma_for_distances_only(store, monkeypatch):
+def test_once_the_lessons_it_knows_cover_its_queries_a_store_asks_chroma_for_distances_only(
+    store, monkeypatch, unmirrored
+):
     written = store.add(
         [lesson("Check the file exists before reading it."), lesson("Close files after writing them.")],
         dedup_similarity=DEDUP,
@@ -720,7 +731,7 @@ def test_once_the_lessons_it_knows_cover_its_queries_a_store_asks_chroma_for_dis
     assert asked["get"] == []
 
 
-def test_a_store_whose_queries_find_lessons_it_does_not_know_reads_them_with_the_query(store, monkeypatch):
+def test_a_store_whose_queries_find_lessons_it_does_not_know_reads_them_with_the_query(store, monkeypatch, unmirrored):
     """A get after a distances-only query costs more than the metadata read it saves."""
     store.add([lesson("Check the file exists before reading it.")], dedup_similarity=DEDUP)
     asked = _spy_reads(store, "files", monkeypatch)

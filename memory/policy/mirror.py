@@ -5,10 +5,10 @@ each costs ~8 ms whatever the collection holds (the call, not the search), and w
 nearest lessons are mostly not recallable (other mazes' lessons, ones still in quarantine) recall
 asked twice, the second time filtered: most of a memory-on step's store time went there
 (benchmarks/bench_batch.py `--overhead-only`). A store no other process writes (a folder, locked
-to this process) knows every change to its lessons, so once a family has been asked often enough
-(MIRROR_AFTER) it reads the family's ids and vectors once (~0.1 s per 1,000 lessons; reading
-their fields too would cost ~0.5 s, so they are not) and ranks by a dot product in memory, exact
-where Chroma's index is approximate. The lessons themselves come from the store's reads (known
+to this process) knows every change to its lessons, so once a family has been asked as many
+queries as reading it costs (VECTORS_PER_QUERY) it reads the family's ids and vectors once (~20-30 ms
+per 1,000 lessons; reading their fields too would cost ~0.5 s, so they are not) and ranks by a dot
+product in memory, exact where Chroma's index is approximate. The lessons themselves come from the store's reads (known
 ones need no disk): a filter is applied to the best rows in order, and when the first
 SCAN_MAX rows do not hold enough that pass it, the backend is asked as before.
 
@@ -29,8 +29,15 @@ from pivotal.memory.storage.base import Only
 
 MIRROR_MAX = 20_000
 """Families larger than this are queried in the backend (20k × 384 floats ≈ 30 MB, ~2 s to read)."""
-MIRROR_AFTER = 16
-"""Backend queries of a family before it is read into memory: a short run never pays the read."""
+VECTORS_PER_QUERY = 100
+"""One backend query costs about as much as reading this many of a family's vectors (Chroma on a
+folder, CPU of the whole process: a query of 12 lessons 2.9-3.7 ms, the vectors 22-38 µs each, one
+query as much as 97-136 vectors from 100 to 10,000 lessons; benchmarks/bench_chroma_costs.py). A
+family is read once it has been asked as many queries as reading it costs, rent or buy: its queries
+and its read then cost at most about twice the cheaper of the two, however many queries follow, and
+a short run on a large family never pays the read. The fixed 16 queries this replaced read 1,000
+lessons after twice their break-even (7 queries) and 10,000 after a sixth of theirs (~100 queries
+for a read of ~0.4 s)."""
 SCAN_MAX = 64
 """Rows a filtered query reads in order before it leaves the rest to the backend's filter."""
 
@@ -111,17 +118,28 @@ class Mirror:
         """A family's rows; None: not mirrored (too big, or a backend without `with_vectors`)."""
         self._versions: dict[str, int] = {}
         self._asked: dict[str, int] = {}
+        self._sizes: dict[str, int] = {}
+        """Each family's lesson count when it was first asked: what reading it would cost."""
         self._lock = threading.Lock()
 
     def rows(self, family: str) -> Rows | None:
         return self._rows.get(family)
 
-    def wanted(self, family: str) -> bool:
-        """Whether to read the family now: not tried yet, and asked MIRROR_AFTER times (this one counted)."""
+    def wanted(self, family: str, size: Callable[[], int]) -> bool:
+        """Whether to read the family now: not tried yet, and asked (this one counted) more often
+        than reading its `size()` vectors costs in queries. `size` is asked once, when the family is
+        first asked; a family larger than MIRROR_MAX is then left to the backend without a read.
+        """
         if family in self._rows:
             return False
+        if family not in self._sizes:
+            self._sizes[family] = size()
+            if self._sizes[family] > MIRROR_MAX:
+                with self._lock:
+                    self._rows[family] = None
+                return False
         self._asked[family] = self._asked.get(family, 0) + 1
-        return self._asked[family] > MIRROR_AFTER
+        return self._asked[family] > self._sizes[family] / VECTORS_PER_QUERY
 
     def version(self, family: str) -> int:
         return self._versions.get(family, 0)
@@ -152,3 +170,4 @@ class Mirror:
                 self._versions[family] = self.version(family) + 1
                 self._rows.pop(family, None)
                 self._asked.pop(family, None)
+                self._sizes.pop(family, None)

@@ -161,15 +161,15 @@ class Shelf:
         return [(settled.get(lesson.id, lesson), s) for lesson, s in found]
 
     def _mirrored(self, family: str) -> Rows | None:
-        """The family's rows in memory (memory/policy/mirror.py), read once it has been asked
-        often enough; None when it is not (yet) mirrored.
+        """The family's rows in memory (memory/policy/mirror.py), read once it has been asked as
+        many queries as reading it costs; None when it is not (yet) mirrored.
         """
         if self.mirror is None:
             return None
-        if self.mirror.wanted(family):
-            read = getattr(self.io.storage, "with_vectors", None)
+        read = getattr(self.io.storage, "with_vectors", None)
+        if read is not None and self.mirror.wanted(family, lambda: self.io.storage.count(family)):
             version = self.mirror.version(family)
-            self.mirror.keep(family, read(family, MIRROR_MAX) if read is not None else None, version)
+            self.mirror.keep(family, read(family, MIRROR_MAX), version)
         return self.mirror.rows(family)
 
     def _read_ids(self, family: str) -> Callable[[list[str]], dict[str, Lesson]]:

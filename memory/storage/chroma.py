@@ -178,6 +178,31 @@ def _lock_folder(directory: str) -> Callable[[], None]:
 
 # ---- the collections -------------------------------------------------------------------------
 PREFIX = "pivotal-lessons-"
+SYNC_THRESHOLD = 100
+"""Log records a collection's vector index takes in before Chroma writes the index to disk
+(Chroma's default is 1,000). Until then each write reads back every record the index has not yet
+written, each with a lesson's whole metadata, so a write cost more the longer since the last one:
+a metadata update of 20 lessons took ~11 ms of CPU after a write of the index and ~33 ms by the
+1,000th record; 28 ms on average at 1,000 lessons and 32 ms at 10,000, against 13 and 14 ms at 100
+(benchmarks/bench_chroma_costs.py, results/chroma_costs.json). Most of it runs in Chroma's own
+threads, where a profile of the calling thread does not see it. At 20 the index is written five
+times as often and a write costs a little more again."""
+
+
+def sync_often(collection: Any) -> Any:
+    """`collection`, its index written every SYNC_THRESHOLD records: a collection made before (or by
+    Chroma's default) is changed once when opened. Chroma reads the setting when a process first
+    uses the collection, so this comes before any read or write of it. A lower setting someone chose
+    stays; a collection that refuses the change is used as it is (the setting is only a cost).
+    """
+    hnsw = (collection.configuration_json or {}).get("hnsw") or {}
+    if hnsw.get("sync_threshold", SYNC_THRESHOLD) > SYNC_THRESHOLD:
+        try:
+            collection.modify(configuration={"hnsw": {"sync_threshold": SYNC_THRESHOLD}})
+        except Exception as exc:  # noqa: BLE001 — a cost, not a fault: the collection works either way
+            if store_server_gone(exc):
+                raise  # the server's fault: a batch stops on it (see core/errors.py)
+    return collection
 
 
 class Collections:
@@ -205,7 +230,7 @@ class Collections:
                     name,
                     embedding_function=default_embedding(),
                     metadata={"family": family},
-                    configuration={"hnsw": {"space": "cosine"}},
+                    configuration={"hnsw": {"space": "cosine", "sync_threshold": SYNC_THRESHOLD}},
                 )
             elif name in {c.name for c in self.client.list_collections()}:
                 collection = self.client.get_collection(name)  # built from its own config (its compute)
@@ -216,6 +241,7 @@ class Collections:
                 raise  # the server's fault, not the collection's: a batch stops on it (see core/errors.py)
             raise self._unusable(family, one_line(exc)) from exc
         self._check_compatible(collection, family)
+        sync_often(collection)
         self._computes[family] = compute_of(collection.configuration_json["embedding_function"].get("config") or {})
         self._opened[family] = collection
         return collection
@@ -420,13 +446,16 @@ class ChromaRecords:
         name = LEDGER_PREFIX + collection_name(family).split("-", 2)[2]
         if create:
             collection = self.client.get_or_create_collection(
-                name, embedding_function=None, metadata={"family": family, "ledger": True}
+                name,
+                embedding_function=None,
+                metadata={"family": family, "ledger": True},
+                configuration={"hnsw": {"sync_threshold": SYNC_THRESHOLD}},
             )
         elif name in {c.name for c in self.client.list_collections()}:
             collection = self.client.get_collection(name, embedding_function=None)
         else:
             return None
-        self._collections[family] = collection
+        self._collections[family] = sync_often(collection)
         return collection
 
     def append(self, records: list[Record]) -> None:
