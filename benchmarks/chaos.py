@@ -469,11 +469,13 @@ BAD_INPUTS = [
     (["batch", "tasks.jsonl", "--out", "never.jsonl", "--resume"], "nothing to resume"),
     (["batch", "tasks.jsonl", "--out", "damaged.jsonl", "--resume"], "batch marker damaged.jsonl.batch is damaged"),
     (["resume", "no-thread", "--decision", "approve", "--checkpoints", ":memory:"], "not waiting for approval"),
+    (["resume", "no-thread", "--decision", "maybe"], "invalid choice: 'maybe'"),
     (["lessons", "show", "nope"], "no lesson with id"),
     (["lessons", "import", "missing.jsonl"], "does not exist"),
     (["studio", "--check", "--config", "missing.json"], "does not exist"),
     (["run", "--plugin", "no_such_module"], "cannot import plugin"),
     (["run", "--env", "frozenlake", "--param", "map=9x9"], "parameter map='9x9' is not valid"),
+    (["run", "--env", "gridworld", "--param", "sise=4"], "has no parameter 'sise': did you mean size?"),
     (["run", "--checkpoints", "tasks.jsonl"], "is damaged (file is not a database)"),
     (["checkpoints", "stats", "--checkpoints", "tasks.jsonl"], "is damaged (file is not a database)"),
 ]

@@ -20,6 +20,14 @@ class PivotalError(ValueError):
     """Bad configuration or input: the message names the problem and the fix, in one line."""
 
 
+def shown(value: object) -> str:
+    """A wrong argument as its type and the start of its repr, for the one line refusing it: enough
+    to find it in the caller's code, never a screenful.
+    """
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"
+
+
 def make_folder(folder: Path, refused: str, fix: str) -> Path:
     """A folder Pivotal writes to, made if missing; else one line: `refused`, the OS's reason, `fix`."""
     try:

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
+from pivotal.core.errors import PivotalError, shown
+
 if TYPE_CHECKING:  # LangGraph's serializers load where a checkpointer is used
     from langgraph.checkpoint.serde.base import SerializerProtocol
 
@@ -285,10 +287,18 @@ def redacting(checkpointer: Saver) -> Saver:
     pending writes alike); the same object, changed in place, so every graph using it is covered.
     Calling it again changes nothing. Needed only for a checkpointer Pivotal is not given: an app's
     own for `create_agent` with `PivotalCritic`, or a parent graph's with Pivotal as a node.
+    Anything else (None, a path) is refused: handed back unchanged, it looked covered and was not.
     """
+    from langgraph.checkpoint.base import BaseCheckpointSaver  # here: the redaction of logs needs no langgraph
+
+    if not isinstance(checkpointer, BaseCheckpointSaver):
+        raise PivotalError(
+            f"checkpointer must be a LangGraph checkpointer (InMemorySaver(), a SqliteSaver, ...), not "
+            f"{shown(checkpointer)}; pass the saver the graph is compiled with"
+        )
     serde = getattr(checkpointer, "serde", None)
     if serde is not None and not isinstance(serde, RedactingSerializer):
-        checkpointer.serde = RedactingSerializer(serde)  # type: ignore[attr-defined]
+        checkpointer.serde = RedactingSerializer(serde)
     return checkpointer
 
 

@@ -17,14 +17,14 @@ from langgraph.store.base import BaseStore
 
 from pivotal.core.context import Context
 from pivotal.core.environments import register_environment
-from pivotal.core.environments.tools import ToolEnvironment, Undo, Verifier
+from pivotal.core.environments.tools import ToolEnvironment, ToolLike, Undo, Verifier, as_tools
 from pivotal.core.errors import PivotalError
 from pivotal.graphs.builder import build_graph
 
 
 def create_pivotal_agent(
     model: str | BaseChatModel,
-    tools: Sequence[BaseTool],
+    tools: Sequence[ToolLike],
     *,
     verifier: Verifier | None = None,
     irreversible: Sequence[str] = (),
@@ -49,13 +49,14 @@ def create_pivotal_agent(
     live in (docs/experience-store.md, LangGraph stores). `repeatable` and `once_keys` say which
     irreversible tools may repeat and what makes two calls the same (docs/side-effects.md). A name in
     any of these safety settings that is not one of the tools is refused here, naming the closest.
+    `tools` may be LangChain tools or plain functions, converted as LangChain's `create_agent` does.
     """
     if isinstance(context.get("context"), Context):  # build_graph's way; here the fields are keywords
         raise PivotalError(
             "create_pivotal_agent takes Context fields as keyword arguments, not context=Context(...): "
             "create_pivotal_agent(model, tools, require_approval_for=[...], max_steps=..., ...)"
         )
-    tool_list = list(tools)
+    tool_list = as_tools(tools)  # plain functions become tools as create_agent makes them
     once = {"repeatable": sorted(repeatable), "once_keys": {k: list(v) for k, v in sorted((once_keys or {}).items())}}
     env = name or stable_name(tool_list, verifier, irreversible, compensations, intro, once)
 

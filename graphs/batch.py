@@ -18,7 +18,7 @@ from pivotal.core.context import Context
 from pivotal.core.errors import InfrastructureFault, PivotalError, infrastructure_fault
 from pivotal.core.task import Task
 from pivotal.graphs.checkpointer import graph_over
-from pivotal.graphs.checks import check_run
+from pivotal.graphs.checks import check_arguments, check_run
 from pivotal.graphs.lease import Busy, ThreadBusy, thread_lease
 from pivotal.graphs.runner import Graph, run_on_thread, settings_for
 from pivotal.graphs.summary import ENDED, RunResult
@@ -59,6 +59,9 @@ async def run_batch(
     """
     if concurrency <= 0:
         raise PivotalError(f"concurrency must be > 0 (got {concurrency})")
+    check_arguments(
+        context=context, graph=graph, checkpointer=checkpointer, checkpoint_path=checkpoint_path, plugins=plugins
+    )
     context = settings_for(graph, context, checkpointer, checkpoint_path)
     parsed, threads = batch_threads(tasks, context, thread_prefix, thread_keys)
     limit = asyncio.Semaphore(concurrency)

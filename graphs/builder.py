@@ -32,6 +32,7 @@ from typing import Any, cast
 from langchain_core.runnables import RunnableConfig
 from langgraph._internal._constants import CONFIG_KEY_TASK_ID
 from langgraph._internal._runnable import RunnableCallable
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -118,7 +119,7 @@ def build_graph(
     builder.add_edge("gate", "memory_writer")
     builder.add_edge("memory_writer", "respond")
     builder.add_edge("respond", END)
-    graph = builder.compile(checkpointer=redacting(checkpointer), store=store, **{"name": "pivotal", **compile_kwargs})
+    graph = builder.compile(checkpointer=_saver(checkpointer), store=store, **{"name": "pivotal", **compile_kwargs})
     # invoked directly (invoke, astream, astream_events, Studio), a default node ceiling would end
     # a run after a few steps; the Context bounds are what end a run
     return PivotalGraph(**graph.__dict__).with_config(recursion_limit=DIRECT_RECURSION_LIMIT)
@@ -280,12 +281,19 @@ def _redacted(input: object) -> Any:
     return redact_tree(input) if isinstance(input, dict) else input
 
 
+def _saver(checkpointer: Checkpointer) -> Checkpointer:
+    """The graph's checkpointer blanking secrets; LangGraph's other values pass as they are (None:
+    none, True/False: a subgraph's use of its parent's), and anything else is refused by `redacting`.
+    """
+    return checkpointer if checkpointer is None or isinstance(checkpointer, bool) else redacting(checkpointer)
+
+
 def _redacting_given(config: RunnableConfig | None) -> None:
     """A checkpointer handed in through the config (a parent graph's, the `langgraph dev` server's)
     blanks secrets from this run's writes on; the parent's own earlier writes need `pivotal.redacting`.
     """
     given = ((config or {}).get("configurable") or {}).get(CONFIG_KEY_CHECKPOINTER)
-    if given is not None:
+    if isinstance(given, BaseCheckpointSaver):
         redacting(given)
 
 

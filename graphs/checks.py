@@ -9,12 +9,49 @@ import warnings
 from collections.abc import Iterable
 from typing import Any
 
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.pregel import Pregel
+
 from pivotal.core.context import Context
 from pivotal.core.environments import make_environment
-from pivotal.core.environments.base import RewindWarning, check_approvals, check_names, rewind_notice as notice_for
+from pivotal.core.environments.base import (
+    RewindWarning,
+    check_approvals,
+    check_names,
+    check_params,
+    rewind_notice as notice_for,
+)
+from pivotal.core.errors import PivotalError, shown
 from pivotal.core.models.reachability import check_models
 from pivotal.core.task import Task, parse_task
 from pivotal.memory.policy.registry import check_memory
+
+ARGUMENTS: dict[str, tuple[Any, str]] = {
+    "context": (Context, "a Context, e.g. Context(model='sim', max_steps=20)"),
+    "graph": (Pregel, "a compiled graph (create_pivotal_agent(...), build_graph(...))"),
+    "checkpointer": (BaseCheckpointSaver, "a LangGraph checkpointer (InMemorySaver(), AsyncSqliteSaver, ...)"),
+    "checkpoint_path": (str, "a str: a SQLite file, a postgresql:// URL or ':memory:'"),
+    "thread_id": (str, "a str"),
+    "plugins": (Iterable, "a list of module names, e.g. ['my_envs']"),
+}
+"""What each argument of the run API (`run`, `arun`, `resume`, `run_batch`) takes, as its message says it."""
+
+
+def check_arguments(**given: object) -> None:
+    """The run API's arguments are of the kinds they take, each refused in one line naming it: the
+    wrong kind was met later by an AttributeError from deep inside (`run("hi", "sim")` said that a
+    str has no `default_env`). None is each one's default.
+    """
+    for name, value in given.items():
+        kind, takes = ARGUMENTS[name]
+        letters = name == "plugins" and isinstance(value, str | bytes)  # one name, read as its letters
+        if value is not None and (letters or not isinstance(value, kind)):
+            raise PivotalError(f"{name} must be {takes}, not {shown(value)}{_hint(name, value)}")
+
+
+def _hint(name: str, value: object) -> str:
+    """The likely meaning of a str where a Context goes: a model spec given as the second argument."""
+    return f"; a model spec goes in Context(model={value!r})" if name == "context" and isinstance(value, str) else ""
 
 
 def check_run(tasks: Iterable[Task | dict[str, Any] | str], context: Context) -> list[Task]:
@@ -53,10 +90,10 @@ def check_context(context: Context) -> None:
         check_memory(context)
 
 
-def check_task(task: Task | dict[str, Any] | str, default_env: str = "") -> Task:
+def check_task(task: Task | dict[str, Any] | str | None, default_env: str = "") -> Task:
     """The task parsed, and its environment built once, so an unknown name or bad parameter fails here."""
     parsed = parse_task(task, default_env)
-    make_environment(parsed.env)
+    check_params(make_environment(parsed.env), parsed)
     return parsed
 
 

@@ -24,7 +24,7 @@ from pivotal.core.secrets import redact_tree
 from pivotal.core.task import Task
 from pivotal.graphs.builder import recursion_limit
 from pivotal.graphs.checkpointer import graph_over
-from pivotal.graphs.checks import check_context, check_run, check_task
+from pivotal.graphs.checks import check_arguments, check_context, check_run, check_task
 from pivotal.graphs.lease import thread_lease
 from pivotal.graphs.summary import RunResult, summarise
 from pivotal.graphs.threads import asks_again, in_flight_step, paused_run, refuse_another_task
@@ -57,6 +57,14 @@ async def arun(
     with its checkpointer, store and settings; `context` may then tighten its safety settings, never
     loosen them, and `checkpointer`/`checkpoint_path` are the graph's own.
     """
+    check_arguments(
+        context=context,
+        graph=graph,
+        checkpointer=checkpointer,
+        checkpoint_path=checkpoint_path,
+        thread_id=thread_id,
+        plugins=plugins,
+    )
     context = settings_for(graph, context, checkpointer, checkpoint_path)
     [parsed] = check_run([task], context)
     thread_id = thread_id or uuid.uuid4().hex
@@ -102,6 +110,13 @@ async def aresume(
     rest of the run needs is checked before the reply is written, so a failed resume leaves
     the thread exactly as it was, still waiting. `graph`: the application's graph the run paused on (`arun`).
     """
+    check_arguments(
+        context=None if isinstance(context, dict) else context,  # a dict: the fields a caller set, checked below
+        graph=graph,
+        checkpointer=checkpointer,
+        checkpoint_path=checkpoint_path,
+        thread_id=thread_id,
+    )
     if graph is not None:  # its model objects were never saved with the thread: they come from the graph again
         own = settings_for(graph, None, checkpointer, checkpoint_path).model_objects()
         context = context if isinstance(context, Context) else {**own, **(context or {})}

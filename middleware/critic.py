@@ -56,7 +56,7 @@ from pivotal.core.environments.once import (
     thread_record,
     verdict_key,
 )
-from pivotal.core.environments.tools import Call, ToolEnvironment
+from pivotal.core.environments.tools import Call, ToolEnvironment, ToolLike, as_tools
 from pivotal.core.errors import PivotalError
 from pivotal.core.models.factory import check_specs
 from pivotal.core.schemas import Verdict
@@ -184,9 +184,10 @@ class PivotalCritic(AgentMiddleware[CriticState, ContextT]):
     `require_approval_for`: tool names (or "irreversible", "*") that pause for a person after the
     critic approves (LangGraph `interrupt`; needs a checkpointer). `environment`: an application's
     own Environment for the pre-check (`check`) and the action list; else the agent's tools.
-    `tools`: the agent's tools, so a name in `irreversible` or `require_approval_for` that is none
-    of them is refused here; without them (LangChain shows middleware the tools only at a model
-    call) it is refused at the agent's first model call, before any tool can run.
+    `tools`: the agent's tools (LangChain tools or plain functions, as `create_agent` takes them), so a
+    name in `irreversible` or `require_approval_for` that is none of them is refused here; without them
+    (LangChain shows middleware the tools only at a model call) it is refused at the agent's first model
+    call, before any tool can run.
     Any other `Context` field (`max_critique_rounds`, `critic_veto`, `precheck`, ...) as a keyword.
     A run's context (`invoke(..., context={...})`) may tighten the safety settings, never loosen them.
     """
@@ -200,7 +201,7 @@ class PivotalCritic(AgentMiddleware[CriticState, ContextT]):
         irreversible: Sequence[str] = (),
         require_approval_for: Sequence[str] | None = (),
         environment: Environment | None = None,
-        tools: Sequence[BaseTool] | None = None,
+        tools: Sequence[ToolLike] | None = None,
         **context: Any,
     ) -> None:
         super().__init__()
@@ -210,7 +211,7 @@ class PivotalCritic(AgentMiddleware[CriticState, ContextT]):
         self._own = Context(critic_model=model, memory=False, **context, **approvals)
         self.irreversible = list(irreversible)
         self.environment = environment
-        self._tools: dict[str, BaseTool] = {t.name: t for t in tools or ()}
+        self._tools: dict[str, BaseTool] = {t.name: t for t in as_tools(tools or ())}
         self._checked = False
         self._known: list[str] = []
         """The tools (or the environment's actions) the safety names were checked against: a run's too."""

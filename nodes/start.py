@@ -23,7 +23,7 @@ from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 
 from pivotal.core.context import Context
-from pivotal.core.environments.base import Environment, check_names
+from pivotal.core.environments.base import Environment, check_names, check_params
 from pivotal.core.environments.live import in_env_thread, open_live, release, state_of
 from pivotal.core.errors import PivotalError
 from pivotal.core.models.reachability import check_models
@@ -56,7 +56,7 @@ async def start(state: State, runtime: Runtime[Context]) -> State:
         run_id = given if given and given != opened.get("run_id") else _turn_run(opened, messages, task)
     task = Task.model_validate(redact_tree(task.model_dump()))  # a goal or a param can carry a key
     live = await in_env_thread(open_live, run_id, task, timeout=runtime.context.step_timeout, what=f"{task.env}: reset")
-    _check_safety_names(live.env, task, run_id)
+    _check_task_names(live.env, task, run_id)
     task.family = _family(task, live.env)
     if not task.goal:
         task.goal = getattr(live.env, "default_goal", "")
@@ -107,14 +107,16 @@ async def start(state: State, runtime: Runtime[Context]) -> State:
     }
 
 
-def _check_safety_names(env: Environment, task: Task, run_id: str) -> None:
+def _check_task_names(env: Environment, task: Task, run_id: str) -> None:
     """The task's `allow_repeat` names real actions, before any runs: a misspelt name would leave the
     real action's repeats refused, and say nothing. (`require_approval_for` is checked where an
-    agent is built: one context may serve a batch over several environments.)
+    agent is built: one context may serve a batch over several environments.) Its `params` name
+    parameters the environment reads: the run API checked them already, a direct invoke or Studio not.
     """
     actions = [spec.name for spec in env.describe_actions()]
     try:
         check_names("allow_repeat", [name for name in task.allow_repeat if name != "*"], actions, what="action")
+        check_params(env, task)
     except PivotalError:
         release(run_id)
         raise

@@ -263,7 +263,8 @@ def test_redacting_wraps_once_and_returns_the_same_saver():
     assert pivotal.redacting(saver) is saver and isinstance(saver.serde, RedactingSerializer)
     inner = saver.serde.serde
     assert pivotal.redacting(saver).serde.serde is inner  # not wrapped twice
-    assert pivotal.redacting(None) is None
+    with pytest.raises(pivotal.PivotalError, match="^checkpointer must be a LangGraph checkpointer"):
+        pivotal.redacting(None)  # handed back, it looked covered
 
 
 class KeywordOnlyError(Exception):

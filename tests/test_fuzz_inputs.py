@@ -61,6 +61,33 @@ def test_any_setting_value_is_taken_or_refused_in_one_line(monkeypatch, name, va
             cached_settings.cache_clear()
 
 
+BUILT_IN = ["gridworld", "frozenlake", "taxi", "configs", "minesweeper"]
+PARAMS = st.dictionaries(
+    st.sampled_from(["seed", "size", "sise", "map", "slippery", "rows", "mines", "walls", "Seed", ""])
+    | st.text(max_size=8),
+    st.integers(-5, 40) | st.booleans() | st.text(max_size=6) | st.floats(allow_nan=False),
+    max_size=3,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(env=st.sampled_from(BUILT_IN), params=PARAMS)
+def test_any_parameters_are_taken_as_declared_or_refused_in_one_line(env, params):
+    """A key the environment does not declare was dropped without a word (`--param sise=4` ran the
+    default grid): every key of an accepted task is one its `params` model names.
+    """
+    from pivotal.core.environments import make_environment
+    from pivotal.core.environments.base import declared_params
+    from pivotal.graphs.checks import check_task
+
+    try:
+        task = check_task({"env": env, "params": params})
+    except PivotalError as error:
+        assert "\n" not in str(error) and str(error).startswith(env)
+    else:
+        assert set(task.params) <= set(declared_params(make_environment(env)) or {})
+
+
 @pytest.fixture(autouse=True)
 def _no_env_file(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # a developer's own .env must not decide these cases

@@ -171,6 +171,7 @@ def test_a_dotenv_with_a_byte_order_mark_just_works(tmp_path):
         (["--env", "taxi", "--param", "seed=-3"], "taxi parameter seed=-3 is not valid"),
         (["--param", "size=40"], "gridworld parameter size=40 is not valid: input should be less than or equal to 12"),
         (["--env", "configs", "--param", "seed=x"], "configs parameter seed='x' is not valid"),
+        (["--param", "sise=4"], "gridworld has no parameter 'sise': did you mean size? it takes seed, size, walls"),
     ],
 )
 def test_a_bad_environment_parameter_is_one_line(tmp_path, argv, needle):

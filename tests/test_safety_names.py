@@ -187,7 +187,7 @@ async def test_the_run_api_refuses_an_approval_for_no_action_of_its_tasks_before
         assert ledger_kinds(ledger) == []
         # a batch over two environments: `refund` is an action of one of them, and guards it
         mixed = Context(model=model, memory=False, max_steps=3, max_pivot_retries=0, require_approval_for=["refund"])
-        grid = {"env": "gridworld", "params": {"size": 3, "seed": 1}}
+        grid = {"env": "gridworld", "params": {"size": 4, "seed": 1}}  # 3 is under gridworld's least: now refused
         results = await run_batch([task, grid], mixed, checkpoint_path=str(tmp_path / "mixed.sqlite"))
     assert results[0].status == "interrupted" and results[0].interrupt["action"] == "refund"
     assert ledger_kinds(ledger) == ["lookup"]

@@ -174,10 +174,50 @@ def declared_params(env: Environment) -> dict[str, Any] | None:
     """The parameters an environment takes (`params`: its pydantic model) with their defaults; None
     when it declares none.
     """
+    schema = params_model(env)
+    return None if schema is None else {name: field.default for name, field in schema.model_fields.items()}
+
+
+def params_model(env: Environment) -> type[BaseModel] | None:
+    """The pydantic model of the parameters an environment reads (its `params` attribute); None when
+    it declares none, as an application's environment or a `ToolEnvironment` (whose verifier may
+    read any key of `Task.params`) need not.
+    """
     schema = getattr(env, "params", None)
-    if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
-        return None
-    return {name: field.default for name, field in schema.model_fields.items()}
+    return schema if isinstance(schema, type) and issubclass(schema, BaseModel) else None
+
+
+def _declared_by_reader(env: Environment) -> bool:
+    """Whether the `params` model is the one its `reset` reads: declared by the class whose `reset`
+    runs, or below it. A subclass that overrides `reset` and inherits `params` may read more keys
+    than its parent declares (a plugin's `GridWorld` that also reads `kind`), so it is not held to them.
+    """
+    if "params" in getattr(env, "__dict__", {}):
+        return True
+    declarer, reader = (next((c for c in type(env).__mro__ if name in vars(c)), None) for name in ("params", "reset"))
+    return declarer is not None and reader is not None and issubclass(declarer, reader)
+
+
+def check_params(env: Environment, task: Task) -> None:
+    """The task's `params` against what its environment declares it reads: a misspelt key
+    (`--param sise=4`) is refused in one line naming the closest parameter, and a bad value as
+    `read_params` refuses it, before anything runs. Pydantic drops keys a model does not name, so
+    the typo ran the default grid and exited 0. An environment that declares no `params` model
+    cannot say what it reads, so its tasks' params pass unchecked.
+    """
+    schema = params_model(env)
+    if schema is None or not _declared_by_reader(env):
+        return
+    known = list(schema.model_fields)
+    for name in task.params:
+        if name not in known:
+            close = get_close_matches(name, known, n=1, cutoff=0.5)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise PivotalError(
+                f"{task.env} has no parameter {name!r}: {hint}it takes {', '.join(known) or 'none'} "
+                f"(see `pivotal envs`); fix the name (--param {close[0] if close else 'NAME'}=VALUE)"
+            )
+    read_params(schema, task)
 
 
 @runtime_checkable

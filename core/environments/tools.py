@@ -1,15 +1,15 @@
 """Turn an application's LangChain tools plus a verifier into a Pivotal environment."""
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.runnables import ensure_config
-from langchain_core.tools import BaseTool
+from langchain_core.tools import BaseTool, tool as create_tool
 from pydantic import BaseModel, ValidationError
 
 from pivotal.core.environments.base import ActionSpec, StepResult, check_names
-from pivotal.core.errors import PivotalError
+from pivotal.core.errors import PivotalError, shown
 from pivotal.core.task import Task
 
 Call = dict[str, Any]
@@ -28,6 +28,42 @@ FINISH_SPEC = ActionSpec(
 Undo = str | Callable[[dict[str, Any]], tuple[str, dict[str, Any]] | None]
 """A compensating tool's name (called with the same arguments), or a function from the original
 call's arguments to the compensating call (name, arguments), or None when nothing needs undoing."""
+
+
+ToolLike = BaseTool | Callable[..., Any]
+"""What an application may pass as a tool: a LangChain tool, or a plain function LangChain makes one of."""
+
+
+def as_tools(tools: Sequence[ToolLike]) -> list[BaseTool]:
+    """The tools as LangChain tools, a plain function converted exactly as LangChain's `create_agent`
+    does (its ToolNode calls `langchain_core.tools.tool`), so an app's tool list means the same to
+    Pivotal as to LangChain; anything else is refused in one line, not met later by an AttributeError.
+    """
+    if isinstance(tools, BaseTool | str | bytes | Mapping) or callable(tools) or not isinstance(tools, Iterable):
+        raise PivotalError(
+            f"tools must be a list, not {shown(tools)}; pass [tool, ...], each a LangChain tool or a function"
+        )
+    return [_as_tool(index, given) for index, given in enumerate(tools)]
+
+
+def _as_tool(index: int, given: object) -> BaseTool:
+    """One tool: a BaseTool as it is, a callable through LangChain's `tool`, whose complaint (no
+    docstring, no name) becomes the one line that says which tool and what to do.
+    """
+    if isinstance(given, BaseTool):
+        return given
+    if not callable(given):
+        raise PivotalError(
+            f"tools[{index}] is {shown(given)}, not a tool; pass a LangChain tool (@tool) or a plain function"
+        )
+    try:
+        return create_tool(given)
+    except (TypeError, ValueError) as exc:
+        name = getattr(given, "__name__", type(given).__name__)
+        raise PivotalError(
+            f"tools[{index}] ({name}) cannot be made a tool: {' '.join(str(exc).split()).rstrip('.')}; "
+            "give the function a name and a docstring, or wrap it with @tool(description=...)"
+        ) from None
 
 
 class ToolEnvironment:
@@ -57,7 +93,7 @@ class ToolEnvironment:
 
     def __init__(
         self,
-        tools: Sequence[BaseTool],
+        tools: Sequence[ToolLike],
         verifier: Verifier | None = None,
         *,
         intro: str = "",
@@ -67,7 +103,7 @@ class ToolEnvironment:
         once_keys: Mapping[str, Sequence[str]] | None = None,
         max_output_chars: int = 4000,
     ) -> None:
-        self.tools = {tool.name: tool for tool in tools}
+        self.tools = {tool.name: tool for tool in as_tools(tools)}
         self.verifier = verifier
         self.intro = intro
         self.irreversible = set(irreversible)

@@ -289,8 +289,7 @@ def _check_started(state: dict[str, Any], good: set[int], done: set[int], tasks:
 
 def read_tasks(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, str]]]:
     """Good task lines and (line number, why) for the bad ones; blank lines are skipped."""
-    from pivotal.core.environments import make_environment
-    from pivotal.core.task import parse_task
+    from pivotal.graphs.checks import check_task
 
     if not path.is_file():
         raise PivotalError(f"tasks file {path} does not exist")
@@ -303,8 +302,7 @@ def read_tasks(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple
             try:
                 _check_utf8(line)
                 raw = json.loads(line)
-                task = parse_task(raw if isinstance(raw, (dict, str)) else None)
-                make_environment(task.env)
+                check_task(raw if isinstance(raw, (dict, str)) else None)  # its environment and params too
                 good.append((number, raw if isinstance(raw, dict) else {"goal": raw}))
             except json.JSONDecodeError as exc:
                 bad.append((number, f"not JSON ({exc.msg} at column {exc.colno})"))

@@ -118,7 +118,7 @@ def _interrupted(args: argparse.Namespace, exc: KeyboardInterrupt) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pivotal", description=__doc__.splitlines()[0])
+    parser = options.OneLineParser(prog="pivotal", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(required=True, metavar="command", dest="command")
     run = commands.add_parser("run", help="run one task through the actor-critic graph")
     options.task_options(run)

@@ -6,13 +6,24 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, TypeAlias, get_args
+from typing import Any, NoReturn, TypeAlias, get_args
 
 from pivotal.core.context import Context, LoopDetection, OnCritiqueExhausted, RecallMode, RetryStrategy, StepBudget
 from pivotal.core.errors import PivotalError
 from pivotal.core.schemas import PivotChoice
 
-Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's parser (its subcommands' too: they take their parent's class), whose error is one
+    line, as every other bad input's: argparse printed the whole usage block above it (22 lines
+    for `pivotal resume X --decision maybe`), burying what was wrong. `--help` still shows it all.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"pivotal: error: {message}; see `{self.prog} --help`\n")  # 2: argparse's, and bad input's
+
+
+Commands: TypeAlias = "argparse._SubParsersAction[OneLineParser]"
 """The `pivotal` command's subcommands, where each module adds its own (`add_commands`)."""
 Handler = Callable[[argparse.Namespace], int]
 """What a subcommand runs: its exit status from its parsed arguments."""
