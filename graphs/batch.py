@@ -7,6 +7,7 @@ A task's failure is its result, never the batch's; only a fault of the storage e
 
 import asyncio
 import inspect
+import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
@@ -31,7 +32,7 @@ async def run_batch(
     context: Context | None = None,
     *,
     concurrency: int = 4,
-    checkpoint_path: str | None = None,
+    checkpoint_path: str | os.PathLike[str] | None = None,
     checkpointer: BaseCheckpointSaver | None = None,
     thread_prefix: str | None = None,
     on_result: Callable[[int, RunResult], Any] | None = None,

@@ -5,6 +5,7 @@ Ray workers, `pivotal resume`, `pivotal fork`, `pivotal critic`) opens its saver
 agree on the file, its durability and redaction.
 """
 
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -22,11 +23,11 @@ from pivotal.graphs.postgres import open_postgres
 
 
 @asynccontextmanager
-async def open_checkpointer(path: str | None = None) -> AsyncIterator[BaseCheckpointSaver]:
+async def open_checkpointer(path: str | os.PathLike[str] | None = None) -> AsyncIterator[BaseCheckpointSaver]:
     """SQLite on disk, so an interrupted run can resume; a `postgresql://` URL, so processes on
     several machines share the runs; `":memory:"` keeps nothing.
     """
-    path = path or settings().checkpoint_path
+    path = os.fspath(path) if path else settings().checkpoint_path
     if path == ":memory:":
         yield redacting(InMemorySaver())
         return
@@ -52,7 +53,7 @@ async def open_checkpointer(path: str | None = None) -> AsyncIterator[BaseCheckp
 
 @asynccontextmanager
 async def graph_over(
-    checkpointer: BaseCheckpointSaver | None, checkpoint_path: str | None, graph: Any = None
+    checkpointer: BaseCheckpointSaver | None, checkpoint_path: str | os.PathLike[str] | None, graph: Any = None
 ) -> AsyncIterator[Any]:
     """An application's own graph as it is; else the graph over the given checkpointer, or over one
     opened (and closed) for this call.

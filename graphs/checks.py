@@ -5,6 +5,7 @@ A bad flag costs one clear line, not a half-finished run. A batch checks its sha
 each task on its own line, so one bad task never stops the others.
 """
 
+import os
 import warnings
 from collections.abc import Iterable
 from typing import Any
@@ -30,7 +31,7 @@ ARGUMENTS: dict[str, tuple[Any, str]] = {
     "context": (Context, "a Context, e.g. Context(model='sim', max_steps=20)"),
     "graph": (Pregel, "a compiled graph (create_pivotal_agent(...), build_graph(...))"),
     "checkpointer": (BaseCheckpointSaver, "a LangGraph checkpointer (InMemorySaver(), AsyncSqliteSaver, ...)"),
-    "checkpoint_path": (str, "a str: a SQLite file, a postgresql:// URL or ':memory:'"),
+    "checkpoint_path": (str | os.PathLike, "a SQLite file's path, a postgresql:// URL or ':memory:'"),
     "thread_id": (str, "a str"),
     "plugins": (Iterable, "a list of module names, e.g. ['my_envs']"),
 }

@@ -7,6 +7,7 @@ the graph, whose nodes read it from their runtime. Nothing else here reads a set
 """
 
 import asyncio
+import os
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -41,7 +42,7 @@ async def arun(
     context: Context | None = None,
     *,
     checkpointer: BaseCheckpointSaver | None = None,
-    checkpoint_path: str | None = None,
+    checkpoint_path: str | os.PathLike[str] | None = None,
     thread_id: str | None = None,
     plugins: Iterable[str] = (),
     on_update: OnUpdate | None = None,
@@ -76,7 +77,7 @@ def settings_for(
     graph: Graph | None,
     context: Context | None,
     checkpointer: BaseCheckpointSaver | None = None,
-    checkpoint_path: str | None = None,
+    checkpoint_path: str | os.PathLike[str] | None = None,
 ) -> Context:
     """The run's Context: the caller's, else the graph's own (an application's graph was built with
     settings) or the defaults. Over an application's graph a context may tighten, never loosen, and the
@@ -98,7 +99,7 @@ async def aresume(
     reply: Any,
     context: Context | dict[str, Any] | None = None,
     *,
-    checkpoint_path: str | None = None,
+    checkpoint_path: str | os.PathLike[str] | None = None,
     checkpointer: BaseCheckpointSaver | None = None,
     on_update: OnUpdate | None = None,
     graph: Graph | None = None,

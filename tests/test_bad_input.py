@@ -332,7 +332,7 @@ def _agent():
         (lambda run: run("hi", graph="notagraph"), "graph must be a compiled graph (create_pivotal_agent(...), "
          "build_graph(...)), not str 'notagraph'"),
         (lambda run: run("hi", Context(**SIM), checkpointer="x.sqlite"), "checkpointer must be a LangGraph"),
-        (lambda run: run("hi", Context(**SIM), checkpoint_path=3), "checkpoint_path must be a str"),
+        (lambda run: run("hi", Context(**SIM), checkpoint_path=3), "checkpoint_path must be a SQLite file's path"),
         (lambda run: run("hi", Context(**SIM), thread_id=7), "thread_id must be a str, not int 7"),
         (lambda run: run("hi", Context(**SIM), plugins="my_envs"), "plugins must be a list of module names"),
     ],
@@ -348,6 +348,14 @@ def test_a_run_argument_of_the_wrong_kind_is_named_in_one_line(call, needle):
     with pytest.raises(PivotalError) as refused:
         call(run)
     assert needle in str(refused.value) and len(str(refused.value).splitlines()) == 1
+
+
+def test_a_checkpoint_path_may_be_a_path(tmp_path):
+    """A `pathlib.Path` is what a user has in hand for a file: taken as the file it names."""
+    from pivotal.graphs import run
+
+    done = run({"env": "gridworld", "goal": "reach the goal"}, Context(**SIM), checkpoint_path=tmp_path / "cp.sqlite")
+    assert done.status in ("success", "failure") and (tmp_path / "cp.sqlite").exists()
 
 
 def test_resume_and_batches_check_their_arguments_too():
