@@ -248,9 +248,10 @@ class PivotalCritic(AgentMiddleware[CriticState, ContextT]):
         return run or self._own
 
     def _check_run_names(self, run: Context) -> None:
-        """A run's tightening names real tools too: a misspelt approval would tighten nothing, and the
-        real tool would run unasked. Checked once the agent's tools are known (built with them, or from
-        the first model call on), before any of them runs.
+        """The approvals and observed actions name real tools, the critic's own and a run's tightening
+        alike: a misspelt approval would tighten nothing, and the real tool would run unasked. Checked
+        once the agent's tools are known (built with them, or from the first model call on), before
+        any of them runs.
         """
         what = "action" if self.environment is not None else "tool"
         check_approvals(run.require_approval_for, self._known, what=what, irreversible=self._marked)
@@ -323,9 +324,8 @@ class PivotalCritic(AgentMiddleware[CriticState, ContextT]):
         """
         check_names("irreversible", self.irreversible, known, what=what)
         marked = [s.name for s in self.environment.describe_actions() if s.irreversible] if self.environment else []
-        check_approvals(self._own.require_approval_for, known, what=what, irreversible=[*self.irreversible, *marked])
-        check_names("observe_only", [n for n in self._own.observed_actions() if n != "*"], known, what=what)
         self._known, self._marked = list(known), [*self.irreversible, *marked]
+        self._check_run_names(self._own)
         self._checked = True
 
     # --- the review, when the model proposes the calls ----------------------------------------

@@ -211,11 +211,11 @@ def check_params(env: Environment, task: Task) -> None:
     known = list(schema.model_fields)
     for name in task.params:
         if name not in known:
-            close = get_close_matches(name, known, n=1, cutoff=0.5)
-            hint = f"did you mean {close[0]}? " if close else ""
+            close = closest(name, known)
+            hint = f"did you mean {close}? " if close else ""
             raise PivotalError(
                 f"{task.env} has no parameter {name!r}: {hint}it takes {', '.join(known) or 'none'} "
-                f"(see `pivotal envs`); fix the name (--param {close[0] if close else 'NAME'}=VALUE)"
+                f"(see `pivotal envs`); fix the name (--param {close or 'NAME'}=VALUE)"
             )
     read_params(schema, task)
 
@@ -280,6 +280,12 @@ APPROVAL_WORDS = ("*", "irreversible")
 """What `require_approval_for` may name besides actions: every action, every irreversible one."""
 
 
+def closest(name: str, known: Iterable[str]) -> str | None:
+    """The known name a misspelt one most likely meant, if any is close: what each refusal suggests."""
+    close = get_close_matches(name, list(known), n=1, cutoff=0.5)
+    return close[0] if close else None
+
+
 def check_names(setting: str, names: Iterable[str], known: Iterable[str], *, what: str = "tool") -> None:
     """Refuse a safety setting that names no known action: a typo (`irreversible=["refnd"]`) would
     switch the safety off for the real one without a word. One line, naming the closest name.
@@ -289,8 +295,8 @@ def check_names(setting: str, names: Iterable[str], known: Iterable[str], *, wha
     if not unknown:
         return
     name = unknown[0]
-    close = get_close_matches(name, known, n=1, cutoff=0.5)
-    hint = f"did you mean {close[0]!r}? " if close else ""
+    close = closest(name, known)
+    hint = f"did you mean {close!r}? " if close else ""
     raise PivotalError(
         f"{setting} names {name!r}, which is no {what} here: {hint}the {what}s are {', '.join(known) or 'none'}; "
         "fix the name, or the setting guards nothing"

@@ -197,9 +197,7 @@ async def put_beside(config: Mapping[str, Any], writes: list[tuple[str, Any]], t
         await asyncio.to_thread(saver.put_writes, at, writes, task)
     # A read of this process may have taken `at` already, and the next goes back only to newer checkpoints
     # (`_reads`): until the step's own checkpoint held the call, another turn here did not see this intent.
-    # The thread is read whole next time.
-    configurable = at["configurable"]
-    _reads.pop((id(saver), str(configurable["thread_id"]), graph_path(str(configurable["checkpoint_ns"]))), None)
+    read_whole_next(str(at["configurable"]["thread_id"]))
 
 
 async def note_started(key: str, action: str, arguments: dict[str, Any]) -> None:
