@@ -12,7 +12,7 @@ import os
 import re
 from collections.abc import MutableMapping
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 from pydantic import BaseModel
 
@@ -20,6 +20,7 @@ from pivotal.core.errors import PivotalError, shown
 
 if TYPE_CHECKING:  # LangGraph's serializers load where a checkpointer is used
     from langgraph.checkpoint.serde.base import SerializerProtocol
+    from langgraph.types import Send
 
 MARK = "[redacted]"
 _SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSW|PASSPHRASE|CREDENTIAL|PRIVATE|COOKIE", re.IGNORECASE)
@@ -138,7 +139,7 @@ _ATOMS = frozenset((bool, int, float, bytes))
 """Values that never hold text: most leaves of a checkpoint (versions, counters, flags)."""
 
 
-def _tree(value: Any, values: tuple[str, ...]) -> Any:
+def _tree(value: object, values: tuple[str, ...]) -> Any:
     """`redact_tree` with the secret values read once: a copy is made only along a changed path."""
     if isinstance(value, str):
         clean = _redacted_text(value, values) if len(value) <= MEMO_CHARS else redact(value, list(values))
@@ -153,7 +154,7 @@ def _tree(value: Any, values: tuple[str, ...]) -> Any:
                 changed = dict(value) if changed is None else changed
                 changed[key] = clean
         return value if changed is None else changed
-    if type(value) in (list, tuple):
+    if isinstance(value, list | tuple) and type(value) in (list, tuple):
         items = [_tree(item, values) for item in value]
         return value if all(a is b for a, b in zip(items, value, strict=True)) else type(value)(items)
     if isinstance(value, BaseException):
@@ -168,13 +169,13 @@ def _tree(value: Any, values: tuple[str, ...]) -> Any:
         arg = _tree(value.arg, values)
         if arg is value.arg:
             return value
-        clean = copy.copy(value)
-        clean.arg = arg
-        return clean
+        sent = copy.copy(value)
+        sent.arg = arg
+        return sent
     return value
 
 
-def _is_send(value: object) -> bool:
+def _is_send(value: object) -> TypeGuard["Send"]:
     """LangGraph's `Send` (a tool call's arguments ride in one to the tool node), told by name:
     importing langgraph.types here would cost every command ~2.7 s.
     """
@@ -235,7 +236,11 @@ def _chained(link: BaseException | None, values: tuple[str, ...], seen: frozense
 
 
 def _exception_like(
-    error: BaseException, args: tuple[Any, ...], fields: dict[str, Any], cause: Any, context: Any
+    error: BaseException,
+    args: tuple[Any, ...],
+    fields: dict[str, Any],
+    cause: BaseException | None,
+    context: BaseException | None,
 ) -> BaseException | None:
     """A new exception of `error`'s type made with `__new__` (its `__init__` may want other arguments
     than its `args`), or None when the type will not be made so.

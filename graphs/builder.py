@@ -173,7 +173,7 @@ class PivotalGraph(CompiledStateGraph):
         input = _redacted(input)  # invoke runs through here too
         _redacting_given(config)
         if not _as_node(config):
-            return self._turn(self.checkpointer, input, config, kwargs)
+            return self._turn(self._own_saver(), input, config, kwargs)
         saver = ((config or {}).get("configurable") or {}).get(CONFIG_KEY_CHECKPOINTER)
         chunks = self._turn(saver, _node_input(input), self._node_config(config), self._node_keys(kwargs), node=True)
         return chunks if kwargs.get("stream_mode") else map(_node_output, chunks)
@@ -182,13 +182,18 @@ class PivotalGraph(CompiledStateGraph):
         input = _redacted(input)  # ainvoke and astream_events run through here too
         _redacting_given(config)
         if not _as_node(config):
-            return self._aturn(self.checkpointer, input, config, kwargs)
+            return self._aturn(self._own_saver(), input, config, kwargs)
         saver = ((config or {}).get("configurable") or {}).get(CONFIG_KEY_CHECKPOINTER)
         chunks = self._aturn(saver, _node_input(input), self._node_config(config), self._node_keys(kwargs), node=True)
         return chunks if kwargs.get("stream_mode") else _node_outputs(chunks)
 
     def _turn(
-        self, saver: Any, input: Any, config: RunnableConfig | None, kwargs: dict[str, Any], node: bool = False
+        self,
+        saver: BaseCheckpointSaver | None,
+        input: Any,
+        config: RunnableConfig | None,
+        kwargs: dict[str, Any],
+        node: bool = False,
     ) -> Iterator[Any]:
         """A sync invocation as one turn on its thread, under the agent's `double_text` (graphs/busy.py);
         as a parent's node, on the parent's thread.
@@ -206,7 +211,12 @@ class PivotalGraph(CompiledStateGraph):
                 run_blocking(turn.release)
 
     async def _aturn(
-        self, saver: Any, input: Any, config: RunnableConfig | None, kwargs: dict[str, Any], node: bool = False
+        self,
+        saver: BaseCheckpointSaver | None,
+        input: Any,
+        config: RunnableConfig | None,
+        kwargs: dict[str, Any],
+        node: bool = False,
     ) -> AsyncIterator[Any]:
         """An async invocation as one turn on its thread (graphs/busy.py), under the thread's lease
         (graphs/lease.py `invocation_lease`, not as a node: the parent's run holds it), taken after the
@@ -225,6 +235,10 @@ class PivotalGraph(CompiledStateGraph):
                 keeper.cancel()
             if turn is not None:
                 await turn.release()
+
+    def _own_saver(self) -> BaseCheckpointSaver | None:
+        """The graph's own checkpointer; None for `checkpointer=True`, which saves into its parent's checkpointer."""
+        return self.checkpointer if isinstance(self.checkpointer, BaseCheckpointSaver) else None
 
     def _settings(self, kwargs: dict[str, Any]) -> Context:
         """The invocation's settings: its context's over the graph's own (for `double_text`)."""

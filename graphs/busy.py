@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from langchain_core.messages import HumanMessage, convert_to_messages
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from pivotal.core.context import Context, DoubleText
 from pivotal.core.environments.once import read_whole_next
@@ -359,7 +361,7 @@ READY = "_pivotal_turns"
 """The saver's attribute holding its shared board once the table is there."""
 
 
-async def board_for(saver: Any) -> Board:
+async def board_for(saver: BaseCheckpointSaver) -> Board:
     """The board of the threads in `saver`: shared through its database where other processes can
     reach it, else this process's own for that checkpointer object.
     """
@@ -381,7 +383,7 @@ async def board_for(saver: Any) -> Board:
     return board
 
 
-def shared(saver: Any) -> bool:
+def shared(saver: BaseCheckpointSaver) -> bool:
     """Whether `saver`'s threads are on a board in its database (async savers only)."""
     return type(saver).__name__ in ("AsyncSqliteSaver", "AsyncPostgresSaver")
 
@@ -415,7 +417,11 @@ async def keep(turn: Turn) -> None:
 
 # --- Pivotal's graph: a turn is one invocation -------------------------------------------------
 async def graph_arrival(
-    saver: Any, input: object, config: Any, context: Context, node: bool = False
+    saver: BaseCheckpointSaver | None,
+    input: object,
+    config: RunnableConfig | None,
+    context: Context,
+    node: bool = False,
 ) -> tuple[Turn | None, Any]:
     """The turn an invocation of Pivotal's graph holds (None where there is no thread to hold: no
     checkpointer, no thread id, or a runner's run that holds the thread's lease), and the config it
@@ -441,7 +447,7 @@ async def graph_arrival(
             start = turn.rollback_to or await _oldest(saver, str(thread))
             if start:
                 configurable = {**configurable, "checkpoint_ns": "", "checkpoint_id": start}
-                config = {**config, "configurable": configurable}
+                config = {**(config or {}), "configurable": configurable}
         started = "" if node else configurable.get("checkpoint_id") or await _head(saver, str(thread))
         await board.opened(str(thread), turn.owner, said, started)
     except BaseException:
@@ -464,9 +470,9 @@ def said_by(input: object) -> str:
     return digest(["message", human[-1].text]) if human else ""
 
 
-async def _head(saver: Any, thread: str) -> str:
+async def _head(saver: BaseCheckpointSaver, thread: str) -> str:
     """The newest checkpoint of the thread's own graph ("" for a new thread)."""
-    query = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    query: RunnableConfig = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
     try:
         found = await saver.aget_tuple(query)
     except NotImplementedError:  # a synchronous saver (SqliteSaver)
@@ -474,9 +480,9 @@ async def _head(saver: Any, thread: str) -> str:
     return found.config["configurable"].get("checkpoint_id", "") if found else ""
 
 
-async def _oldest(saver: Any, thread: str) -> str:
+async def _oldest(saver: BaseCheckpointSaver, thread: str) -> str:
     """The thread's first checkpoint (its first input): where a rollback of the thread's first turn goes back to."""
-    query = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    query: RunnableConfig = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
     try:
         ids = [item.config["configurable"]["checkpoint_id"] async for item in saver.alist(query)]
     except NotImplementedError:

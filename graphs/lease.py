@@ -32,9 +32,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, cast
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.types import Checkpointer
 
 from pivotal.core.errors import PivotalError
 from pivotal.core.logs import logger
@@ -112,7 +114,7 @@ class Lease:
 
 @asynccontextmanager
 async def thread_lease(
-    saver: Any,
+    saver: Checkpointer,
     thread_id: str,
     busy: Busy = "wait",
     first_write: Callable[[], Awaitable[None]] | None = None,
@@ -149,7 +151,7 @@ async def thread_lease(
 
 
 @asynccontextmanager
-async def invocation_lease(saver: Any, config: RunnableConfig | None) -> AsyncIterator[None]:
+async def invocation_lease(saver: Checkpointer, config: RunnableConfig | None) -> AsyncIterator[None]:
     """The thread's lease around a graph invoked directly (`ainvoke`, `astream`), as `arun` holds it:
     an app that runs one thread from two processes (two workers given the same chat, a retried
     request) runs its turns one after the other instead of both going on from the same checkpoint.
@@ -248,10 +250,21 @@ RENEW = "UPDATE pivotal_leases SET expires_at = {now} + ? WHERE thread_id = ? AN
 RELEASE = "UPDATE pivotal_leases SET expires_at = 0, done = ? WHERE thread_id = ? AND owner = ?"
 
 
+class ConnectedSaver(Protocol):
+    """What the lease table needs of LangGraph's async SQLite and Postgres savers: their connection (or
+    pool) and the lock they take around it, so a lease's statements never interleave with a checkpoint's.
+    """
+
+    conn: Any
+    lock: asyncio.Lock
+
+    async def setup(self) -> None: ...
+
+
 class _Database:
     """The saver's own connection (SQLite) or pool (Postgres), used between its queries."""
 
-    def __init__(self, saver: Any, postgres: bool) -> None:
+    def __init__(self, saver: ConnectedSaver, postgres: bool) -> None:
         self.saver, self.postgres = saver, postgres
         self.now = "extract(epoch from clock_timestamp())::double precision" if postgres else SQLITE_NOW
 
@@ -275,10 +288,11 @@ class _Database:
         return tuple(found) if fetch and found is not None else found
 
     async def _postgres(self, sql: str, params: tuple[Any, ...], fetch: bool) -> Any:
+        from psycopg import AsyncConnection
         from psycopg.rows import tuple_row
         from psycopg_pool import AsyncConnectionPool
 
-        async def on(connection: Any) -> Any:
+        async def on(connection: AsyncConnection[Any]) -> Any:
             async with connection.cursor(row_factory=tuple_row) as cursor:
                 await cursor.execute(sql, params)
                 found = await cursor.fetchone() if fetch else cursor.rowcount
@@ -300,29 +314,30 @@ READY = "_pivotal_leases"
 """The saver's attribute holding its `_Database` once the table is there: set up once per saver."""
 
 
-async def _database(saver: Any) -> _Database | None:
+async def _database(saver: Checkpointer) -> _Database | None:
     """The lease table beside the saver's checkpoints, created on first use; None for a saver of
     another kind (in memory, or an application's own), which no other process shares.
     """
     kind = type(saver).__name__
-    if kind not in ("AsyncSqliteSaver", "AsyncPostgresSaver"):
+    if not isinstance(saver, BaseCheckpointSaver) or kind not in ("AsyncSqliteSaver", "AsyncPostgresSaver"):
         return None
     if (known := getattr(saver, READY, None)) is not None:
         return known
-    db = _Database(saver, postgres=kind == "AsyncPostgresSaver")
+    connected = cast(ConnectedSaver, saver)
+    db = _Database(connected, postgres=kind == "AsyncPostgresSaver")
     _fence(saver)
     if db.postgres:
         await _create_postgres(db)
     else:
-        await saver.setup()  # connects the saver's connection
-        async with saver.lock:
-            await saver.conn.execute(TABLE)
-            await saver.conn.commit()
+        await connected.setup()  # connects the saver's connection
+        async with connected.lock:
+            await connected.conn.execute(TABLE)
+            await connected.conn.commit()
     setattr(saver, READY, db)
     return db
 
 
-def _fence(saver: Any) -> None:
+def _fence(saver: BaseCheckpointSaver) -> None:
     """Every checkpoint write of a leased run first asks whether its lease is still current."""
     for name in ("aput", "aput_writes"):
         write = getattr(saver, name)
@@ -347,9 +362,10 @@ async def _create_postgres(db: _Database, table: str = TABLE) -> None:
     """`CREATE TABLE IF NOT EXISTS` races with itself across processes; one at a time, it cannot
     (graphs/busy.py creates its table beside this one the same way).
     """
+    from psycopg import AsyncConnection
     from psycopg_pool import AsyncConnectionPool
 
-    async def on(connection: Any) -> None:
+    async def on(connection: AsyncConnection[Any]) -> None:
         async with connection.transaction():
             await connection.execute("SELECT pg_advisory_xact_lock(%s)", (SETUP_LOCK,))
             await connection.execute(table)

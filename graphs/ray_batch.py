@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 from pivotal.core.checkpoints import is_postgres
@@ -163,7 +164,7 @@ def ray_module() -> Any:
     return ray
 
 
-def _start(ray: Any, address: str | None) -> None:
+def _start(ray: ModuleType, address: str | None) -> None:
     """This machine's cores (no address) or an existing cluster; workers log to their own files, not
     over the batch's progress bar.
     """
@@ -176,7 +177,7 @@ def _start(ray: Any, address: str | None) -> None:
         ) from None
 
 
-def _workers(ray: Any, count: int | None, concurrency: int, arguments: tuple[Any, ...]) -> list[_Slot]:
+def _workers(ray: ModuleType, count: int | None, concurrency: int, arguments: tuple[Any, ...]) -> list[_Slot]:
     """One actor per worker, one CPU each, restarted by Ray however often it dies. Each gets this
     process's PIVOTAL_* settings (a worker on another machine has its own environment otherwise).
     """
@@ -189,7 +190,7 @@ def _workers(ray: Any, count: int | None, concurrency: int, arguments: tuple[Any
 
 
 async def _drive(
-    ray: Any,
+    ray: ModuleType,
     slots: list[_Slot],
     tasks: list[Task],
     concurrency: int,
@@ -220,7 +221,7 @@ class _Driver:
 
     def __init__(
         self,
-        ray: Any,
+        ray: ModuleType,
         tasks: list[Task],
         threads: list[str],
         on_result: Callable[[int, RunResult], Any] | None,

@@ -23,12 +23,14 @@ from contextlib import contextmanager
 from typing import Any
 
 from langchain_core.messages import HumanMessage, RemoveMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.config import get_config
 from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from pivotal.core.context import Context
-from pivotal.core.environments.once import REVIEWS, VERDICTS
+from pivotal.core.environments.once import REVIEWS, VERDICTS, closed_listing
 from pivotal.core.settings import settings
 from pivotal.graphs.blocking import run_blocking
 from pivotal.graphs.busy import Board, Turn, arrive, board_for, digest, owner_token
@@ -79,7 +81,7 @@ async def _still_running(board: Board, thread: str, owner: str, ttl: float) -> N
 
 
 async def _rebased(
-    saver: Any, thread: str, state: Mapping[str, Any], index: int, turn: Turn, dropped: list[str]
+    saver: BaseCheckpointSaver, thread: str, state: Mapping[str, Any], index: int, turn: Turn, dropped: list[str]
 ) -> dict[str, Any] | None:
     """The turn's messages on top of the thread as the other turn left it (or, after a rollback, as it
     found it), without messages a "reject" refused; None when they already are.
@@ -105,24 +107,24 @@ async def _rebased(
     return {key: value for key, value in update.items() if value} or None
 
 
-async def _head(saver: Any, thread: str, opening: str) -> dict[str, Any] | None:
+async def _head(saver: BaseCheckpointSaver, thread: str, opening: str) -> dict[str, Any] | None:
     """The newest state of the thread's agent that does not hold this turn's message: where the turn it
     waited for (or stopped) ended.
     """
-    query = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    query: RunnableConfig = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
 
     def fits(values: object) -> bool:
         return isinstance(values, dict) and opening not in {m.id for m in values.get("messages") or []}
 
     try:
-        async with contextlib.aclosing(saver.alist(query, limit=HEAD_LOOKBACK)) as items:  # it holds the saver's lock
+        async with closed_listing(saver, query, limit=HEAD_LOOKBACK) as items:
             async for item in items:
                 if fits(values := item.checkpoint["channel_values"]):
                     return values
         return None
     except NotImplementedError:  # a synchronous saver (SqliteSaver)
-        items = await asyncio.to_thread(lambda: list(saver.list(query, limit=HEAD_LOOKBACK)))
-        return next((i.checkpoint["channel_values"] for i in items if fits(i.checkpoint["channel_values"])), None)
+        found = await asyncio.to_thread(lambda: list(saver.list(query, limit=HEAD_LOOKBACK)))
+        return next((i.checkpoint["channel_values"] for i in found if fits(i.checkpoint["channel_values"])), None)
 
 
 def ends_turn(state: Mapping[str, Any]) -> bool:

@@ -25,6 +25,17 @@ def test_a_family_is_opened_once_and_listed_once_it_exists(tmp_path):
     assert len(collections.vector("gridworld", "in a maze")) == 384
 
 
+def test_a_collection_under_the_prefix_that_names_no_family_is_not_listed_as_one(tmp_path):
+    """Families are read from their collections' metadata; one without it (made by hand, or by another
+    tool under the same prefix) is not a family, and listing the store's families still works.
+    """
+    client = chromadb.PersistentClient(str(tmp_path))
+    client.create_collection(f"{PREFIX}by-hand", metadata={"made by": "hand"})
+    collections = Collections(client, str(tmp_path))
+    made = collections.collection("gridworld", create=True)
+    assert collections.of_family(None) == [made]
+
+
 def test_a_collection_made_with_another_distance_is_refused_in_one_line(tmp_path):
     client = chromadb.PersistentClient(str(tmp_path))
     client.create_collection(collection_name("gridworld"), configuration={"hnsw": {"space": "l2"}})

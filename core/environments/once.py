@@ -28,11 +28,12 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from langgraph.checkpoint.base import CheckpointTuple
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.config import get_config, get_store
 from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 
@@ -343,7 +344,7 @@ class ThreadRecord:
     executed steps (`seen`), and a `create_agent` agent's executed tool calls and verdicts.
     """
 
-    saver: Any
+    saver: BaseCheckpointSaver | None
     newest: str = ""
     seen: Seen = field(default_factory=Seen)
     ran: dict[str, Call] = field(default_factory=dict)
@@ -447,7 +448,8 @@ async def thread_record(config: Mapping[str, Any] | None = None) -> ThreadRecord
         except RuntimeError:
             return ThreadRecord(None)
     configurable = config.get("configurable") or {}
-    saver, thread = configurable.get(CONFIG_KEY_CHECKPOINTER), configurable.get("thread_id")
+    saver: BaseCheckpointSaver | None = configurable.get(CONFIG_KEY_CHECKPOINTER)
+    thread = configurable.get("thread_id")
     if saver is None or thread is None:
         return ThreadRecord(None)
     # a node's own namespace is its graph's plus "|node:task" (where a subgraph of it would checkpoint)
@@ -460,7 +462,7 @@ async def thread_record(config: Mapping[str, Any] | None = None) -> ThreadRecord
         read = _reads[key] = ThreadRecord(saver)
     # the root graph is one namespace; a subgraph's tasks (a fork or a new submit of the parent runs the
     # node as a new task) have one each, so the listing takes every namespace and keeps this path's
-    query = {"configurable": {"thread_id": thread, **({} if path else {"checkpoint_ns": ""})}}
+    query: RunnableConfig = {"configurable": {"thread_id": thread, **({} if path else {"checkpoint_ns": ""})}}
     listing = _Listing(path, read.newest, ordered=not path or type(saver).__name__ in _NEWEST_FIRST)
     try:
         newer = await _newer(saver, query, listing)
@@ -500,10 +502,25 @@ class _Listing:
         return graph_path(str(item.config["configurable"].get("checkpoint_ns", ""))) == self.path
 
 
-async def _newer(saver: Any, query: dict[str, Any], listing: _Listing) -> list[tuple[str, Any, list[Any]]]:
+@contextlib.asynccontextmanager
+async def closed_listing(
+    saver: BaseCheckpointSaver, query: RunnableConfig, limit: int | None = None
+) -> AsyncIterator[AsyncIterator[CheckpointTuple]]:
+    """A saver's listing, closed as soon as its reader is done: it holds the saver's lock until then."""
+    items = saver.alist(query, limit=limit)
+    try:
+        yield items
+    finally:
+        if (close := getattr(items, "aclose", None)) is not None:
+            await close()
+
+
+async def _newer(
+    saver: BaseCheckpointSaver, query: RunnableConfig, listing: _Listing
+) -> list[tuple[str, Any, list[Any]]]:
     """The checkpoints `listing` takes, newest first; the listing is closed at once (it holds the saver's lock)."""
     found = []
-    async with contextlib.aclosing(saver.alist(query)) as items:
+    async with closed_listing(saver, query) as items:
         async for item in items:
             if (take := listing.take(item)) is None:
                 break
@@ -512,15 +529,21 @@ async def _newer(saver: Any, query: dict[str, Any], listing: _Listing) -> list[t
     return found
 
 
-def _newer_sync(saver: Any, query: dict[str, Any], listing: _Listing) -> list[tuple[str, Any, list[Any]]]:
+def _newer_sync(
+    saver: BaseCheckpointSaver, query: RunnableConfig, listing: _Listing
+) -> list[tuple[str, Any, list[Any]]]:
     """As `_newer`; SqliteSaver's listing holds its lock too, closed here, not whenever it is collected."""
     found = []
-    with contextlib.closing(saver.list(query)) as items:
+    items = saver.list(query)
+    try:
         for item in items:
             if (take := listing.take(item)) is None:
                 break
             if take:
                 found.append((item.checkpoint["id"], item.checkpoint["channel_values"], _pivotal_writes(item)))
+    finally:
+        if (close := getattr(items, "close", None)) is not None:
+            close()
     return found
 
 

@@ -33,6 +33,8 @@ from pivotal.memory.storage.base import Near, Only, Storage, Vector, lesson_from
 from pivotal.memory.storage.vector_file import VectorFile
 
 if TYPE_CHECKING:
+    from chromadb.api import ClientAPI
+    from chromadb.api.models.Collection import Collection
     from langgraph.store.base import BaseStore
 
     from pivotal.core.context import Context
@@ -189,7 +191,7 @@ threads, where a profile of the calling thread does not see it. At 20 the index 
 times as often and a write costs a little more again."""
 
 
-def sync_often(collection: Any) -> Any:
+def sync_often(collection: "Collection") -> "Collection":
     """`collection`, its index written every SYNC_THRESHOLD records: a collection made before (or by
     Chroma's default) is changed once when opened. Chroma reads the setting when a process first
     uses the collection, so this comes before any read or write of it. A lower setting someone chose
@@ -206,7 +208,7 @@ def sync_often(collection: Any) -> Any:
 
 
 class Collections:
-    def __init__(self, client: Any, location: str, vectors: VectorFile | None = None) -> None:
+    def __init__(self, client: "ClientAPI", location: str, vectors: VectorFile | None = None) -> None:
         self.client = client
         self.location = location
         self.vectors = vectors
@@ -228,7 +230,8 @@ class Collections:
             if create:
                 collection = self.client.get_or_create_collection(
                     name,
-                    embedding_function=default_embedding(),
+                    # Chroma types this over Embeddable (texts or images); ours embeds texts, all it is given
+                    embedding_function=default_embedding(),  # type: ignore[arg-type]
                     metadata={"family": family},
                     configuration={"hnsw": {"space": "cosine", "sync_threshold": SYNC_THRESHOLD}},
                 )
@@ -256,17 +259,19 @@ class Collections:
             collection = self.collection(family, create=False)
             return [collection] if collection is not None else []
         families = [
-            c.metadata.get("family") for c in self.client.list_collections() if c.name.startswith(PREFIX) and c.metadata
+            str(c.metadata["family"])
+            for c in self.client.list_collections()
+            if c.name.startswith(PREFIX) and c.metadata and c.metadata.get("family")
         ]
         return [self.collection(f, create=False) for f in sorted(families)]
 
-    def holds_lessons(self, collection: Any) -> bool:
+    def holds_lessons(self, collection: "Collection") -> bool:
         """Lessons are retired, never deleted: a collection that held one always will."""
         if collection.name not in self._filled and collection.count() > 0:
             self._filled.add(collection.name)
         return collection.name in self._filled
 
-    def filled(self, collection: Any) -> bool:
+    def filled(self, collection: "Collection") -> bool:
         """Known to hold lessons, without asking Chroma."""
         return collection.name in self._filled
 
@@ -291,7 +296,7 @@ class Collections:
             return self.vectors.vector(text, self.compute(family), query_vector, model_tag())
         return query_vector(text, self.compute(family))
 
-    def _check_compatible(self, collection: Any, family: str) -> None:
+    def _check_compatible(self, collection: "Collection", family: str) -> None:
         """A collection made with another embedding model or distance would give wrong neighbours."""
         from pivotal.memory.storage.embeddings import MiniLMEmbedding
 
@@ -436,7 +441,7 @@ class ChromaRecords:
     vector: each record gets the same one-number embedding Chroma requires).
     """
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: "ClientAPI") -> None:
         self.client = client
         self._collections: dict[str, Any] = {}
 
@@ -523,7 +528,7 @@ def connect(identity: str, settings: tuple[str, str]) -> Storage:
 
 
 def on_client(
-    client: Any,
+    client: "ClientAPI",
     location: str,
     *,
     private: bool,

@@ -28,10 +28,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pivotal.core.errors import PivotalError
 from pivotal.core.secrets import redact
+
+if TYPE_CHECKING:  # vcrpy ships no types: these name what vcrpy hands over
+    from vcr.cassette import Cassette
+    from vcr.request import Request
 
 MODE_VARIABLE = "PIVOTAL_RECORD_MODE"
 MODES = {"none": "none", "once": "once", "all": "all", "rewrite": "all"}
@@ -156,7 +160,7 @@ def _watch(recording: Recording) -> None:
     cassette = recording.cassette
     can_play = cassette.can_play_response_for
 
-    def can_play_noting_misses(request: Any) -> bool:
+    def can_play_noting_misses(request: Request) -> bool:
         if can_play(request):
             return True
         if cassette.write_protected:
@@ -171,7 +175,7 @@ def _watch(recording: Recording) -> None:
 # --- keys and differences --------------------------------------------------------------------
 
 
-def same_body(r1: Any, r2: Any) -> None:
+def same_body(r1: Request, r2: Request) -> None:
     """A vcrpy matcher: the same bytes, or the same JSON. vcrpy asks it for every recorded call on
     every lookup, so it only compares (each body parsed once); `explain` says how a miss differs.
     """
@@ -179,7 +183,7 @@ def same_body(r1: Any, r2: Any) -> None:
         raise AssertionError("the request bodies differ")
 
 
-def explain(cassette: Any, request: Any) -> str:
+def explain(cassette: Cassette, request: Request) -> str:
     """One line on why `request` is not in `cassette`: its first difference from the next call
     recorded on the same route that was not yet replayed (a deterministic run asks in order).
     """
@@ -229,12 +233,12 @@ def _window(text: str, at: int) -> str:
     return ("…" if start else "") + json.dumps(part, ensure_ascii=False) + ("…" if at + SHOWN_CHARS < len(text) else "")
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= 2 * SHOWN_CHARS else text[: 2 * SHOWN_CHARS] + "…"
 
 
-def _parsed(body: Any) -> Any:
+def _parsed(body: object) -> Any:
     """The body as JSON where it is JSON; not to be changed (parsed bodies are shared)."""
     raw = body.read() if hasattr(body, "read") else body
     return _json(raw) if isinstance(raw, bytes | str) else raw
@@ -249,11 +253,11 @@ def _json(raw: bytes | str) -> Any:
         return text
 
 
-def _route(request: Any) -> str:
+def _route(request: Request) -> str:
     return f"{request.method} {request.path}"
 
 
-def _summary(request: Any) -> str:
+def _summary(request: Request) -> str:
     """What a recorded call was for, in a few words: its model and, where forced, the tool it asked for."""
     body = _parsed(request.body)
     if not isinstance(body, dict):
@@ -267,7 +271,7 @@ def _summary(request: Any) -> str:
 # --- what a cassette keeps -------------------------------------------------------------------
 
 
-def _scrubbed_request(request: Any) -> Any:
+def _scrubbed_request(request: Request) -> Request:
     """No header but content-type; URL and body redacted. Applied alike to what is recorded and to
     what is looked up, so a redacted value still matches itself.
     """
