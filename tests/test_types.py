@@ -55,3 +55,33 @@ def test_an_app_under_mypy_strict_sees_the_public_names_typed(unpacked, tmp_path
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "pivotal.core.context.Context" in done.stdout and "RunResult" in done.stdout
     assert 'Revealed type is "Any"' not in done.stdout
+
+
+PACKAGE_FOLDERS = ("core", "graphs", "nodes", "memory", "middleware", "prompts", "pivotal")
+MOST_ANY_PARAMETERS = 70
+"""Parameters annotated exactly `Any` in the installed package (its testing, cli and bench modules
+included), `*args`/`**kwargs` left out: LangChain's and LangGraph's base signatures fix those. About 200
+counted so when issue 40 was filed (165 by its own count); lower this as hand-offs get their types."""
+
+
+def _any_parameters() -> list[str]:
+    import ast
+
+    found = []
+    for folder in PACKAGE_FOLDERS:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    arguments = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+                    found += [
+                        f"{path.relative_to(ROOT)}:{node.lineno} {node.name}({a.arg})"
+                        for a in arguments
+                        if a.annotation is not None and ast.unparse(a.annotation) == "Any"
+                    ]
+    return found
+
+
+def test_parameters_typed_any_do_not_grow():
+    """A hand-off typed `Any` checks nothing: a new one needs its real type (a protocol where several fit)."""
+    found = _any_parameters()
+    assert len(found) <= MOST_ANY_PARAMETERS, "\n".join(found)
