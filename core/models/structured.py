@@ -11,6 +11,7 @@ from typing import Any, Generic, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.runnables import Runnable
 from langgraph.constants import TAG_NOSTREAM
 from pydantic import BaseModel
 
@@ -160,7 +161,7 @@ def _structured(model: BaseChatModel, schema: type[BaseModel]):
     return _runnables[key][1]
 
 
-def _schema_converted(runnable: Any) -> Any:
+def _schema_converted(runnable: Runnable[Any, Any]) -> Runnable[Any, Any]:
     """`runnable` with the schema LangChain shows a trace (`ls_structured_output_format`) made into
     JSON schema once, here: LangChain converts a pydantic class again on every call (0.3-0.5 ms of
     CPU each, ~8% of a `sim` step), a JSON schema it hands back unchanged, so a trace reads the same.
