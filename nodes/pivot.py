@@ -62,12 +62,12 @@ def _pivot_step(reflections: list[Reflection], context: Context, trajectory: lis
     reflection = reflections[-1]
     first = reflection["pivotal_step"]
     late = reflection.get("no_return_step", first)
+    if context.pivot == "best" and (closest := closest_restart(trajectory, context)) is not None:
+        return closest
     if context.pivot == "first_mistake" or late <= first:
         return first
     if context.pivot == "no_return":
         return late
-    if (closest := closest_restart(trajectory, late, context)) is not None:
-        return closest
     left_first, left_late = reflection.get("steps_left_at_pivotal"), reflection.get("steps_left_at_no_return")
     chosen = best_restart(first, late, left_first, left_late, context)
     if not READ_THE_RECORD or (left_first is not None and left_late is not None):
@@ -168,19 +168,24 @@ def best_restart(first: int, late: int, left_first: int | None, left_late: int |
     return late if left_late * pace <= _room(late, context) else first
 
 
-def closest_restart(trajectory: list[Step], late: int, context: Context) -> int | None:
+def closest_restart(trajectory: list[Step], context: Context) -> int | None:
     """Where the environment said how far the goal was after each step: restart from the state
-    closest to the goal (the earliest of equals, for the most room), no later than the point of no
-    return, whose steps still needed fit the room the path budget leaves after the kept steps. That
-    is the restart a perfect retry would take (benchmarks/bench_retry.py); None where the
-    environment did not say or nothing fits.
+    closest to the goal (the earliest of equals, for the most room) whose steps still needed fit the
+    room the path budget leaves after the kept steps. That is the restart a perfect retry would take
+    (benchmarks/bench_retry.py); None where the environment did not say or nothing fits. The
+    reflection's point of no return does not bound it: a state the environment gives a distance from
+    is not past the point of no return by its own word (None would say so), and where the reflection
+    named an earlier step the retry threw away progress it had.
 
     Measured on held-out seeds of the retry bench (240 tasks each, seeds 20-29 and 30-39 of each
     cell) against the estimate rule (`best_restart`): executed steps 0.815x vs 0.859x and 0.798x vs 0.831x of
-    full retry's, successes 217 vs 217 and 214 vs 212.
+    full retry's, successes 217 vs 217 and 214 vs 212, then bounded by the reflection's point of no
+    return. Unbounded (benchmarks/bench_retry_floor.py, hook on, 300 tasks each): 0.812x vs 0.827x and
+    276 vs 268 successes on dev seeds, 0.834x vs 0.846x and 277 vs 272 held-out; the restart is then
+    the closest state in every case, as an oracle pivot's.
     """
     left = {step["index"] + 1: step["goal_steps_left"] for step in trajectory if "goal_steps_left" in step}
-    fits = [(n, keep) for keep, n in left.items() if keep <= late and n is not None and n <= _room(keep, context)]
+    fits = [(n, keep) for keep, n in left.items() if n is not None and n <= _room(keep, context)]
     return min(fits)[1] if fits else None
 
 

@@ -135,7 +135,7 @@ async def test_advisory_critic_keeps_the_veto_on_irreversible_actions():
 
 async def test_advisory_critic_reject_of_a_reversible_action_becomes_a_revise():
     verdicts = []
-    for seed in range(1, 5):  # the final paths of a few seeds, so some step met an advisory verdict
+    for seed in range(1, 9):  # the final paths of a few seeds, so some step met an advisory verdict
         result = await run(model=f"sim:error=0.5,seed={seed}", critic_veto=False, precheck=False, max_steps=12)
         verdicts += [v for s in result.trajectory for v in s["verdicts"]]
     advisory = [v for v in verdicts if v["source"] == "critic-advisory"]

@@ -19,7 +19,7 @@ from pivotal.core.context import Context
 from pivotal.core.environments.gridworld import GridWorld
 from pivotal.core.task import Task
 from pivotal.graphs import arun
-from pivotal.nodes.pivot import best_restart, closest_restart
+from pivotal.nodes.pivot import _pivot_step, best_restart, closest_restart
 from pivotal.nodes.reflector import reflector
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -268,8 +268,24 @@ def test_best_restarts_at_the_recorded_state_closest_to_the_goal_that_still_fits
     """Steps to the goal after steps 0-4: 5, 4, 6, 3, then out of reach."""
     trajectory = [{"index": i, "goal_steps_left": n} for i, n in enumerate([5, 4, 6, 3, None])]
     roomy, tight = Context(model="sim", max_steps=10), Context(model="sim", max_steps=6)
-    assert closest_restart(trajectory, 4, roomy) == 4  # 3 steps left after 4 kept: fits in 6
-    assert closest_restart(trajectory, 4, tight) == 2  # 3 > the 2 left after 4 kept; 4 fit after 2
-    assert closest_restart(trajectory, 1, roomy) == 1  # never past the point of no return
-    assert closest_restart([{"index": 0}], 1, roomy) is None  # the environment did not say
-    assert closest_restart(trajectory, 4, Context(model="sim", max_steps=6, budget="new")) == 4  # kept steps free
+    assert closest_restart(trajectory, roomy) == 4  # 3 steps left after 4 kept: fits in 6
+    assert closest_restart(trajectory, tight) == 2  # 3 > the 2 left after 4 kept; 4 fit after 2
+    assert closest_restart([{"index": 0}], roomy) is None  # the environment did not say
+    assert closest_restart(trajectory, Context(model="sim", max_steps=6, budget="new")) == 4  # kept steps free
+
+
+@pytest.mark.parametrize("named", [(0, 1), (2, 2), (3, 1)])
+def test_with_distances_best_restarts_at_the_closest_state_wherever_the_reflection_put_its_steps(named):
+    """Issue 42: the reflection's point of no return (1 of 4, or not after its first mistake) no longer
+    bounds the restart where the environment says how far the goal is: a state it gives a distance
+    from is reachable by its own word, and an earlier restart threw away progress (bench_retry_floor:
+    25 of 111 first restarts on the dev seeds were before the closest state, all of them so bounded).
+    """
+    trajectory = [{"index": i, "goal_steps_left": n} for i, n in enumerate([5, 4, 6, 3, None])]
+    first, late = named
+    reflections = [{"pivotal_step": first, "no_return_step": late}]
+    assert _pivot_step(reflections, Context(model="sim", max_steps=10), trajectory) == 4
+    # the named steps still decide where the distances say nothing that fits, and for the other rules
+    assert _pivot_step(reflections, Context(model="sim", max_steps=3), trajectory) in (first, late)
+    no_return = Context(model="sim", max_steps=10, pivot="no_return")
+    assert _pivot_step(reflections, no_return, trajectory) == max(first, late)
