@@ -222,9 +222,9 @@ def _redacted_exception(error: BaseException, values: tuple[str, ...], seen: fro
     cleaned = (_tree(error.args, values), _tree(vars(error), values), *(_chained(e, values, seen) for e in parts[2:]))
     same = all(a is b for a, b in zip(cleaned, parts, strict=True))
     clean = error if same else _exception_like(error, *cleaned)
-    shown = _shown(error if clean is None else clean)
-    hidden = tuple(redact(text, list(values)) for text in shown)
-    return clean if clean is not None and hidden == shown else hidden[0]
+    written = _written(error if clean is None else clean)
+    hidden = tuple(redact(text, list(values)) for text in written)
+    return clean if clean is not None and hidden == written else hidden[0]
 
 
 def _chained(link: BaseException | None, values: tuple[str, ...], seen: frozenset[int]) -> BaseException | None:
@@ -258,7 +258,7 @@ def _exception_like(
     return clean
 
 
-def _shown(error: BaseException) -> tuple[str, str]:
+def _written(error: BaseException) -> tuple[str, str]:
     """How an exception is written: its `repr` (LangGraph's serialiser) and its `str` (a log line)."""
     try:
         return repr(error), str(error)

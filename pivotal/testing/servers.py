@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from tenacity import retry, retry_if_exception, stop_after_attempt
+
 BIN = Path(sys.executable).parent
 
 
@@ -44,19 +46,24 @@ def launch(command: list[str], url: str, log: Path, **popen: Any) -> subprocess.
     """Start `command` writing `log`, and return it once `url` answers; a start that died of the logging
     race (`LOGGING_RACE`) is made once more, any other failure is raised with the log at once.
     """
-    for again in (True, False):
+
+    def raced(error: BaseException) -> bool:
+        return isinstance(error, RuntimeError) and LOGGING_RACE in log.read_text()
+
+    @retry(stop=stop_after_attempt(2), retry=retry_if_exception(raced), reraise=True)
+    def start() -> subprocess.Popen:
         with log.open("w") as out:
             server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, **popen)
         try:
             wait_until_up(url, server, log)
-            return server
         except RuntimeError:
             if server.poll() is None:
                 server.kill()
                 server.wait(timeout=30)
-            if not (again and LOGGING_RACE in log.read_text()):
-                raise
-    raise AssertionError("unreachable")
+            raise
+        return server
+
+    return start()
 
 
 @contextmanager
