@@ -523,9 +523,15 @@ def model_change(
 
 
 def _saved(value: object) -> Any:
+    if type(value) in _PLAIN:  # most settings: every node entry compares them (graphs/builder.py `_context`)
+        return value
     if isinstance(value, BaseChatModel):
         return {"model_object": model_label(value), "identity": model_identity(value)}
     return list(value) if isinstance(value, list) else value
+
+
+_PLAIN = frozenset((str, int, float, bool, type(None)))
+"""Setting values saved as they are: no model object's check (an ABC's, slow) is needed for them."""
 
 
 def _check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:

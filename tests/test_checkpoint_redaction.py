@@ -302,3 +302,24 @@ def test_an_exception_showing_a_secret_it_does_not_hold_is_written_as_its_text_r
             return f"computed {SK_KEY}"
 
     assert redact_tree(Shows("plain")) == "Shows('plain')"
+
+
+def test_a_remembered_text_is_blanked_once_a_key_holding_it_is_set_and_the_memory_stays_bounded(monkeypatch):
+    """Every checkpoint write walks the whole state again, so texts are remembered per set of secret
+    values: a text remembered clean is blanked as soon as a variable set later holds it, the same
+    object comes back while nothing changed, and the memory never grows past its bound.
+    """
+    from pivotal.core import secrets
+
+    said = f"the caller's code is {SERVICE_KEY}-later"
+    state = {"steps": [{"observation": said, "n": 1}], "goal": ("reach", said)}
+    monkeypatch.delenv("SUPPORT_SERVICE_KEY", raising=False)
+    assert redact_tree(state) is state  # remembered clean, and nothing copied
+    monkeypatch.setenv("LATER_API_KEY", f"{SERVICE_KEY}-later")
+    clean = redact_tree(state)
+    assert clean["steps"][0] == {"observation": f"the caller's code is {MARK}", "n": 1}
+    assert clean["goal"] == ("reach", f"the caller's code is {MARK}") and state["steps"][0]["observation"] == said
+    walker = secrets._walker(tuple(secrets.secret_values()))
+    texts = [f"observation {i}" for i in range(secrets.MEMO_TEXTS + 10)]
+    assert redact_tree(texts) is texts
+    assert 0 < len(walker.texts) <= secrets.MEMO_TEXTS
