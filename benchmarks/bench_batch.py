@@ -221,13 +221,14 @@ def _count_chroma_writes() -> dict[str, int]:
     """Chroma write calls of every store in this process, counted from now on (lesson upserts and
     updates, ledger appends: each costs ~10-40 ms on disk whatever it holds).
     """
-    from pivotal.memory.storage import chroma
+    from pivotal.memory.storage import chroma, ledger_file
 
     counts = {"lesson_upserts": 0, "lesson_updates": 0, "record_appends": 0}
     for owner, name, key in (
         (chroma.ChromaLessons, "put", "lesson_upserts"),
         (chroma.ChromaLessons, "update", "lesson_updates"),
         (chroma.ChromaRecords, "append", "record_appends"),
+        (ledger_file.LedgerFile, "append", "record_appends"),  # a folder's ledger (memory/storage/ledger_file.py)
     ):
         method = getattr(owner, name)
 

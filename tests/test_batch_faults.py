@@ -51,7 +51,8 @@ async def test_a_store_that_cannot_take_the_batchs_counts_at_its_end_stops_it_as
     from pivotal.core.errors import InfrastructureFault
     from pivotal.memory.policy.journal import Journal
     from pivotal.memory.policy.registry import close_stores
-    from pivotal.memory.storage.chroma import JOURNAL, ChromaRecords
+    from pivotal.memory.storage.chroma import JOURNAL
+    from pivotal.memory.storage.ledger_file import LedgerFile
 
     store = tmp_path / "store"
     context = Context(model="sim", memory=True, store_path=str(store), max_pivot_retries=0)
@@ -61,7 +62,7 @@ async def test_a_store_that_cannot_take_the_batchs_counts_at_its_end_stops_it_as
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(ChromaRecords, "append", full)
+    monkeypatch.setattr(LedgerFile, "append", full)
     with pytest.raises(InfrastructureFault, match=r"storage failed \(No space left on device\); the batch stopped"):
         await run_batch([vault()], context, checkpoint_path=str(tmp_path / "c2.sqlite"))
     assert Journal(str(store / JOURNAL)).read()[1]  # the run's records wait in the journal, not lost

@@ -1,6 +1,7 @@
 """The Chroma backend: lessons in a folder on disk (locked to this process) or a `chroma run`
 server, one collection per task family, and the ledger's records in a collection per family beside
-it. Chroma's `where` syntax is spoken here only (`where_of`).
+it on a server (a folder keeps them in a file of its own: memory/storage/ledger_file.py).
+Chroma's `where` syntax is spoken here only (`where_of`).
 
 Why a collection per family: recall always filters by family, and a Chroma metadata filter
 costs ~35 ms at 10k lessons while an unfiltered nearest-neighbour query costs ~3 ms
@@ -29,7 +30,8 @@ from pivotal.core.checkpoints import damage
 from pivotal.core.errors import PivotalError, make_folder, store_server_gone
 from pivotal.memory.lesson import Lesson
 from pivotal.memory.lesson.ledger import Record
-from pivotal.memory.storage.base import Near, Only, Storage, Vector, lesson_from, one_line
+from pivotal.memory.storage.base import Near, Only, RecordStorage, Storage, Vector, lesson_from, one_line
+from pivotal.memory.storage.ledger_file import LedgerFile
 from pivotal.memory.storage.vector_file import VectorFile
 
 if TYPE_CHECKING:
@@ -56,6 +58,8 @@ read_again = retry(
 
 # ---- opening Chroma ------------------------------------------------------------------------
 LOCK_FILE = ".pivotal.lock"
+LEDGER = "pivotal-ledger.sqlite3"
+"""The evidence ledger's file in a store's folder (memory/storage/ledger_file.py)."""
 JOURNAL = "pivotal-evidence.journal"
 """The evidence journal's file in a store's folder (memory/policy/journal.py)."""
 VECTORS = "pivotal-vectors.bin"
@@ -495,6 +499,21 @@ class ChromaRecords:
             collection.delete(ids=ids)
 
 
+def moved_ledger(client: "ClientAPI", ledger: RecordStorage) -> None:
+    """The records a folder kept in its Chroma collections (before memory/storage/ledger_file.py),
+    written to `ledger`, then their collections dropped; a folder without any pays one listing.
+    """
+    for collection in client.list_collections():
+        if not collection.name.startswith(LEDGER_PREFIX):
+            continue
+        family = (collection.metadata or {}).get("family")
+        if family is None:
+            continue  # not one of ours: left as it is
+        records = ChromaRecords(client)
+        ledger.append(records.read(family))
+        client.delete_collection(collection.name)
+
+
 # ---- what the backend table reads (memory/storage/base.py `Backend`) --------------------------
 IN_GRAPH_STORE = False
 
@@ -517,13 +536,27 @@ def connect(identity: str, settings: tuple[str, str]) -> Storage:
         return on_client(client, identity, private=False, release=release)
     folder = usable_directory(identity)
     client, release = connect_folder(folder)
+    ledger = LedgerFile(os.path.join(folder, LEDGER))
+    try:
+        ledger.check()
+        moved_ledger(client, ledger)
+    except BaseException:
+        ledger.close()
+        release()
+        raise
+
+    def closed() -> None:
+        ledger.close()
+        release()
+
     return on_client(
         client,
         identity,
         private=True,
-        release=release,
+        release=closed,
         journal=os.path.join(folder, JOURNAL),
         vectors=os.path.join(folder, VECTORS),
+        records=ledger,
     )
 
 
@@ -535,9 +568,12 @@ def on_client(
     release: Callable[[], None] | None = None,
     journal: str = "",
     vectors: str = "",
+    records: RecordStorage | None = None,
 ) -> Storage:
     """The storage of a Chroma client already open; `journal`: see `Storage.journal`; `vectors`: a
-    file in a folder only this process writes, where the texts it embeds keep their vectors.
+    file in a folder only this process writes, where the texts it embeds keep their vectors;
+    `records`: where the ledger is kept, when not in the client's own collections (a folder's file).
     """
     kept = VectorFile(vectors) if vectors else None
-    return Storage(location, ChromaLessons(client, location, kept), ChromaRecords(client), private, release, journal)
+    ledger = records if records is not None else ChromaRecords(client)
+    return Storage(location, ChromaLessons(client, location, kept), ledger, private, release, journal)
