@@ -503,15 +503,13 @@ def moved_ledger(client: "ClientAPI", ledger: RecordStorage) -> None:
     """The records a folder kept in its Chroma collections (before memory/storage/ledger_file.py),
     written to `ledger`, then their collections dropped; a folder without any pays one listing.
     """
-    for collection in client.list_collections():
-        if not collection.name.startswith(LEDGER_PREFIX):
-            continue
-        family = (collection.metadata or {}).get("family")
-        if family is None:
-            continue  # not one of ours: left as it is
-        records = ChromaRecords(client)
-        ledger.append(records.read(family))
-        client.delete_collection(collection.name)
+    for listed in client.list_collections():
+        if not listed.name.startswith(LEDGER_PREFIX) or not (listed.metadata or {}).get("ledger"):
+            continue  # not a ledger of ours: left as it is
+        collection = client.get_collection(listed.name, embedding_function=None)
+        found = read_again(collection.get)(include=["metadatas"])  # read by its own name, whatever family named it
+        ledger.append([Record(id=i, **m) for i, m in zip(found["ids"], found["metadatas"] or [], strict=True)])
+        client.delete_collection(listed.name)
 
 
 # ---- what the backend table reads (memory/storage/base.py `Backend`) --------------------------
