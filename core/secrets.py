@@ -157,9 +157,12 @@ class _Walker:
         """Each text up to MEMO_CHARS long, and its redacted form (None: it is clean)."""
 
     def text(self, value: str) -> str | None:
-        """`value` redacted, or None when it holds no secret."""
-        if value in self.texts:
-            return self.texts[value]
+        """`value` redacted, or None when it holds no secret. One lookup, never a test and then a
+        read: another thread (a log line, a sync saver) may empty the memory in between.
+        """
+        known = self.texts.get(value, _UNSEEN)
+        if known is not _UNSEEN:
+            return known  # type: ignore[return-value]
         clean = redact(value, list(self.values))
         found = None if clean == value else clean
         if len(value) <= MEMO_CHARS:

@@ -8,8 +8,9 @@ transaction takes a flush's records in about a millisecond. The folder is locked
 records in Chroma (`ChromaRecords`), where each of them can read the others'.
 
 Records a folder kept in Chroma collections before this file are moved here when it is opened
-(`moved_from`): copied in one transaction, then their collections dropped. A crash between the
-two copies them again, which changes nothing: a record's id is its key, as in Chroma.
+(memory/storage/chroma.py `moved_ledger`): copied in one transaction, then their collections
+dropped. A crash between the two copies them again, which changes nothing: a record's id is its
+key, as in Chroma.
 """
 
 import json
