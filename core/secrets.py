@@ -146,9 +146,9 @@ def _tree(value: object, values: tuple[str, ...]) -> Any:
 
 class _Walker:
     """One set of secret values' walk, its texts remembered. A checkpoint holds the whole state and
-    every write walks it again (~1,800 values a gridworld step): the common leaves (a text, a number,
-    a flag) are told by their exact type inside the loops, without a call each, and a text asks one
-    dict of this set's texts, where a cache keyed by (text, values) hashed the values at every text.
+    every write walks it again (~1,800 values a gridworld step): the common values (a text, a number,
+    a flag, a dict, a list) are told by their exact type, and a text asks one dict of this set's
+    texts, where a cache keyed by (text, values) hashed the values at every text.
     """
 
     def __init__(self, values: tuple[str, ...]) -> None:
@@ -172,35 +172,24 @@ class _Walker:
         return found
 
     def walk(self, value: object) -> Any:
+        """`value` redacted; the same object when it holds no secret."""
         kind = type(value)
         if kind is str:
             clean = self.text(value)  # type: ignore[arg-type]
             return value if clean is None else clean
+        if value is None or kind in _ATOMS:
+            return value
         if kind is dict:
             return self.mapping(value)  # type: ignore[arg-type]
         if kind is list or kind is tuple:
             return self.sequence(value)  # type: ignore[arg-type]
-        if value is None or kind in _ATOMS:
-            return value
         return self.other(value)
-
-    def leaf(self, item: object) -> Any:
-        """`item` redacted; the same object when it holds no secret."""
-        kind = type(item)
-        if kind is str:
-            clean = self.texts.get(item, _UNSEEN)  # type: ignore[call-overload]
-            if clean is _UNSEEN:
-                clean = self.text(item)  # type: ignore[arg-type]
-            return item if clean is None else clean
-        if item is None or kind in _ATOMS:
-            return item
-        return self.walk(item)
 
     def mapping(self, value: dict[Any, Any]) -> dict[Any, Any]:
         changed: dict[Any, Any] | None = None
-        leaf = self.leaf
+        walk = self.walk
         for key, item in value.items():
-            clean = leaf(item)
+            clean = walk(item)
             if clean is not item:
                 changed = dict(value) if changed is None else changed
                 changed[key] = clean
@@ -208,9 +197,9 @@ class _Walker:
 
     def sequence(self, value: list[Any] | tuple[Any, ...]) -> Any:
         changed: list[Any] | None = None
-        leaf = self.leaf
+        walk = self.walk
         for index, item in enumerate(value):
-            clean = leaf(item)
+            clean = walk(item)
             if clean is not item:
                 changed = list(value) if changed is None else changed
                 changed[index] = clean

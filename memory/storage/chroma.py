@@ -490,8 +490,7 @@ class ChromaRecords:
         if kind is not None:
             terms.append({"kind": kind})
         where = terms[0] if len(terms) == 1 else ({"$and": terms} if terms else None)
-        result = read_again(collection.get)(where=where, include=["metadatas"])
-        return [Record(id=i, **m) for i, m in zip(result["ids"], result["metadatas"] or [], strict=True)]
+        return _records(collection, where)
 
     def delete(self, family: str, ids: list[str]) -> None:
         collection = self._collection(family, create=False)
@@ -506,10 +505,15 @@ def moved_ledger(client: "ClientAPI", ledger: RecordStorage) -> None:
     for listed in client.list_collections():
         if not listed.name.startswith(LEDGER_PREFIX) or not (listed.metadata or {}).get("ledger"):
             continue  # not a ledger of ours: left as it is
-        collection = client.get_collection(listed.name, embedding_function=None)
-        found = read_again(collection.get)(include=["metadatas"])  # read by its own name, whatever family named it
-        ledger.append([Record(id=i, **m) for i, m in zip(found["ids"], found["metadatas"] or [], strict=True)])
+        # read by its own name, whatever family named it
+        ledger.append(_records(client.get_collection(listed.name, embedding_function=None), None))
         client.delete_collection(listed.name)
+
+
+def _records(collection: "Collection", where: dict[str, Any] | None) -> list[Record]:
+    """A ledger collection's records (those `where` matches), as `ChromaRecords.append` wrote them."""
+    found = read_again(collection.get)(where=where, include=["metadatas"])
+    return [Record(id=i, **m) for i, m in zip(found["ids"], found["metadatas"] or [], strict=True)]
 
 
 # ---- what the backend table reads (memory/storage/base.py `Backend`) --------------------------
