@@ -5,7 +5,7 @@ through the same cases as the real backends, and a graph run on it, to show that
 needs this module and that row, and nothing else changed.
 """
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 import numpy as np
@@ -53,7 +53,7 @@ class DictLessons:
     def put(self, family: str, lessons: list[Lesson], vectors: list[list[float]] | None) -> None:
         self.kept.setdefault(family, {}).update((lesson.id, lesson) for lesson in lessons)
 
-    def update(self, family: str, lessons: list[Lesson]) -> None:
+    def update(self, family: str, lessons: list[Lesson], stored: Mapping[str, Lesson] | None = None) -> None:
         self.put(family, lessons, None)
 
     def read(self, family: str, ids: list[str] | None) -> list[Lesson]:

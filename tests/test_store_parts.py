@@ -63,6 +63,43 @@ def test_an_update_changes_the_metadata_and_keeps_the_text_and_its_vector(io):
     assert list(after["embeddings"][0]) == list(before["embeddings"][0])
 
 
+def test_a_private_update_writes_only_the_fields_that_changed_and_every_field_reads_back(io, tmp_path, monkeypatch):
+    """Chroma merges a row's fields, and each field costs; a lesson with nothing changed is no write."""
+    stored, other = lesson("Check the file exists before reading it."), lesson("Close every socket you open.")
+    io.upsert([stored, other], embedded=False)
+    collection = io.storage.collection("files", create=False)
+    sent: list[dict] = []
+    update = collection.update
+    monkeypatch.setattr(collection, "update", lambda **kw: (sent.append(kw), update(**kw))[1])
+    scored = stored.model_copy(update={"retrievals": 3, "utility": 0.75, "scored_runs": "run-b run-c"})
+    io.update([scored, other])
+    assert sent == [
+        {"ids": [stored.id], "metadatas": [{"retrievals": 3, "utility": 0.75, "scored_runs": "run-b run-c"}]}
+    ]
+    io.update([scored])
+    assert len(sent) == 1  # nothing changed since: no call
+    reopened = LessonIO(ChromaLessons(chromadb.PersistentClient(path=str(tmp_path / "io")), "io"), "io", private=True)
+    assert reopened.read("files", [stored.id, other.id]) == [scored, other]
+
+
+def test_a_shared_store_writes_every_field_as_others_may_have_written_it(tmp_path, monkeypatch):
+    io = LessonIO(ChromaLessons(chromadb.PersistentClient(path=str(tmp_path / "io")), "io"), "io", private=False)
+    stored = lesson("Check the file exists before reading it.")
+    io.upsert([stored], embedded=False)
+    collection = io.storage.collection("files", create=False)
+    sent: list[dict] = []
+    monkeypatch.setattr(collection, "update", lambda **kw: sent.append(kw))
+    io.update([stored.model_copy(update={"retrievals": 3})])
+    assert sent[0]["metadatas"][0] == stored.model_copy(update={"retrievals": 3}).metadata()
+
+
+def test_a_lessons_changed_fields_are_its_fields_that_differ_from_a_stored_version():
+    stored = lesson("Check the file exists before reading it.", instances="maze-1")
+    assert stored.metadata(since=stored) == {}
+    assert stored.model_copy(update={"evidence": 2}).metadata(since=stored) == {"evidence": 2}
+    assert stored.model_copy(update={"instances": ""}).metadata(since=stored) == {"instances": "", "scope": ""}
+
+
 def test_a_read_of_a_known_lesson_needs_no_call_and_a_delete_forgets_it(io, monkeypatch):
     stored = lesson("Check the file exists before reading it.")
     io.upsert([stored], embedded=False)

@@ -129,9 +129,16 @@ class Lesson(BaseModel):
     def applies_to(self, instance: str) -> bool:
         return not self.scope or self.scope == instance
 
-    def metadata(self) -> dict[str, Any]:
-        """Stored with `scope` beside the fields, so Chroma can filter on it when recall must."""
-        return {**self.model_dump(exclude={"id"}), "scope": self.scope}
+    def metadata(self, since: "Lesson | None" = None) -> dict[str, Any]:
+        """Stored with `scope` beside the fields, so Chroma can filter on it when recall must.
+        `since`: a stored version of this lesson; only the fields that differ from it, for a backend
+        that merges a row's fields.
+        """
+        fields = {**self.model_dump(exclude={"id"}), "scope": self.scope}
+        if since is None:
+            return fields
+        before = since.metadata()
+        return {key: value for key, value in fields.items() if key not in before or before[key] != value}
 
     def visible_to(self, owner: str) -> bool:
         return self.owner in (owner, SHARED)

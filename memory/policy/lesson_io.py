@@ -37,8 +37,16 @@ class LessonIO:
     def update(self, lessons: list[Lesson]) -> None:
         """Counts, utility, status: the text is unchanged, so it must not be embedded again."""
         for family, group in by_family(lessons):
-            self.storage.update(family, group)
+            self.storage.update(family, group, self._stored(group))
             self._remember(group)
+
+    def _stored(self, lessons: list[Lesson]) -> dict[str, Lesson] | None:
+        """What a private store knows it holds of these lessons (`known`, exact: no other process
+        writes it), so a backend writes only what changed; None elsewhere (others write a server).
+        """
+        if not self.private:
+            return None
+        return {i: lesson for i, lesson in self.known.look(lesson.id for lesson in lessons).items() if lesson}
 
     def delete(self, family: str, ids: list[str]) -> None:
         self.storage.delete(family, ids)

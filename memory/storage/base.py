@@ -7,7 +7,7 @@ inside its own file: nothing above this seam spells a backend's filter syntax.
 Lessons are kept a family at a time: recall, dedup and the ledger always ask within one family.
 """
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -83,8 +83,11 @@ class LessonStorage(Protocol):
         """
         ...
 
-    def update(self, family: str, lessons: list[Lesson]) -> None:
-        """Counts, utility, status: the text is unchanged and is not embedded again."""
+    def update(self, family: str, lessons: list[Lesson], stored: Mapping[str, Lesson] | None = None) -> None:
+        """Counts, utility, status: the text is unchanged and is not embedded again. `stored`: the
+        versions the backend holds now, where the caller knows them for sure (a private store): a
+        backend that merges a row's fields may write only those that differ.
+        """
         ...
 
     def read(self, family: str, ids: list[str] | None) -> list[Lesson]:

@@ -18,7 +18,7 @@ import hashlib
 import os
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -373,11 +373,19 @@ class ChromaLessons(Collections):
             embeddings=vectors if vectors is not None else self.embedder(family)(documents),
         )
 
-    def update(self, family: str, lessons: list[Lesson]) -> None:
-        """Without documents: an upsert with them re-embeds every one (most of a run's store time went there)."""
-        self.collection(family, create=True).update(
-            ids=[lesson.id for lesson in lessons], metadatas=[lesson.metadata() for lesson in lessons]
-        )
+    def update(self, family: str, lessons: list[Lesson], stored: Mapping[str, Lesson] | None = None) -> None:
+        """Without documents: an upsert with them re-embeds every one (most of a run's store time went there).
+
+        With `stored`, only the fields that changed: Chroma merges a row's fields, and an update
+        costs ~3 ms a call, ~0.2 ms a lesson and ~0.02 ms a field more (31 fields a lesson; a run's
+        scores change 5-7 of them: 30 lessons 21 -> 13 ms). A lesson with none changed is left out.
+        """
+        changes = [(lesson.id, lesson.metadata(since=(stored or {}).get(lesson.id))) for lesson in lessons]
+        changes = [(lesson_id, fields) for lesson_id, fields in changes if fields]
+        if changes:
+            self.collection(family, create=True).update(
+                ids=[lesson_id for lesson_id, _ in changes], metadatas=[fields for _, fields in changes]
+            )
 
     def read(self, family: str, ids: list[str] | None) -> list[Lesson]:
         collection = self.collection(family, create=False)

@@ -21,7 +21,7 @@ write the same namespace, so the policy keeps nothing read and writes counts at 
 
 import hashlib
 import re
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -89,15 +89,16 @@ class StoreLessons:
                 self._space(family), lesson.id, {**lesson.metadata(), "document": lesson.document}, index=INDEXED
             )
 
-    def update(self, family: str, lessons: list[Lesson]) -> None:
+    def update(self, family: str, lessons: list[Lesson], stored: Mapping[str, Lesson] | None = None) -> None:
         """The stored `document` is kept. It is put with its index again (a put without one may
-        drop the item's vector); Pivotal's MiniLM answers it from its cache.
+        drop the item's vector); Pivotal's MiniLM answers it from its cache. `stored` goes unused: a
+        LangGraph store puts an item whole, so it is read here and put with every field.
         """
         self.has(family, create=True)
         for lesson in lessons:
-            stored = self.store.get(self._space(family), lesson.id)
-            if stored is not None:
-                self.store.put(self._space(family), lesson.id, {**stored.value, **lesson.metadata()}, index=INDEXED)
+            item = self.store.get(self._space(family), lesson.id)
+            if item is not None:
+                self.store.put(self._space(family), lesson.id, {**item.value, **lesson.metadata()}, index=INDEXED)
 
     def read(self, family: str, ids: list[str] | None) -> list[Lesson]:
         if ids is None:
