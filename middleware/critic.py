@@ -755,14 +755,14 @@ def _executed(request: ToolCallRequest, record: ThreadRecord) -> str | None:
     call_id = call["id"] or ""
     mine = [r for r in request.state.get(REVIEWS) or [] if r.get("executed")]  # without a checkpointer, all
     ran = {**{r["tool_call_id"]: (r["action"], r["arguments"]) for r in mine}, **record.ran}
-    places = {**{r["step"]: r["tool_call_id"] for r in mine if r.get("step")}, **record.places}
     if call_id and (call_id in ran or call_id in record.in_flight()):
         return call_id
-    earlier = places.get(_step(request.state, call_id))
-    if earlier is None or earlier not in ran:
+    place = _step(request.state, call_id)
+    if not place:
         return None
-    same = verdict_key("", *ran[earlier]) == verdict_key("", call["name"], call["args"])
-    return earlier if same else None
+    earlier = [*(r["tool_call_id"] for r in mine if r.get("step") == place), *record.places.get(place, [])]
+    same = verdict_key("", call["name"], call["args"])
+    return next((e for e in earlier if e in ran and verdict_key("", *ran[e]) == same), None)
 
 
 def _step(state: Mapping[str, Any], call_id: str) -> str:

@@ -277,3 +277,110 @@ async def test_the_guard_reads_each_checkpoint_of_a_thread_once_however_often_it
     checkpoints = len([item async for item in InMemorySaver.alist(saver, thread)])
     reads = 8  # each irreversible proposal or execution also reads the one checkpoint it stops at
     assert saver.handed <= checkpoints + reads * 4, (saver.handed, checkpoints)
+
+
+# --- forks whose model proposes anew ------------------------------------------------------------
+
+
+def test_every_call_run_under_one_step_key_is_found_whichever_branch_ran_it():
+    """Branches may run different calls under one key; the first one found hid the others."""
+    from pivotal.core.environments.once import Seen
+
+    def step(checkpoint: str, order: str) -> dict:
+        return {"index": 5, "key": "run:0:5", "checkpoint_id": checkpoint, "action": "send_note",
+                "arguments": {"order_id": order}}  # fmt: skip
+
+    seen = Seen()
+    seen.add([step("first-run", "1")])
+    seen.add([step("a-fork", "3")])
+    for order in ("1", "3"):
+        assert seen.standing("run:0:5", {"action": "send_note", "arguments": {"order_id": order}}) is not None
+    assert seen.standing("run:0:5", {"action": "send_note", "arguments": {"order_id": "4"}}) is None
+    assert seen.standing("run:0:6", {"action": "send_note", "arguments": {"order_id": "1"}}) is None
+
+
+def test_forks_of_a_finished_agent_thread_run_each_call_once_per_step_in_the_world(tmp_path):
+    """`create_pivotal_agent`, three turns, then a fork from every checkpoint. A fork's model sees what
+    the first run did not (lessons written since, recorded results) and may propose another call at a
+    step; that call ran in the world, so a later fork reaching the same step with it must take it as
+    done (12 of 76 forks sent one email again). Counted from the tools' own ledger against the
+    distinct (step key, call) pairs the thread holds.
+    """
+    from collections import Counter
+
+    from langchain_core.tools import tool
+
+    from pivotal import create_pivotal_agent
+
+    ledger = tmp_path / "ledger.jsonl"
+
+    def wrote(**row) -> None:
+        with ledger.open("a") as out:
+            out.write(json.dumps(row) + "\n")
+
+    @tool
+    def lookup(order_id: str) -> str:
+        """Look up an order: its amount and status."""
+        return f"order {order_id}: 20.00, paid"
+
+    @tool
+    def send_note(order_id: str, text: str) -> str:
+        """Send the customer a note about their order (an email: it cannot be unsent)."""
+        wrote(action="send_note", arguments={"order_id": order_id, "text": text})
+        return f"sent a note about {order_id}"
+
+    @tool
+    def refund(order_id: str, amount: float) -> str:
+        """Refund an amount of an order to the customer's card. Cannot be undone."""
+        wrote(action="refund", arguments={"order_id": order_id, "amount": amount})
+        return f"refunded {amount:.2f} of {order_id}"
+
+    agent = create_pivotal_agent(
+        "sim",
+        [lookup, send_note, refund],
+        irreversible=["refund"],
+        checkpointer=InMemorySaver(),
+        memory=True,  # lessons a turn wrote are recalled on the forks: their prompts differ, so do some calls
+        store_path=str(tmp_path / "lessons"),
+    )
+    thread = {"configurable": {"thread_id": "ticket-1"}}
+    for said in ("Refund 20.00 of order A1.", "Send a note about order B2.", "Refund 5.00 of order C3."):
+        agent.invoke({"messages": [("user", said)]}, thread)
+    for snap in list(agent.get_state_history(thread)):
+        if snap.next:
+            agent.invoke(None, snap.config)
+    ran = Counter(json.dumps(json.loads(line), sort_keys=True) for line in ledger.read_text().splitlines())
+    steps: dict[str, set[str]] = {}
+    for snap in agent.get_state_history(thread):
+        for s in snap.values.get("trajectory") or []:
+            if s["action"] in ("send_note", "refund"):
+                call = json.dumps({"action": s["action"], "arguments": s["arguments"]}, sort_keys=True)
+                steps.setdefault(call, set()).add(s["key"])
+    assert any(len([c for c, keys in steps.items() if key in keys]) > 1 for keys in steps.values() for key in keys)
+    assert ran == Counter({call: len(keys) for call, keys in steps.items()})
+
+
+def test_the_middleware_takes_a_call_run_at_its_place_in_any_branch_as_done():
+    """`create_agent` + `PivotalCritic`: two branches ran different calls at one place of a turn (a
+    fork's model proposed anew); a later fork proposing the second one there meets it, not only the first.
+    """
+    from types import SimpleNamespace
+
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from pivotal.core.environments.once import REVIEWS, ThreadRecord
+    from pivotal.middleware.critic import _executed, _step
+
+    def state(call_id: str, order: str) -> dict:
+        call = {"id": call_id, "name": "send_note", "args": {"order_id": order}}
+        return {"messages": [HumanMessage("Send a note about order B2."), AIMessage("", tool_calls=[call])]}
+
+    place = _step(state("c1", "1"), "c1")
+    record = ThreadRecord(None)
+    for call_id, order in (("c1", "1"), ("c2", "3")):
+        record.add({REVIEWS: [{"tool_call_id": call_id, "executed": True, "action": "send_note",
+                               "arguments": {"order_id": order}, "step": place}]})  # fmt: skip
+    for order, ran in (("3", "c2"), ("1", "c1"), ("4", None)):
+        fork = state("c9", order)
+        request = SimpleNamespace(tool_call=fork["messages"][-1].tool_calls[0], state=fork)
+        assert _executed(request, record) == ran

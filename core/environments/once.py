@@ -40,7 +40,7 @@ from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from pivotal.core.environments.base import ActionSpec, Environment, Idempotent, rewind_mode
 from pivotal.core.environments.tools import FINISH
 from pivotal.core.secrets import redact_tree
-from pivotal.core.state import Critique, Proposal, State, Step
+from pivotal.core.state import Critique, Proposal, State, Step, same_call
 
 Call = tuple[str, dict[str, Any]]
 
@@ -152,8 +152,7 @@ def _ended(seen: "Seen", key: str, call: Call) -> bool:
     arguments. The key alone is not enough: after a run stopped during the call, its step is sent back
     and the next step checkpointed under the same key may be another call (the email after the refund).
     """
-    step = seen.steps.get(key)
-    return step is not None and step["action"] == call[0] and (step.get("arguments") or {}) == redact_tree(call[1])
+    return bool(seen.ran(key, {"action": call[0], "arguments": redact_tree(call[1])}))
 
 
 STARTED = ("pivotal", "started")
@@ -262,12 +261,9 @@ async def executed_step(env: Environment, state: State, key: str, chosen: Propos
     """
     if rewind_mode(env) in ("snapshot", "replay"):
         return None  # the world was put back with the branch: the step is to be run
-    seen = (await thread_record()).seen
-    step = seen.steps.get(key)  # the key names the run: another turn's step is never this one
-    if step is None or answers(step) or step_id(step) in seen.undone:
-        return None  # the answer is the reply's own, and an undone step is to be done again
-    same = step["action"] == chosen.get("action") and step.get("arguments") == (chosen.get("arguments") or {})
-    return step if same else None
+    # the key names the run: another turn's step is never this one; an undone step is to be done again
+    step = (await thread_record()).seen.standing(key, chosen)
+    return None if step is None or answers(step) else step  # the answer is the reply's own
 
 
 def answers(step: Mapping[str, Any]) -> bool:
@@ -293,8 +289,9 @@ class Seen:
     done: dict[str, Call] = field(default_factory=dict)
     undone: set[str] = field(default_factory=set)
     spent: set[str] = field(default_factory=set)
-    steps: dict[str, Step] = field(default_factory=dict)
-    """Each executed step by its idempotency key (`Step.key`)."""
+    steps: dict[str, dict[str, Step]] = field(default_factory=dict)
+    """The executed steps by their idempotency key (`Step.key`), then by id: branches may run different
+    calls under one key (a fork's model proposes anew), and each of them ran in the world."""
 
     def add(self, trajectory: list[Step]) -> None:
         ids = {step["index"]: step_id(step) for step in trajectory}
@@ -302,7 +299,7 @@ class Seen:
             if not step.get("error"):  # the tool raised: the world did not change
                 self.done.setdefault(ids[step["index"]], (step["action"], step.get("arguments") or {}))
                 if step.get("key"):
-                    self.steps.setdefault(step["key"], step)
+                    self.steps.setdefault(step["key"], {}).setdefault(ids[step["index"]], step)
             if (undid := step.get("compensates")) is not None and undid in ids:
                 self.undone.add(ids[undid])
             if step.get("review"):
@@ -311,13 +308,23 @@ class Seen:
     def merge(self, other: "Seen") -> None:
         for ident, call in other.done.items():
             self.done.setdefault(ident, call)
-        for key, step in other.steps.items():
-            self.steps.setdefault(key, step)
+        for key, steps in other.steps.items():
+            kept = self.steps.setdefault(key, {})
+            for ident, step in steps.items():
+                kept.setdefault(ident, step)
         self.undone |= other.undone
         self.spent |= other.spent
 
     def calls(self) -> list[Call]:
         return [call for ident, call in self.done.items() if ident not in self.undone]
+
+    def ran(self, key: str, call: Mapping[str, Any]) -> list[Step]:
+        """The steps that ran `call` (an action and its arguments) under `key`, in any branch."""
+        return [step for step in self.steps.get(key, {}).values() if same_call(step, call)]
+
+    def standing(self, key: str, call: Mapping[str, Any]) -> Step | None:
+        """The step that ran `call` under `key` and that no compensating step undid, if any."""
+        return next((step for step in self.ran(key, call) if step_id(step) not in self.undone), None)
 
 
 def step_id(step: Step) -> str:
@@ -351,9 +358,10 @@ class ThreadRecord:
     """The middleware's executed tool calls by tool call id, oldest first."""
     observations: dict[str, str] = field(default_factory=dict)
     """What each of those calls returned (as recorded: clipped, secrets blanked), by tool call id."""
-    places: dict[str, str] = field(default_factory=dict)
-    """Each of those calls by its place in its turn (the middleware's `step`: turn, reply, call), as
-    a tool call id: a fork that re-runs the model meets the same call again under a new id."""
+    places: dict[str, list[str]] = field(default_factory=dict)
+    """Those calls by their place in their turn (the middleware's `step`: turn, reply, call), as tool
+    call ids: a fork that re-runs the model meets the same call again under a new id, and branches may
+    have run different calls at one place (a fork's model proposing anew), each of them in the world."""
     verdicts: dict[str, dict[str, Any]] = field(default_factory=dict)
     intents: dict[str, dict[str, Any]] = field(default_factory=dict)
     """The middleware's irreversible calls written down just before their tool ran (`WRITTEN`), by id."""
@@ -409,8 +417,8 @@ class ThreadRecord:
                 call_id = entry.get("tool_call_id") or ""
                 self.ran.setdefault(call_id, (entry["action"], entry.get("arguments") or {}))
                 self.observations.setdefault(call_id, str(entry.get("observation") or ""))
-                if entry.get("step"):
-                    self.places.setdefault(entry["step"], call_id)
+                if entry.get("step") and call_id not in (here := self.places.setdefault(entry["step"], [])):
+                    here.append(call_id)
         for key, verdict in (values.get(VERDICTS) or {}).items():
             self.verdicts.setdefault(key, verdict)
 

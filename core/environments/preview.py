@@ -43,10 +43,9 @@ from pivotal.core.environments.once import (
     irreversible,
     needs_person,
     repeat_reason,
-    step_id,
 )
 from pivotal.core.errors import PivotalError
-from pivotal.core.state import Proposal, same_call
+from pivotal.core.state import Proposal
 
 Fate = Literal["skip", "refuse", "ask", "run"]
 """skip: its recorded result is used, nothing runs; refuse: the once-guard turns the repeat down;
@@ -233,9 +232,10 @@ def _graph_fate(
     if rewind_mode(env) in ("snapshot", "replay"):
         return "run", "the environment puts its world back with the branch: the step runs again in it"
     proposal: Proposal = {"action": step["action"], "arguments": step.get("arguments") or {}}
-    recorded = thread.steps.get(step.get("key") or "")
-    undone = recorded is not None and step_id(recorded) in thread.undone
-    if recorded is not None and not answers(recorded) and not undone and same_call(recorded, step):
+    key = step.get("key") or ""
+    recorded = thread.standing(key, step)
+    undone = recorded is None and bool(thread.ran(key, step))
+    if recorded is not None and not answers(recorded):
         return "skip", "executed in this run under the same step key: its recorded result is used"
     person = needs_person(wanted, env, proposal)
     why = _again(step, undone)
@@ -289,8 +289,8 @@ def _agent_calls(
 
 def _agent_call(thread: ThreadRecord, call_id: str, entry: dict[str, Any], recorded_at: str) -> PreviewedCall:
     """As the tool wrapper decides (`_executed`): a call that ran in the thread, by its id or at its place."""
-    earlier = thread.places.get(entry.get("step") or "")
-    if call_id in thread.ran or (earlier is not None and _call_of(thread.ran.get(earlier)) == _call(entry)):
+    earlier = thread.places.get(entry.get("step") or "", [])
+    if call_id in thread.ran or any(_call_of(thread.ran.get(e)) == _call(entry) for e in earlier):
         why = "it ran in this thread: met again (its id, or its place in its turn), its recorded result is returned"
         return _previewed(entry, "skip", why, recorded_at, _failed(entry))
     rules = _rules(thread.verdicts, call_id)
